@@ -1,0 +1,43 @@
+#!/usr/bin/env bash
+# Installs every Debian package Estuary's build, tests and benchmarks need.
+# Idempotent: packages already present are skipped, and apt-get runs only
+# when something is missing.
+set -euo pipefail
+
+PACKAGES=(
+  build-essential cmake pkg-config ccache git
+  clang-14 libclang-rt-14-dev
+  libuv1-dev
+  libqpid-proton-cpp12-dev
+  libpaho-mqttpp-dev libpaho-mqtt-dev
+  librocksdb-dev
+  googletest libgtest-dev libgmock-dev
+  libbenchmark-dev
+  libspdlog-dev libfmt-dev libcli11-dev libtomlplusplus-dev
+  nlohmann-json3-dev libssl-dev libxxhash-dev libexpected-dev
+  mosquitto mosquitto-clients python3 python3-paho-mqtt
+  curl procps iproute2
+)
+
+missing=()
+for pkg in "${PACKAGES[@]}"; do
+  if ! dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed"; then
+    missing+=("$pkg")
+  fi
+done
+
+if ((${#missing[@]} == 0)); then
+  echo "install-deps: all ${#PACKAGES[@]} packages present"
+  exit 0
+fi
+
+SUDO=""
+if [[ $(id -u) -ne 0 ]]; then SUDO="sudo"; fi
+echo "install-deps: installing ${missing[*]}"
+$SUDO apt-get update
+DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y --no-install-recommends "${missing[@]}"
+# The Debian mosquitto package starts a system broker on 1883; Estuary's
+# scripts start their own on free ports, so keep the system one out of the way.
+if command -v systemctl >/dev/null 2>&1; then
+  $SUDO systemctl disable --now mosquitto >/dev/null 2>&1 || true
+fi
