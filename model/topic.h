@@ -33,6 +33,11 @@ Expected<void, TopicError> ValidateTopicName(std::string_view name);
 // A topic filter as used in SUBSCRIBE (plain, not $share).
 Expected<void, TopicError> ValidateTopicFilter(std::string_view filter);
 
+// True when every '+' and '#' in `filter` is alone in its level and '#' is
+// in the last level. Only the wildcard rule: no emptiness, length or UTF-8
+// checks (ValidateTopicFilter does those too).
+bool HasValidWildcards(std::string_view filter);
+
 // "$share/<group>/<filter>": group non-empty without '/', '+', '#'; filter
 // valid. Returns nullopt-free result only for shared filters.
 struct SharedFilter {
@@ -40,9 +45,35 @@ struct SharedFilter {
   std::string filter;
 };
 bool IsSharedFilter(std::string_view filter);  // starts with "$share/"
+// Errors: kTooLong or kInvalidUtf8 for the whole text; kBadSharedFilter for
+// anything else, an invalid inner filter included.
 Expected<SharedFilter, TopicError> ParseSharedFilter(std::string_view filter);
 
-// Matching by the MQTT rules, including: a filter starting with a wildcard
+// Walks the '/'-separated levels of a topic name or filter without
+// allocating: "a//b/" yields "a", "", "b", "". `position` is the offset of
+// the level Next() returns (text.size() + 1 once done).
+class TopicLevels {
+ public:
+  explicit TopicLevels(std::string_view text, size_t position = 0)
+      : text_(text), position_(position) {}
+  bool done() const { return position_ > text_.size(); }
+  size_t position() const { return position_; }
+  // Precondition: !done().
+  std::string_view Next() {
+    size_t end = text_.find('/', position_);
+    if (end == std::string_view::npos) end = text_.size();
+    const std::string_view level = text_.substr(position_, end - position_);
+    position_ = end + 1;
+    return level;
+  }
+
+ private:
+  std::string_view text_;
+  size_t position_;
+};
+
+// Matching by the MQTT rules (a plain filter: strip "$share/<group>/"
+// first), including: a filter starting with a wildcard
 // does not match a topic starting with '$' [MQTT-4.7.2-1]; "a/#" matches
 // "a"; "+" matches an empty level.
 bool TopicMatches(std::string_view filter, std::string_view topic);

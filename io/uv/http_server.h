@@ -3,6 +3,7 @@
 // (/healthz, /metrics, /api/...). GET only; one request per connection is
 // enough for probes and Prometheus, but keep-alive is honoured. Requests
 // over 8 KiB or malformed get 400 and a close. Runs on one UvLoop.
+#include <cstdint>
 #include <functional>
 #include <memory>
 #include <string>
@@ -17,6 +18,12 @@ struct HttpResponse {
   std::string body;
 };
 
+// The handler sees every well-formed request, whatever its method, and
+// answers 404 or 405 itself; `path` is the request target as sent (query
+// included). HEAD responses carry the headers only. A connection with no
+// complete request for the idle timeout (default 30 s) is closed.
+// Close() from inside the handler is allowed (that request's response is
+// dropped); destroying the server from inside it is not: Post() that.
 class HttpServer {
  public:
   using Handler = std::function<HttpResponse(const std::string& method, const std::string& path)>;
@@ -24,6 +31,10 @@ class HttpServer {
                                                                        const Endpoint& at,
                                                                        Handler handler);
   uint16_t port() const;
+  size_t connection_count() const;
+  void set_idle_timeout(int64_t ms);
+  // Stops listening and closes every connection (queued responses are
+  // still written). Safe to call twice; the destructor calls it.
   void Close();
   ~HttpServer();
 

@@ -1,6 +1,7 @@
 #pragma once
 // MQTT 5.0 reason codes (§2.4) and their MQTT 3.x equivalents.
 #include <cstdint>
+#include <optional>
 
 namespace estuary::mqtt {
 
@@ -54,6 +55,22 @@ const char* ToString(ReasonCode code);
 inline bool IsError(ReasonCode code) { return static_cast<uint8_t>(code) >= 0x80; }
 
 // MQTT 3.1.1 CONNACK return codes (§3.2.2.3) from a v5 reason code.
+// 0 accepted, 1 unacceptable protocol version, 2 identifier rejected,
+// 4 bad user name or password, 5 not authorized (also Banned and Bad
+// authentication method), 3 server unavailable for every other error.
 uint8_t ToV3ConnackCode(ReasonCode code);
+// The reverse for codes 0..5; nullopt for the reserved 6..255.
+std::optional<ReasonCode> FromV3ConnackCode(uint8_t code);
+
+// Whether a v5 packet of that kind may carry `code` (the reason code tables
+// of §3.2.2.2, §3.4.2.1, §3.5.2.1, §3.6.2.1, §3.7.2.1, §3.9.3, §3.11.3,
+// §3.14.2.1 and §3.15.2.1). The decoder rejects others as Protocol Errors.
+bool IsValidConnackReason(ReasonCode code);
+bool IsValidPubackReason(ReasonCode code);  // PUBACK and PUBREC
+bool IsValidPubrelReason(ReasonCode code);  // PUBREL and PUBCOMP
+bool IsValidSubackReason(ReasonCode code);
+bool IsValidUnsubackReason(ReasonCode code);
+bool IsValidDisconnectReason(ReasonCode code);
+bool IsValidAuthReason(ReasonCode code);
 
 }  // namespace estuary::mqtt

@@ -1,0 +1,33 @@
+#pragma once
+// Per-shard counters. Written only by the owning shard (relaxed atomics),
+// read by the admin listener and the $SYS publisher from any thread.
+#include <atomic>
+#include <cstdint>
+
+namespace estuary::core {
+
+struct ShardMetrics {
+  std::atomic<uint64_t> connections{0};         // open network connections
+  std::atomic<uint64_t> connections_total{0};   // accepted since start
+  std::atomic<uint64_t> sessions{0};            // sessions held (online + offline)
+  std::atomic<uint64_t> messages_in{0};         // PUBLISH received from clients
+  std::atomic<uint64_t> messages_out{0};        // PUBLISH sent to clients
+  std::atomic<uint64_t> bytes_in{0};
+  std::atomic<uint64_t> bytes_out{0};
+  std::atomic<uint64_t> messages_dropped{0};    // queue limits, expiry, too large
+  std::atomic<uint64_t> queued_messages{0};     // waiting in session queues
+  std::atomic<uint64_t> inflight_messages{0};   // sent, unacknowledged
+  std::atomic<uint64_t> subscriptions{0};
+  std::atomic<uint64_t> retained_messages{0};
+  std::atomic<uint64_t> forwards_out{0};        // publishes forwarded to other shards/nodes
+  std::atomic<uint64_t> protocol_errors{0};     // connections closed for bad input
+
+  static void Add(std::atomic<uint64_t>& counter, uint64_t n = 1) {
+    counter.store(counter.load(std::memory_order_relaxed) + n, std::memory_order_relaxed);
+  }
+  static void Sub(std::atomic<uint64_t>& counter, uint64_t n = 1) {
+    counter.store(counter.load(std::memory_order_relaxed) - n, std::memory_order_relaxed);
+  }
+};
+
+}  // namespace estuary::core

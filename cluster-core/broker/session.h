@@ -1,0 +1,128 @@
+#pragma once
+// Session: the protocol-neutral state of one client's session on the shard
+// that owns its client id. It outlives connections (persistent sessions):
+// subscriptions, the queue of deliveries waiting to be sent, deliveries in
+// flight (sent, not yet acknowledged) and the inbound exactly-once state.
+//
+// A connection attaches as the session's SessionSink; the session tells it
+// when deliveries are waiting and the connection pulls them within its flow
+// control window. Owned by ShardBroker; touched only by its shard's thread.
+#include <cstdint>
+#include <deque>
+#include <map>
+#include <optional>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "cluster-core/broker/limits.h"
+#include "model/message.h"
+
+namespace estuary::core {
+
+struct SubscriptionOptions {
+  QoS max_qos = QoS::kAtMostOnce;
+  bool no_local = false;
+  bool retain_as_published = false;
+  uint8_t retain_handling = 0;   // 0 send on subscribe, 1 only if new, 2 never
+  uint32_t subscription_id = 0;  // 0 = none
+  friend bool operator==(const SubscriptionOptions&, const SubscriptionOptions&) = default;
+};
+
+// One message bound for one session.
+struct Delivery {
+  MessagePtr message;
+  QoS qos = QoS::kAtMostOnce;  // min(published QoS, granted QoS)
+  bool retain = false;         // the retain flag as delivered
+  std::vector<uint32_t> subscription_ids;
+};
+
+enum class InflightPhase : uint8_t {
+  kAwaitingPuback,   // QoS 1 sent
+  kAwaitingPubrec,   // QoS 2 sent
+  kAwaitingPubcomp,  // QoS 2, PUBREL sent
+};
+
+struct InflightDelivery {
+  Delivery delivery;
+  InflightPhase phase = InflightPhase::kAwaitingPuback;
+};
+
+// Why a connection loses its session.
+enum class DetachReason : uint8_t { kTakenOver, kSessionRemoved, kShutdown };
+
+class SessionSink {
+ public:
+  virtual ~SessionSink() = default;
+  // The queue went from empty to non-empty (or room opened up).
+  virtual void OnDeliveriesReady() = 0;
+  // Another connection took the session, or the broker is closing.
+  virtual void OnDetached(DetachReason reason) = 0;
+};
+
+struct WillMessage {
+  MessagePtr message;  // id and expiry are set again when it is published
+  uint32_t delay_seconds = 0;
+  std::optional<uint32_t> expiry_interval;  // message expiry, seconds from publication
+};
+
+class Session {
+ public:
+  explicit Session(std::string client_id) : client_id_(std::move(client_id)) {}
+  Session(const Session&) = delete;
+  Session& operator=(const Session&) = delete;
+
+  const std::string& client_id() const { return client_id_; }
+
+  // Subscriptions keyed by the filter as the client sent it ($share/.. kept).
+  std::map<std::string, SubscriptionOptions>& subscriptions() { return subscriptions_; }
+
+  // Queues a delivery. Returns false (and drops it) when the queue limits
+  // are reached; QoS 0 is dropped while no connection is attached unless
+  // limits.queue_qos0_offline.
+  bool Enqueue(Delivery delivery, const SessionLimits& limits);
+  bool HasQueued() const { return !queue_.empty(); }
+  const Delivery& PeekQueued() const { return queue_.front(); }
+  Delivery PopQueued();
+  size_t queued_messages() const { return queue_.size(); }
+  size_t queued_bytes() const { return queued_bytes_; }
+
+  // Outbound in-flight, by packet id.
+  uint16_t NextPacketId();  // skips ids in flight; 0 when all 65535 are used
+  std::map<uint16_t, InflightDelivery>& inflight() { return inflight_; }
+  // Inbound exactly-once: packet ids whose PUBLISH was taken and whose
+  // PUBREL has not arrived.
+  std::set<uint16_t>& inbound_qos2() { return inbound_qos2_; }
+
+  SessionSink* sink() const { return sink_; }
+  void set_sink(SessionSink* sink) { sink_ = sink; }
+  bool connected() const { return sink_ != nullptr; }
+
+  // Seconds the session outlives its connection; UINT32_MAX = never.
+  uint32_t expiry_interval() const { return expiry_interval_; }
+  void set_expiry_interval(uint32_t seconds) { expiry_interval_ = seconds; }
+
+  std::optional<WillMessage>& will() { return will_; }
+
+  uint64_t dropped_messages() const { return dropped_; }
+  // A generation counter so timers set for an old disconnect can tell the
+  // session was resumed in between.
+  uint64_t generation() const { return generation_; }
+  void NextGeneration() { ++generation_; }
+
+ private:
+  std::string client_id_;
+  std::map<std::string, SubscriptionOptions> subscriptions_;
+  std::deque<Delivery> queue_;
+  size_t queued_bytes_ = 0;
+  std::map<uint16_t, InflightDelivery> inflight_;
+  std::set<uint16_t> inbound_qos2_;
+  uint16_t last_packet_id_ = 0;
+  SessionSink* sink_ = nullptr;
+  uint32_t expiry_interval_ = 0;
+  std::optional<WillMessage> will_;
+  uint64_t dropped_ = 0;
+  uint64_t generation_ = 0;
+};
+
+}  // namespace estuary::core

@@ -1,0 +1,417 @@
+#include "cluster-core/broker/shard_broker.h"
+
+#include <algorithm>
+#include <cstdint>
+
+#include "model/topic.h"
+
+namespace estuary::core {
+namespace {
+
+// FNV-1a: stable across processes and builds, which std::hash is not.
+uint32_t Fnv1a(std::string_view text) {
+  uint32_t hash = 2166136261u;
+  for (unsigned char c : text) {
+    hash ^= c;
+    hash *= 16777619u;
+  }
+  return hash;
+}
+
+bool Expired(const Message& message, int64_t now_wall_ms) {
+  return message.properties.expiry_at_ms && *message.properties.expiry_at_ms <= now_wall_ms;
+}
+
+}  // namespace
+
+uint16_t ShardForClientId(std::string_view client_id, uint16_t shard_count) {
+  if (shard_count <= 1) return 0;
+  return static_cast<uint16_t>(Fnv1a(client_id) % shard_count);
+}
+
+ShardBroker::ShardBroker(ShardConfig config, io::Loop& loop, ShardLink& link, ShardMetrics& metrics)
+    : config_(std::move(config)),
+      loop_(loop),
+      link_(link),
+      metrics_(metrics),
+      router_(config_.shard_id),
+      acknowledged_(config_.shard_count, 0) {}
+
+ShardBroker::~ShardBroker() = default;
+
+// --- sessions -------------------------------------------------------------
+
+ShardBroker::AttachResult ShardBroker::Attach(const std::string& client_id, bool clean_start,
+                                              SessionSink* sink) {
+  Session* session = FindSession(client_id);
+  if (session != nullptr) {
+    if (SessionSink* old = session->sink(); old != nullptr) {
+      session->set_sink(nullptr);
+      old->OnDetached(DetachReason::kTakenOver);
+    }
+    session->NextGeneration();  // cancels a pending will delay or expiry
+    auto& will = session->will();
+    if (will && (clean_start || will->delay_seconds == 0)) {
+      PublishWill(*session);
+    }
+    will.reset();
+    if (clean_start) {
+      RemoveSession(session);
+      session = nullptr;
+    }
+  }
+  const bool present = session != nullptr;
+  if (session == nullptr) {
+    auto owned = std::make_unique<Session>(client_id);
+    session = owned.get();
+    sessions_.emplace(client_id, std::move(owned));
+    ShardMetrics::Add(metrics_.sessions);
+  }
+  session->set_sink(sink);
+  return {session, present};
+}
+
+void ShardBroker::Disconnect(Session* session, SessionSink* sink, bool publish_will) {
+  if (session == nullptr || session->sink() != sink) return;  // taken over already
+  session->set_sink(nullptr);
+  session->NextGeneration();
+  auto& will = session->will();
+  if (!publish_will) will.reset();
+  if (session->expiry_interval() == 0) {
+    if (will) PublishWill(*session);
+    RemoveSession(session);
+    return;
+  }
+  if (will && will->delay_seconds == 0) PublishWill(*session);
+  if (will) {
+    const uint64_t generation = session->generation();
+    const std::string client_id = session->client_id();
+    const int64_t delay_ms = int64_t{will->delay_seconds} * 1000;
+    loop_.AddTimer(delay_ms, [this, client_id, generation] {
+      Session* current = FindSession(client_id);
+      if (current != nullptr && current->generation() == generation && current->will()) {
+        PublishWill(*current);
+      }
+    });
+  }
+  ScheduleExpiry(*session);
+}
+
+void ShardBroker::ScheduleExpiry(Session& session) {
+  if (session.expiry_interval() == UINT32_MAX) return;
+  const uint64_t generation = session.generation();
+  const std::string client_id = session.client_id();
+  const int64_t delay_ms = int64_t{session.expiry_interval()} * 1000;
+  loop_.AddTimer(delay_ms, [this, client_id, generation] {
+    Session* current = FindSession(client_id);
+    if (current == nullptr || current->generation() != generation) return;
+    if (current->will()) PublishWill(*current);  // the session ends: the will goes now
+    RemoveSession(current);
+  });
+}
+
+Session* ShardBroker::FindSession(const std::string& client_id) {
+  auto it = sessions_.find(client_id);
+  return it == sessions_.end() ? nullptr : it->second.get();
+}
+
+void ShardBroker::RemoveSession(Session* session) {
+  RemoveAllSubscriptions(*session);
+  ShardMetrics::Sub(metrics_.queued_messages, session->queued_messages());
+  ShardMetrics::Sub(metrics_.inflight_messages, session->inflight().size());
+  ShardMetrics::Sub(metrics_.sessions);
+  sessions_.erase(session->client_id());
+}
+
+void ShardBroker::RemoveAllSubscriptions(Session& session) {
+  std::vector<std::string> filters;
+  for (const auto& entry : session.subscriptions()) filters.push_back(entry.first);
+  for (const auto& filter : filters) Unsubscribe(&session, filter);
+}
+
+void ShardBroker::PublishWill(Session& session) {
+  WillMessage will = std::move(*session.will());
+  session.will().reset();
+  auto message = std::make_shared<Message>(*will.message);
+  message->id = NextMessageId();
+  if (will.expiry_interval) {
+    message->properties.expiry_at_ms = loop_.clock().WallMs() + int64_t{*will.expiry_interval} * 1000;
+  }
+  Publish(std::move(message));
+}
+
+// --- publish --------------------------------------------------------------
+
+MessageId ShardBroker::NextMessageId() {
+  const uint64_t timestamp = hlc_.Now(static_cast<uint64_t>(loop_.clock().WallMs()));
+  next_sequence_ = (next_sequence_ + 1) & 0xFFFFFF;
+  const uint32_t sequence = (uint32_t{config_.shard_id} << 24) | next_sequence_;
+  return MessageId{config_.node_id, timestamp, sequence};
+}
+
+void ShardBroker::Publish(MessagePtr message, std::function<void()> on_safe) {
+  if (message->retain) {
+    retained_.Apply(message);
+    metrics_.retained_messages.store(retained_.size(), std::memory_order_relaxed);
+    Broadcast([message](ShardBroker& shard) { shard.ApplyRetained(message); });
+  }
+  MatchResult& match = match_scratch_;
+  match.Clear();
+  router_.Match(message->topic, match);
+  DeliverLocal(message, match);
+
+  // Shared subscriptions: one member cluster-wide, chosen here.
+  std::vector<std::pair<Destination, std::string>> shared_forwards;
+  std::vector<std::pair<std::string, std::vector<uint16_t>>> candidates;
+  auto add_candidate = [&](const std::string& key, uint16_t shard) {
+    auto it = std::find_if(candidates.begin(), candidates.end(),
+                           [&](const auto& c) { return c.first == key; });
+    if (it == candidates.end()) it = candidates.insert(candidates.end(), {key, {}});
+    it->second.push_back(shard);
+  };
+  for (SharedGroup* group : match.local_shared) add_candidate(group->key, config_.shard_id);
+  for (const RemoteShared* remote : match.remote_shared) add_candidate(remote->key, remote->destination);
+  for (auto& [key, shards] : candidates) {
+    uint16_t chosen = 0;
+    PickSharedDestination(key, shards, chosen);
+    if (chosen == config_.shard_id) {
+      if (SharedGroup* group = router_.FindSharedGroup(key)) DeliverToShared(*group, message);
+    } else {
+      shared_forwards.emplace_back(chosen, key);
+    }
+  }
+
+  // One forward per destination with plain routes or a chosen shared group.
+  std::vector<Destination> destinations = match.remote;
+  for (const auto& [destination, key] : shared_forwards) {
+    if (std::find(destinations.begin(), destinations.end(), destination) == destinations.end()) {
+      destinations.push_back(destination);
+    }
+  }
+  for (Destination destination : destinations) {
+    const bool plain = std::find(match.remote.begin(), match.remote.end(), destination) != match.remote.end();
+    std::vector<std::string> keys;
+    for (const auto& [d, key] : shared_forwards) {
+      if (d == destination) keys.push_back(key);
+    }
+    ShardMetrics::Add(metrics_.forwards_out);
+    link_.Post(destination, [message, plain, keys = std::move(keys)](ShardBroker& shard) {
+      shard.DeliverForwarded(message, plain, keys);
+    });
+  }
+  if (on_safe) {
+    if (message->retain) {
+      WhenRoutesVisible(std::move(on_safe));
+    } else {
+      on_safe();
+    }
+  }
+}
+
+std::string ShardBroker::PickSharedDestination(const std::string& key, std::vector<uint16_t>& shards,
+                                               uint16_t& chosen) {
+  std::sort(shards.begin(), shards.end());
+  uint32_t& turn = shared_round_robin_[key];
+  chosen = shards[turn % shards.size()];
+  ++turn;
+  return key;
+}
+
+void ShardBroker::DeliverLocal(const MessagePtr& message, const MatchResult& match) {
+  if (match.local.empty()) return;
+  std::vector<SubscriberRef> refs = match.local;
+  std::sort(refs.begin(), refs.end(),
+            [](const SubscriberRef& a, const SubscriberRef& b) { return a.session < b.session; });
+  const bool from_mqtt = message->origin.protocol == Protocol::kMqtt &&
+                         message->origin.node == config_.node_id;
+  for (size_t i = 0; i < refs.size();) {
+    Session* session = refs[i].session;
+    Delivery delivery;
+    bool wanted = false;
+    for (; i < refs.size() && refs[i].session == session; ++i) {
+      const SubscriptionOptions& options = *refs[i].options;
+      if (options.no_local && from_mqtt && message->origin.client_id == session->client_id()) continue;
+      const QoS qos = MinQoS(message->qos, options.max_qos);
+      if (!wanted || qos > delivery.qos) delivery.qos = qos;
+      if (options.retain_as_published && message->retain) delivery.retain = true;
+      if (options.subscription_id != 0) delivery.subscription_ids.push_back(options.subscription_id);
+      wanted = true;
+    }
+    if (!wanted) continue;
+    delivery.message = message;
+    Offer(*session, std::move(delivery));
+  }
+}
+
+void ShardBroker::DeliverToShared(SharedGroup& group, const MessagePtr& message) {
+  if (group.members.empty()) return;
+  // Prefer a member with a live connection; an offline one queues.
+  size_t pick = group.next % group.members.size();
+  for (size_t tried = 0; tried < group.members.size(); ++tried) {
+    const size_t candidate = (group.next + tried) % group.members.size();
+    if (group.members[candidate].session->connected()) {
+      pick = candidate;
+      break;
+    }
+  }
+  group.next = pick + 1;
+  const SubscriberRef& member = group.members[pick];
+  Delivery delivery;
+  delivery.message = message;
+  delivery.qos = MinQoS(message->qos, member.options->max_qos);
+  delivery.retain = member.options->retain_as_published && message->retain;
+  if (member.options->subscription_id != 0) {
+    delivery.subscription_ids.push_back(member.options->subscription_id);
+  }
+  Offer(*member.session, std::move(delivery));
+}
+
+void ShardBroker::Offer(Session& session, Delivery delivery) {
+  if (Expired(*delivery.message, loop_.clock().WallMs()) ||
+      !session.Enqueue(std::move(delivery), config_.limits.session)) {
+    ShardMetrics::Add(metrics_.messages_dropped);
+    return;
+  }
+  ShardMetrics::Add(metrics_.queued_messages);
+  if (SessionSink* sink = session.sink()) sink->OnDeliveriesReady();
+}
+
+// --- subscribe ------------------------------------------------------------
+
+bool ShardBroker::Subscribe(Session* session, const std::string& filter,
+                            const SubscriptionOptions& options) {
+  auto& subscriptions = session->subscriptions();
+  auto it = subscriptions.find(filter);
+  const bool existed = it != subscriptions.end();
+  if (existed) {
+    it->second = options;  // the router points at this entry: updated in place
+    return true;
+  }
+  it = subscriptions.emplace(filter, options).first;
+  ShardMetrics::Add(metrics_.subscriptions);
+  SubscriberRef ref{session, &it->second};
+  if (IsSharedFilter(filter)) {
+    auto shared = ParseSharedFilter(filter);
+    if (shared) {
+      ApplyLocalRouteChange(router_.AddLocal(shared->filter, SharedKey(shared->group, shared->filter), ref));
+    }
+  } else {
+    ApplyLocalRouteChange(router_.AddLocal(filter, {}, ref));
+  }
+  return false;
+}
+
+bool ShardBroker::Unsubscribe(Session* session, const std::string& filter) {
+  auto& subscriptions = session->subscriptions();
+  auto it = subscriptions.find(filter);
+  if (it == subscriptions.end()) return false;
+  if (IsSharedFilter(filter)) {
+    auto shared = ParseSharedFilter(filter);
+    if (shared) {
+      ApplyLocalRouteChange(
+          router_.RemoveLocal(shared->filter, SharedKey(shared->group, shared->filter), session));
+    }
+  } else {
+    ApplyLocalRouteChange(router_.RemoveLocal(filter, {}, session));
+  }
+  subscriptions.erase(it);
+  ShardMetrics::Sub(metrics_.subscriptions);
+  return true;
+}
+
+void ShardBroker::DeliverRetained(Session* session, const std::string& filter,
+                                  const SubscriptionOptions& options, bool existed) {
+  if (IsSharedFilter(filter)) return;  // [MQTT-3.8.4 v5: not sent for shared subscriptions]
+  if (options.retain_handling == 2 || (options.retain_handling == 1 && existed)) return;
+  const int64_t now = loop_.clock().WallMs();
+  retained_.Match(filter, [&](const MessagePtr& message) {
+    if (Expired(*message, now)) return;
+    Delivery delivery;
+    delivery.message = message;
+    delivery.qos = MinQoS(message->qos, options.max_qos);
+    delivery.retain = true;
+    if (options.subscription_id != 0) delivery.subscription_ids.push_back(options.subscription_id);
+    Offer(*session, std::move(delivery));
+  });
+}
+
+void ShardBroker::ApplyLocalRouteChange(const std::optional<RouteUpdate>& update) {
+  if (!update || config_.shard_count <= 1) return;
+  RouteUpdate copy = *update;
+  Broadcast([copy](ShardBroker& shard) { shard.ApplyRouteUpdate(copy); });
+}
+
+// --- cross-shard ----------------------------------------------------------
+
+void ShardBroker::Broadcast(std::function<void(ShardBroker&)> work) {
+  if (config_.shard_count <= 1) return;
+  const uint64_t sequence = ++broadcast_sequence_;
+  const uint16_t from = config_.shard_id;
+  for (uint16_t shard = 0; shard < config_.shard_count; ++shard) {
+    if (shard == from) continue;
+    link_.Post(shard, [work, from, sequence](ShardBroker& target) {
+      work(target);
+      const uint16_t by = target.config_.shard_id;
+      target.link_.Post(from, [by, sequence](ShardBroker& origin) {
+        origin.OnBroadcastApplied(by, sequence);
+      });
+    });
+  }
+}
+
+void ShardBroker::OnBroadcastApplied(uint16_t from_shard, uint64_t sequence) {
+  acknowledged_[from_shard] = std::max(acknowledged_[from_shard], sequence);
+  uint64_t visible = broadcast_sequence_;
+  for (uint16_t shard = 0; shard < config_.shard_count; ++shard) {
+    if (shard != config_.shard_id) visible = std::min(visible, acknowledged_[shard]);
+  }
+  while (!waiting_for_routes_.empty() && waiting_for_routes_.front().first <= visible) {
+    auto done = std::move(waiting_for_routes_.front().second);
+    waiting_for_routes_.pop_front();
+    done();
+  }
+}
+
+void ShardBroker::WhenRoutesVisible(std::function<void()> done) {
+  uint64_t visible = broadcast_sequence_;
+  for (uint16_t shard = 0; shard < config_.shard_count; ++shard) {
+    if (shard != config_.shard_id) visible = std::min(visible, acknowledged_[shard]);
+  }
+  if (visible >= broadcast_sequence_) {
+    done();
+    return;
+  }
+  waiting_for_routes_.emplace_back(broadcast_sequence_, std::move(done));
+}
+
+void ShardBroker::ApplyRouteUpdate(const RouteUpdate& update) { router_.ApplyRemote(update); }
+
+void ShardBroker::ApplyRetained(const MessagePtr& message) {
+  retained_.Apply(message);
+  metrics_.retained_messages.store(retained_.size(), std::memory_order_relaxed);
+}
+
+void ShardBroker::DeliverForwarded(const MessagePtr& message, bool match_plain,
+                                   const std::vector<std::string>& shared_keys) {
+  if (match_plain) {
+    MatchResult& match = match_scratch_;
+    match.Clear();
+    router_.Match(message->topic, match);
+    DeliverLocal(message, match);
+  }
+  for (const std::string& key : shared_keys) {
+    SharedGroup* group = router_.FindSharedGroup(key);
+    if (group == nullptr || group->members.empty()) {
+      ShardMetrics::Add(metrics_.messages_dropped);  // the group left this shard meanwhile
+      continue;
+    }
+    DeliverToShared(*group, message);
+  }
+}
+
+void ShardBroker::Housekeeping() {
+  retained_.ExpireBefore(loop_.clock().WallMs());
+  metrics_.retained_messages.store(retained_.size(), std::memory_order_relaxed);
+}
+
+}  // namespace estuary::core

@@ -1,0 +1,139 @@
+#pragma once
+// ShardBroker: the broker as one shard sees it. Owns the sessions whose
+// client ids hash to this shard, the shard's Router and a replica of the
+// retained messages; publishes arriving on this shard are routed here.
+//
+// Shards talk only through a ShardLink (batched message passing, never
+// shared state): route updates and retained messages are broadcast to every
+// shard, a publish is forwarded once to each shard with matching routes.
+// Broadcasts are acknowledged, so a SUBSCRIBE is answered, and a retained
+// PUBLISH acknowledged, only once every shard has applied the change.
+//
+// Everything here runs on the shard's own thread.
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <memory>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "cluster-core/broker/limits.h"
+#include "cluster-core/broker/metrics.h"
+#include "cluster-core/broker/retained_store.h"
+#include "cluster-core/broker/session.h"
+#include "cluster-core/router/router.h"
+#include "io/loop.h"
+#include "model/hlc.h"
+
+namespace estuary::core {
+
+class ShardBroker;
+
+// Runs work on another shard's thread, in the order posted per pair.
+class ShardLink {
+ public:
+  virtual ~ShardLink() = default;
+  virtual void Post(uint16_t shard, std::function<void(ShardBroker&)> work) = 0;
+};
+
+// Which shard owns a client id's session.
+uint16_t ShardForClientId(std::string_view client_id, uint16_t shard_count);
+
+struct ShardConfig {
+  uint16_t node_id = 1;
+  uint16_t shard_id = 0;
+  uint16_t shard_count = 1;
+  BrokerLimits limits;
+};
+
+class ShardBroker {
+ public:
+  ShardBroker(ShardConfig config, io::Loop& loop, ShardLink& link, ShardMetrics& metrics);
+  ~ShardBroker();
+  ShardBroker(const ShardBroker&) = delete;
+  ShardBroker& operator=(const ShardBroker&) = delete;
+
+  // --- sessions -----------------------------------------------------------
+  struct AttachResult {
+    Session* session = nullptr;
+    bool session_present = false;
+  };
+  // Attaches `sink` to the client's session, creating it, or discarding the
+  // old one when clean_start. A connection already attached is detached
+  // first (OnDetached(kTakenOver)); its will is handled by the caller of
+  // Disconnect, which the old connection makes as it closes.
+  AttachResult Attach(const std::string& client_id, bool clean_start, SessionSink* sink);
+  // The connection is gone. `publish_will` is false after a normal
+  // DISCONNECT. The session then lives for its expiry interval.
+  void Disconnect(Session* session, SessionSink* sink, bool publish_will);
+  Session* FindSession(const std::string& client_id);
+  size_t session_count() const { return sessions_.size(); }
+
+  // --- publish ------------------------------------------------------------
+  // Builds a message id for a message published on this shard.
+  MessageId NextMessageId();
+  // Routes a message. `on_safe` (may be empty) runs once the message may
+  // be acknowledged to its publisher.
+  void Publish(MessagePtr message, std::function<void()> on_safe = {});
+
+  // --- subscribe ----------------------------------------------------------
+  // Adds or replaces one subscription. Returns true if it already existed.
+  bool Subscribe(Session* session, const std::string& filter, const SubscriptionOptions& options);
+  // Queues the retained messages for a new subscription, by its options.
+  void DeliverRetained(Session* session, const std::string& filter,
+                       const SubscriptionOptions& options, bool existed);
+  // Returns true if the subscription existed.
+  bool Unsubscribe(Session* session, const std::string& filter);
+  // Runs `done` once every route change made so far is visible on every
+  // shard (at once when nothing is pending).
+  void WhenRoutesVisible(std::function<void()> done);
+
+  // --- cross-shard (called through ShardLink) -----------------------------
+  void ApplyRouteUpdate(const RouteUpdate& update);
+  void ApplyRetained(const MessagePtr& message);
+  void DeliverForwarded(const MessagePtr& message, bool match_plain,
+                        const std::vector<std::string>& shared_keys);
+  void OnBroadcastApplied(uint16_t from_shard, uint64_t sequence);
+
+  // Periodic upkeep: expires retained messages (wall clock).
+  void Housekeeping();
+
+  const ShardConfig& config() const { return config_; }
+  const SessionLimits& session_limits() const { return config_.limits.session; }
+  ShardMetrics& metrics() { return metrics_; }
+  io::Loop& loop() { return loop_; }
+  const RetainedStore& retained() const { return retained_; }
+  const Router& router() const { return router_; }
+
+ private:
+  void DeliverLocal(const MessagePtr& message, const MatchResult& match);
+  void DeliverToShared(SharedGroup& group, const MessagePtr& message);
+  void Offer(Session& session, Delivery delivery);
+  void Broadcast(std::function<void(ShardBroker&)> work);
+  void RemoveSession(Session* session);
+  void PublishWill(Session& session);
+  void ScheduleExpiry(Session& session);
+  void RemoveAllSubscriptions(Session& session);
+  void ApplyLocalRouteChange(const std::optional<RouteUpdate>& update);
+  std::string PickSharedDestination(const std::string& key, std::vector<uint16_t>& shards,
+                                    uint16_t& chosen);
+
+  ShardConfig config_;
+  io::Loop& loop_;
+  ShardLink& link_;
+  ShardMetrics& metrics_;
+  HybridLogicalClock hlc_;
+  uint32_t next_sequence_ = 0;
+  Router router_;
+  RetainedStore retained_;
+  std::unordered_map<std::string, std::unique_ptr<Session>> sessions_;
+  MatchResult match_scratch_;
+  std::unordered_map<std::string, uint32_t> shared_round_robin_;
+  // Broadcast acknowledgement: the last sequence sent and acknowledged per shard.
+  uint64_t broadcast_sequence_ = 0;
+  std::vector<uint64_t> acknowledged_;
+  std::deque<std::pair<uint64_t, std::function<void()>>> waiting_for_routes_;
+};
+
+}  // namespace estuary::core

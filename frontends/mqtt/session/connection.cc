@@ -1,0 +1,230 @@
+#include "frontends/mqtt/session/connection.h"
+
+#include <spdlog/spdlog.h>
+
+#include <type_traits>
+
+#include "frontends/mqtt/codec/encoder.h"
+
+namespace estuary::mqtt {
+namespace {
+
+using core::ShardMetrics;
+
+}  // namespace
+
+MqttConnection::MqttConnection(core::ShardBroker& broker, io::Stream& stream,
+                               ConnectionSettings settings)
+    : broker_(broker), stream_(stream), settings_(std::move(settings)) {}
+
+MqttConnection::~MqttConnection() {
+  if (keep_alive_timer_ != 0) broker_.loop().CancelTimer(keep_alive_timer_);
+}
+
+void MqttConnection::Start() {
+  last_packet_ms_ = broker_.loop().NowMs();
+  std::weak_ptr<MqttConnection> weak = weak_from_this();
+  keep_alive_timer_ = broker_.loop().AddTimer(settings_.connect_timeout_ms, [weak] {
+    auto self = weak.lock();
+    if (!self) return;
+    self->keep_alive_timer_ = 0;
+    if (self->state_ == State::kAwaitingConnect) {
+      self->Fail(ReasonCode::kMaximumConnectTime, "no CONNECT within the connect timeout");
+    }
+  });
+}
+
+void MqttConnection::OnBytes(std::string_view bytes) {
+  if (state_ == State::kClosed) return;
+  ShardMetrics::Add(broker_.metrics().bytes_in, bytes.size());
+  std::string_view view = bytes;
+  if (!input_.empty()) {
+    input_.append(bytes);
+    view = input_;
+  }
+  const uint32_t max_size = broker_.config().limits.max_packet_size;
+  size_t consumed = 0;
+  while (state_ != State::kClosed) {
+    if (state_ == State::kAwaitingConnect && consumed < view.size() &&
+        (static_cast<uint8_t>(view[consumed]) >> 4) != static_cast<uint8_t>(PacketType::kConnect)) {
+      // Not waiting for the rest of something that is not CONNECT [MQTT-3.1.0-1].
+      Fail(ReasonCode::kProtocolError, "first packet is not CONNECT [MQTT-3.1.0-1]");
+      return;
+    }
+    auto header = PeekFrame(view.substr(consumed), max_size);
+    if (!header) {
+      Fail(header.error().reason, header.error().message);
+      return;
+    }
+    if (header->header_size == 0 || view.size() - consumed < header->total_size()) break;
+    std::string_view frame = view.substr(consumed, header->total_size());
+    if (state_ == State::kAwaitingConnect && header->type() == PacketType::kConnect &&
+        settings_.route_connect) {
+      // Peek the client id first: the socket may belong on another shard.
+      auto packet = DecodePacket(frame, version_);
+      if (packet && std::holds_alternative<ConnectPacket>(*packet) &&
+          !std::get<ConnectPacket>(*packet).client_id.empty() &&
+          settings_.route_connect(std::get<ConnectPacket>(*packet).client_id)) {
+        input_ = std::string(view.substr(consumed));
+        handed_off_ = true;
+        state_ = State::kClosed;
+        return;
+      }
+    }
+    consumed += header->total_size();
+    ProcessFrame(frame);
+  }
+  if (state_ == State::kClosed) return;
+  if (view.data() == input_.data()) {
+    input_.erase(0, consumed);
+  } else {
+    input_.assign(view.substr(consumed));
+  }
+}
+
+bool MqttConnection::ProcessFrame(std::string_view frame) {
+  last_packet_ms_ = broker_.loop().NowMs();
+  auto packet = DecodePacket(frame, version_);
+  if (!packet) {
+    const DecodeError& error = packet.error();
+    if (state_ == State::kAwaitingConnect) {
+      if (!error.version_hint) {  // not MQTT at all: close without CONNACK
+        Fail(error.reason, error.message);
+        return false;
+      }
+      version_ = *error.version_hint;
+      RefuseConnect(error.reason, error.message);
+    } else {
+      Fail(error.reason, error.message);
+    }
+    return false;
+  }
+  Dispatch(*packet);
+  return state_ != State::kClosed;
+}
+
+void MqttConnection::Dispatch(Packet& packet) {
+  if (state_ == State::kAwaitingConnect) {
+    if (auto* connect = std::get_if<ConnectPacket>(&packet)) {
+      HandleConnect(*connect);
+    } else {
+      Fail(ReasonCode::kProtocolError, "first packet is not CONNECT [MQTT-3.1.0-1]");
+    }
+    return;
+  }
+  std::visit(
+      [this](auto& p) {
+        using T = std::decay_t<decltype(p)>;
+        if constexpr (std::is_same_v<T, PublishPacket>) {
+          HandlePublish(p);
+        } else if constexpr (std::is_same_v<T, AckPacket>) {
+          switch (p.type) {
+            case PacketType::kPuback: HandlePuback(p); break;
+            case PacketType::kPubrec: HandlePubrec(p); break;
+            case PacketType::kPubrel: HandlePubrel(p); break;
+            default: HandlePubcomp(p); break;
+          }
+        } else if constexpr (std::is_same_v<T, SubscribePacket>) {
+          HandleSubscribe(p);
+        } else if constexpr (std::is_same_v<T, UnsubscribePacket>) {
+          HandleUnsubscribe(p);
+        } else if constexpr (std::is_same_v<T, PingreqPacket>) {
+          Send(PingrespPacket{});
+        } else if constexpr (std::is_same_v<T, DisconnectPacket>) {
+          HandleDisconnect(p);
+        } else if constexpr (std::is_same_v<T, ConnectPacket>) {
+          Fail(ReasonCode::kProtocolError, "second CONNECT [MQTT-3.1.0-2]");
+        } else if constexpr (std::is_same_v<T, AuthPacket>) {
+          Fail(ReasonCode::kProtocolError, "AUTH without an authentication method");
+        } else {
+          Fail(ReasonCode::kProtocolError, "packet a client must not send");
+        }
+      },
+      packet);
+}
+
+void MqttConnection::Send(const Packet& packet) {
+  EncodePacket(packet, version_, stream_.output());
+  stream_.Flush();
+}
+
+void MqttConnection::Fail(ReasonCode reason, std::string_view why) {
+  if (state_ == State::kClosed) return;
+  spdlog::debug("mqtt {} client '{}': closing: {} ({})", stream_.peer_address(), client_id_,
+                ToString(reason), why);
+  ShardMetrics::Add(broker_.metrics().protocol_errors);
+  if (state_ == State::kConnected && v5()) {
+    DisconnectPacket disconnect;
+    disconnect.reason = reason;
+    if (request_problem_information_) disconnect.properties.reason_string = std::string(why);
+    Send(disconnect);
+  }
+  CloseStream();
+}
+
+void MqttConnection::Disconnect(ReasonCode reason, std::optional<std::string> server_reference) {
+  if (state_ != State::kConnected) {
+    CloseStream();
+    return;
+  }
+  if (v5()) {
+    DisconnectPacket disconnect;
+    disconnect.reason = reason;
+    disconnect.properties.server_reference = std::move(server_reference);
+    Send(disconnect);
+  }
+  CloseStream();
+}
+
+void MqttConnection::CloseStream() {
+  if (state_ == State::kClosed) return;
+  state_ = State::kClosed;
+  if (keep_alive_timer_ != 0) {
+    broker_.loop().CancelTimer(keep_alive_timer_);
+    keep_alive_timer_ = 0;
+  }
+  if (session_ != nullptr) {
+    broker_.Disconnect(session_, this, !clean_disconnect_);
+    session_ = nullptr;
+  }
+  stream_.Close();
+}
+
+void MqttConnection::OnStreamClosed() {
+  if (state_ == State::kClosed) return;
+  spdlog::debug("mqtt {} client '{}': network connection lost", stream_.peer_address(), client_id_);
+  CloseStream();
+}
+
+void MqttConnection::OnDetached(core::DetachReason reason) {
+  session_ = nullptr;  // the session is no longer ours: do not touch it
+  const ReasonCode code = reason == core::DetachReason::kTakenOver ? ReasonCode::kSessionTakenOver
+                                                                   : ReasonCode::kServerShuttingDown;
+  spdlog::debug("mqtt client '{}': {}", client_id_, ToString(code));
+  Disconnect(code);
+}
+
+void MqttConnection::ArmKeepAlive(int64_t delay_ms) {
+  if (keep_alive_timer_ != 0) broker_.loop().CancelTimer(keep_alive_timer_);
+  std::weak_ptr<MqttConnection> weak = weak_from_this();
+  keep_alive_timer_ = broker_.loop().AddTimer(delay_ms, [weak] {
+    if (auto self = weak.lock()) {
+      self->keep_alive_timer_ = 0;
+      self->OnKeepAliveTimer();
+    }
+  });
+}
+
+void MqttConnection::OnKeepAliveTimer() {
+  if (state_ != State::kConnected || keep_alive_s_ == 0) return;
+  // [MQTT-3.1.2-24] disconnect after one and a half keep alive periods.
+  const int64_t limit_ms = int64_t{keep_alive_s_} * 1500;
+  const int64_t idle_ms = broker_.loop().NowMs() - last_packet_ms_;
+  if (idle_ms >= limit_ms) {
+    Fail(ReasonCode::kKeepAliveTimeout, "keep alive timeout");
+    return;
+  }
+  ArmKeepAlive(limit_ms - idle_ms);
+}
+
+}  // namespace estuary::mqtt

@@ -1,0 +1,143 @@
+#pragma once
+// MqttConnection: the server side of one MQTT network connection, for
+// MQTT 3.1, 3.1.1 and 5.0.
+//
+// Parse-then-process: bytes are framed and decoded by the codec into a
+// packet struct, then one handler per packet type acts on it through the
+// shard's broker. Deliveries are pulled from the attached core::Session
+// within the client's flow-control window (receive maximum) and written to
+// the Stream, batched by the stream per loop iteration.
+//
+// Every protocol violation goes through Fail(), which sends the v5 reason
+// code (DISCONNECT, or CONNACK before the session exists) and closes; the
+// connection never throws. Owned by the server's shard (shared_ptr, so
+// deferred callbacks can hold a weak reference); single-threaded.
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+#include <vector>
+
+#include "cluster-core/broker/authenticator.h"
+#include "cluster-core/broker/shard_broker.h"
+#include "frontends/mqtt/codec/decoder.h"
+#include "frontends/mqtt/codec/packet.h"
+#include "io/stream.h"
+
+namespace estuary::mqtt {
+
+struct ConnectionSettings {
+  core::Authenticator* authenticator = nullptr;  // null = allow all
+  // Called with a decoded CONNECT's client id before it is processed. If it
+  // returns true the server took the socket elsewhere (the shard that owns
+  // the client id) and this connection must stop without touching it.
+  std::function<bool(const std::string& client_id)> route_connect;
+  // Connections over the node's limit are refused with this set to false.
+  std::function<bool()> admit_connection;
+  std::optional<std::string> server_reference;  // for redirects (load transfer)
+  uint32_t connect_timeout_ms = 10'000;         // CONNECT must arrive within
+};
+
+class MqttConnection final : public core::SessionSink,
+                             public std::enable_shared_from_this<MqttConnection> {
+ public:
+  enum class State : uint8_t { kAwaitingConnect, kConnected, kClosed };
+
+  MqttConnection(core::ShardBroker& broker, io::Stream& stream, ConnectionSettings settings);
+  ~MqttConnection() override;
+  MqttConnection(const MqttConnection&) = delete;
+  MqttConnection& operator=(const MqttConnection&) = delete;
+
+  // Arms the CONNECT timeout. Call once after construction.
+  void Start();
+  // Bytes from the network.
+  void OnBytes(std::string_view bytes);
+  // The network connection is gone (peer closed, error, or our Close done).
+  void OnStreamClosed();
+  // The stream's write queue drained: resume deliveries.
+  void OnWritable();
+  // True once route_connect moved the socket to another shard; the
+  // connection is then inert and unprocessed_input() holds every byte
+  // received, CONNECT included, for the new owner to replay.
+  bool handed_off() const { return handed_off_; }
+  const std::string& unprocessed_input() const { return input_; }
+
+  // Server-initiated disconnects (shutdown, load transfer).
+  void Disconnect(ReasonCode reason, std::optional<std::string> server_reference = {});
+
+  // core::SessionSink
+  void OnDeliveriesReady() override;
+  void OnDetached(core::DetachReason reason) override;
+
+  State state() const { return state_; }
+  ProtocolVersion version() const { return version_; }
+  const std::string& client_id() const { return client_id_; }
+
+ private:
+  // connection.cc: framing, dispatch, closing
+  bool ProcessFrame(std::string_view frame);
+  void Dispatch(Packet& packet);
+  void Fail(ReasonCode reason, std::string_view why);
+  void CloseStream();
+  void Send(const Packet& packet);
+  void ArmKeepAlive(int64_t delay_ms);
+  void OnKeepAliveTimer();
+  // connect_handler.cc
+  void HandleConnect(ConnectPacket& connect);
+  bool CheckConnect(const ConnectPacket& connect);
+  void RefuseConnect(ReasonCode reason, std::string_view why);
+  void ApplyConnectProperties(const ConnectPacket& connect);
+  void SetWill(const ConnectPacket& connect);
+  void SendConnack(const ConnectPacket& connect, bool session_present);
+  void HandleDisconnect(const DisconnectPacket& disconnect);
+  std::string AssignClientId();
+  // publish_in.cc: client -> server
+  void HandlePublish(PublishPacket& publish);
+  bool ResolveTopicAlias(PublishPacket& publish);
+  void HandlePuback(const AckPacket& ack);
+  void HandlePubrec(const AckPacket& ack);
+  void HandlePubrel(const AckPacket& ack);
+  void HandlePubcomp(const AckPacket& ack);
+  void SendAck(PacketType type, uint16_t packet_id, ReasonCode reason);
+  // publish_out.cc: server -> client
+  void PumpDeliveries();
+  bool SendDelivery(const core::Delivery& delivery, uint16_t packet_id, bool dup);
+  void ResendInflight();
+  // subscribe_handler.cc
+  void HandleSubscribe(const SubscribePacket& subscribe);
+  ReasonCode CheckFilter(const Subscription& subscription);
+  void HandleUnsubscribe(const UnsubscribePacket& unsubscribe);
+
+  bool v5() const { return version_ == ProtocolVersion::kV5; }
+
+  core::ShardBroker& broker_;
+  io::Stream& stream_;
+  ConnectionSettings settings_;
+  State state_ = State::kAwaitingConnect;
+  ProtocolVersion version_ = ProtocolVersion::kV311;
+  std::string input_;  // bytes of an incomplete packet
+  std::string client_id_;
+  core::Session* session_ = nullptr;
+  bool clean_disconnect_ = false;
+  bool pump_scheduled_ = false;
+  bool handed_off_ = false;
+  uint32_t connect_expiry_interval_ = 0;  // v5: CONNECT's value, checked at DISCONNECT
+
+  // Keep alive: the deadline is 1.5x the interval after the last packet.
+  uint16_t keep_alive_s_ = 0;
+  int64_t last_packet_ms_ = 0;
+  io::TimerId keep_alive_timer_ = 0;
+
+  // What the client allows us (from CONNECT) and what we allow it.
+  uint16_t client_receive_maximum_ = 65535;
+  uint32_t client_max_packet_size_ = UINT32_MAX;
+  uint16_t client_topic_alias_maximum_ = 0;
+  bool request_problem_information_ = true;
+  std::vector<std::string> inbound_aliases_;                  // index = alias
+  std::unordered_map<std::string, uint16_t> outbound_aliases_;  // topic -> alias
+};
+
+}  // namespace estuary::mqtt

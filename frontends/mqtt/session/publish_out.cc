@@ -1,0 +1,133 @@
+// Server -> client: deliveries pulled from the session within the client's
+// receive maximum, and the redelivery of in-flight messages on resume.
+#include <spdlog/spdlog.h>
+
+#include "frontends/mqtt/codec/encoder.h"
+#include "frontends/mqtt/session/connection.h"
+
+namespace estuary::mqtt {
+namespace {
+
+using core::ShardMetrics;
+
+// Stop pulling deliveries while this much output waits for the socket.
+constexpr size_t kOutputHighWatermark = 1024 * 1024;
+
+}  // namespace
+
+void MqttConnection::OnDeliveriesReady() {
+  if (pump_scheduled_ || state_ != State::kConnected) return;
+  pump_scheduled_ = true;
+  std::weak_ptr<MqttConnection> weak = weak_from_this();
+  broker_.loop().Post([weak] {
+    if (auto self = weak.lock()) {
+      self->pump_scheduled_ = false;
+      self->PumpDeliveries();
+    }
+  });
+}
+
+void MqttConnection::OnWritable() { PumpDeliveries(); }
+
+void MqttConnection::PumpDeliveries() {
+  if (state_ != State::kConnected || session_ == nullptr) return;
+  core::ShardMetrics& metrics = broker_.metrics();
+  const int64_t now = broker_.loop().clock().WallMs();
+  size_t sent = 0;
+  while (session_->HasQueued() && stream_.queued_bytes() < kOutputHighWatermark) {
+    const core::Delivery& next = session_->PeekQueued();
+    if (next.qos != QoS::kAtMostOnce && session_->inflight().size() >= client_receive_maximum_) break;
+    core::Delivery delivery = session_->PopQueued();
+    ShardMetrics::Sub(metrics.queued_messages);
+    const auto& expiry = delivery.message->properties.expiry_at_ms;
+    if (expiry && *expiry <= now) {
+      ShardMetrics::Add(metrics.messages_dropped);
+      continue;
+    }
+    if (delivery.qos == QoS::kAtMostOnce) {
+      sent += SendDelivery(delivery, 0, false) ? 1 : 0;
+      continue;
+    }
+    const uint16_t packet_id = session_->NextPacketId();
+    if (!SendDelivery(delivery, packet_id, false)) continue;
+    const auto phase = delivery.qos == QoS::kAtLeastOnce ? core::InflightPhase::kAwaitingPuback
+                                                         : core::InflightPhase::kAwaitingPubrec;
+    session_->inflight().emplace(packet_id, core::InflightDelivery{std::move(delivery), phase});
+    ShardMetrics::Add(metrics.inflight_messages);
+    ++sent;
+  }
+  if (sent > 0) stream_.Flush();
+}
+
+bool MqttConnection::SendDelivery(const core::Delivery& delivery, uint16_t packet_id, bool dup) {
+  const Message& message = *delivery.message;
+  PublishPacket header;
+  header.dup = dup;
+  header.qos = static_cast<uint8_t>(delivery.qos);
+  header.retain = delivery.retain;
+  header.packet_id = packet_id;
+  header.topic = message.topic;
+  if (v5()) {
+    Properties& p = header.properties;
+    const MessageProperties& m = message.properties;
+    p.payload_format_indicator = m.payload_format;
+    if (m.expiry_at_ms) {
+      // [MQTT-3.3.2-6] the interval sent is what remains of it.
+      const int64_t remaining_ms = *m.expiry_at_ms - broker_.loop().clock().WallMs();
+      if (remaining_ms <= 0) return false;
+      p.message_expiry_interval = static_cast<uint32_t>((remaining_ms + 999) / 1000);
+    }
+    p.content_type = m.content_type;
+    p.response_topic = m.response_topic;
+    p.correlation_data = m.correlation_data;
+    p.user_properties.reserve(m.user_properties.size());
+    for (const auto& property : m.user_properties) {
+      p.user_properties.emplace_back(property.key, property.value);
+    }
+    p.subscription_identifiers = delivery.subscription_ids;
+    if (client_topic_alias_maximum_ > 0) {
+      auto it = outbound_aliases_.find(message.topic);
+      if (it != outbound_aliases_.end()) {
+        p.topic_alias = it->second;
+        header.topic.clear();
+      } else if (outbound_aliases_.size() < client_topic_alias_maximum_) {
+        const auto alias = static_cast<uint16_t>(outbound_aliases_.size() + 1);
+        outbound_aliases_.emplace(message.topic, alias);
+        p.topic_alias = alias;
+      }
+    }
+  }
+  const std::string_view payload = message.payload ? std::string_view(*message.payload) : std::string_view();
+  const size_t size = EncodedPublishSize(header, payload.size(), version_);
+  if (size > client_max_packet_size_) {
+    // [MQTT-3.1.2-25] too large for the client: discard as if delivered.
+    spdlog::debug("mqtt client '{}': dropping a {} byte message over its maximum packet size",
+                  client_id_, size);
+    ShardMetrics::Add(broker_.metrics().messages_dropped);
+    if (header.properties.topic_alias && !header.topic.empty()) outbound_aliases_.erase(message.topic);
+    return false;
+  }
+  EncodePublish(header, payload, version_, stream_.output());
+  ShardMetrics::Add(broker_.metrics().messages_out);
+  ShardMetrics::Add(broker_.metrics().bytes_out, size);
+  return true;
+}
+
+void MqttConnection::ResendInflight() {
+  // [MQTT-4.4.0-1] unacknowledged PUBLISH and PUBREL are sent again, in order.
+  auto& inflight = session_->inflight();
+  for (auto it = inflight.begin(); it != inflight.end();) {
+    if (it->second.phase == core::InflightPhase::kAwaitingPubcomp) {
+      SendAck(PacketType::kPubrel, it->first, ReasonCode::kSuccess);
+      ++it;
+    } else if (SendDelivery(it->second.delivery, it->first, true)) {
+      ++it;
+    } else {
+      it = inflight.erase(it);
+      ShardMetrics::Sub(broker_.metrics().inflight_messages);
+    }
+  }
+  stream_.Flush();
+}
+
+}  // namespace estuary::mqtt

@@ -1,0 +1,172 @@
+#include "io/uv/http_server.h"
+
+#include <unordered_map>
+
+#include "io/uv/http_request.h"
+
+namespace estuary::io {
+namespace {
+
+constexpr int64_t kDefaultIdleTimeoutMs = 30'000;
+
+const char* ReasonPhrase(int status) {
+  switch (status) {
+    case 200: return "OK";
+    case 201: return "Created";
+    case 202: return "Accepted";
+    case 204: return "No Content";
+    case 301: return "Moved Permanently";
+    case 302: return "Found";
+    case 304: return "Not Modified";
+    case 400: return "Bad Request";
+    case 401: return "Unauthorized";
+    case 403: return "Forbidden";
+    case 404: return "Not Found";
+    case 405: return "Method Not Allowed";
+    case 409: return "Conflict";
+    case 429: return "Too Many Requests";
+    case 500: return "Internal Server Error";
+    case 501: return "Not Implemented";
+    case 503: return "Service Unavailable";
+    default: return "Status";
+  }
+}
+
+void AppendResponse(std::string& out, const HttpResponse& response, bool keep_alive, bool with_body) {
+  out += "HTTP/1.1 ";
+  out += std::to_string(response.status);
+  out += ' ';
+  out += ReasonPhrase(response.status);
+  out += "\r\nContent-Type: ";
+  out += response.content_type;
+  out += "\r\nContent-Length: ";
+  out += std::to_string(response.body.size());
+  out += keep_alive ? "\r\nConnection: keep-alive\r\n\r\n" : "\r\nConnection: close\r\n\r\n";
+  if (with_body) out += response.body;
+}
+
+}  // namespace
+
+class HttpServer::State {
+ public:
+  State(UvLoop& loop_in, Handler handler_in) : loop(loop_in), handler(std::move(handler_in)) {}
+  ~State() { CloseAll(); }
+
+  void OnAccept(int fd);
+  void OnData(TcpConnection* connection, std::string_view bytes);
+  void ArmIdleTimer(TcpConnection* connection);
+  void Forget(TcpConnection* connection);
+  void CloseAll();
+
+  struct Session {
+    std::shared_ptr<TcpConnection> connection;
+    std::string buffer;
+    TimerId idle_timer = 0;
+  };
+
+  UvLoop& loop;
+  Handler handler;
+  std::unique_ptr<TcpListener> listener;
+  uint16_t port = 0;
+  int64_t idle_timeout_ms = kDefaultIdleTimeoutMs;
+  std::unordered_map<TcpConnection*, Session> sessions;
+};
+
+void HttpServer::State::OnAccept(int fd) {
+  std::shared_ptr<TcpConnection> connection = TcpConnection::Adopt(loop, fd);
+  if (!connection) return;
+  TcpConnection* key = connection.get();
+  sessions[key].connection = connection;
+  // The handlers name the session by pointer only: the map owns it, and
+  // CloseAll() drops the handlers before the State goes away.
+  connection->SetHandlers({
+      .on_data = [this, key](std::string_view bytes) { OnData(key, bytes); },
+      .on_close = [this, key](int) { Forget(key); },
+      .on_drain = nullptr,
+  });
+  ArmIdleTimer(key);
+}
+
+// The handler may Close() the server, which empties `sessions`: nothing
+// from the session is used after the handler returns without a new lookup.
+void HttpServer::State::OnData(TcpConnection* connection, std::string_view bytes) {
+  for (;;) {
+    auto it = sessions.find(connection);
+    if (it == sessions.end()) return;
+    std::string& buffer = it->second.buffer;
+    buffer.append(bytes);
+    bytes = {};
+    HttpParseResult parsed = ParseHttpRequest(buffer);
+    if (parsed.status == HttpParseResult::Status::kIncomplete) return;
+    if (parsed.status == HttpParseResult::Status::kBad) {
+      buffer.clear();
+      HttpResponse response{400, "text/plain; charset=utf-8", "bad request: " + parsed.error + "\n"};
+      AppendResponse(connection->output_buffer(), response, false, true);
+      connection->MarkDirty();
+      connection->Close();
+      return;
+    }
+    const HttpRequest& request = parsed.request;
+    buffer.erase(0, request.consumed);
+    HttpResponse response = handler(request.method, request.target);
+    AppendResponse(connection->output_buffer(), response, request.keep_alive, request.method != "HEAD");
+    connection->MarkDirty();
+    if (!request.keep_alive) return connection->Close();
+    ArmIdleTimer(connection);
+  }
+}
+
+void HttpServer::State::ArmIdleTimer(TcpConnection* connection) {
+  auto it = sessions.find(connection);
+  if (it == sessions.end()) return;
+  if (it->second.idle_timer != 0) loop.CancelTimer(it->second.idle_timer);
+  it->second.idle_timer = loop.AddTimer(idle_timeout_ms, [this, connection] {
+    auto found = sessions.find(connection);
+    if (found == sessions.end()) return;
+    found->second.idle_timer = 0;
+    connection->Close();
+  });
+}
+
+void HttpServer::State::Forget(TcpConnection* connection) {
+  auto it = sessions.find(connection);
+  if (it == sessions.end()) return;
+  if (it->second.idle_timer != 0) loop.CancelTimer(it->second.idle_timer);
+  sessions.erase(it);  // may release the last outside reference; the connection copes
+}
+
+void HttpServer::State::CloseAll() {
+  if (listener) listener->Close();
+  std::unordered_map<TcpConnection*, Session> closing;
+  closing.swap(sessions);
+  for (auto& [key, session] : closing) {
+    if (session.idle_timer != 0) loop.CancelTimer(session.idle_timer);
+    session.connection->SetHandlers({});
+    session.connection->Close();
+  }
+}
+
+Expected<std::unique_ptr<HttpServer>, std::string> HttpServer::Start(UvLoop& loop, const Endpoint& at,
+                                                                     Handler handler) {
+  auto state = std::make_unique<State>(loop, std::move(handler));
+  State* raw = state.get();
+  auto listener = TcpListener::Listen(loop, at, [raw](int fd) { raw->OnAccept(fd); });
+  if (!listener) return MakeError(listener.error());
+  state->listener = std::move(*listener);
+  state->port = state->listener->port();
+  std::unique_ptr<HttpServer> server(new HttpServer());
+  server->state_ = std::move(state);
+  return server;
+}
+
+uint16_t HttpServer::port() const { return state_->port; }
+
+size_t HttpServer::connection_count() const { return state_->sessions.size(); }
+
+void HttpServer::set_idle_timeout(int64_t ms) { state_->idle_timeout_ms = ms; }
+
+void HttpServer::Close() { state_->CloseAll(); }
+
+HttpServer::~HttpServer() = default;
+
+}  // namespace estuary::io

@@ -1,0 +1,130 @@
+// The admin listener's pages: /healthz, /metrics (Prometheus text format),
+// /api/load (JSON for the balancers) and /api/shards.
+#include <fmt/format.h>
+#include <sys/resource.h>
+#include <unistd.h>
+
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "server/node.h"
+
+namespace estuary::server {
+namespace {
+
+using Counter = std::atomic<uint64_t> core::ShardMetrics::*;
+
+struct MetricInfo {
+  const char* name;
+  const char* type;
+  const char* help;
+  Counter field;
+};
+
+constexpr MetricInfo kMetrics[] = {
+    {"estuary_connections", "gauge", "Open client connections.", &core::ShardMetrics::connections},
+    {"estuary_connections_accepted_total", "counter", "Client connections accepted.",
+     &core::ShardMetrics::connections_total},
+    {"estuary_sessions", "gauge", "Sessions held, online and offline.", &core::ShardMetrics::sessions},
+    {"estuary_messages_received_total", "counter", "PUBLISH packets received from clients.",
+     &core::ShardMetrics::messages_in},
+    {"estuary_messages_sent_total", "counter", "PUBLISH packets sent to clients.",
+     &core::ShardMetrics::messages_out},
+    {"estuary_bytes_received_total", "counter", "Bytes received from clients.", &core::ShardMetrics::bytes_in},
+    {"estuary_bytes_sent_total", "counter", "PUBLISH bytes sent to clients.", &core::ShardMetrics::bytes_out},
+    {"estuary_messages_dropped_total", "counter", "Messages dropped by queue limits, expiry or size.",
+     &core::ShardMetrics::messages_dropped},
+    {"estuary_queued_messages", "gauge", "Messages waiting in session queues.",
+     &core::ShardMetrics::queued_messages},
+    {"estuary_inflight_messages", "gauge", "Messages sent and not yet acknowledged.",
+     &core::ShardMetrics::inflight_messages},
+    {"estuary_subscriptions", "gauge", "Subscriptions held.", &core::ShardMetrics::subscriptions},
+    {"estuary_retained_messages", "gauge", "Retained messages (each shard holds a replica).",
+     &core::ShardMetrics::retained_messages},
+    {"estuary_forwards_total", "counter", "Publishes forwarded to other shards or nodes.",
+     &core::ShardMetrics::forwards_out},
+    {"estuary_protocol_errors_total", "counter", "Connections closed for protocol errors.",
+     &core::ShardMetrics::protocol_errors},
+};
+
+uint64_t ResidentBytes() {
+  std::ifstream statm("/proc/self/statm");
+  uint64_t size = 0, resident = 0;
+  statm >> size >> resident;
+  return resident * static_cast<uint64_t>(::sysconf(_SC_PAGESIZE));
+}
+
+double CpuSeconds() {
+  rusage usage{};
+  ::getrusage(RUSAGE_SELF, &usage);
+  auto seconds = [](const timeval& tv) { return double(tv.tv_sec) + double(tv.tv_usec) / 1e6; };
+  return seconds(usage.ru_utime) + seconds(usage.ru_stime);
+}
+
+}  // namespace
+
+std::string Node::MetricsText() const {
+  std::string out;
+  for (const MetricInfo& metric : kMetrics) {
+    fmt::format_to(std::back_inserter(out), "# HELP {} {}\n# TYPE {} {}\n", metric.name, metric.help,
+                   metric.name, metric.type);
+    for (size_t shard = 0; shard < metrics_.size(); ++shard) {
+      const uint64_t value = ((*metrics_[shard]).*(metric.field)).load(std::memory_order_relaxed);
+      fmt::format_to(std::back_inserter(out), "{}{{node=\"{}\",shard=\"{}\"}} {}\n", metric.name,
+                     config_.node_id, shard, value);
+    }
+  }
+  const double uptime = double(io::SystemClock::Instance().NowMs() - started_ms_) / 1000.0;
+  fmt::format_to(std::back_inserter(out),
+                 "# HELP estuary_uptime_seconds Seconds since the node started.\n"
+                 "# TYPE estuary_uptime_seconds gauge\nestuary_uptime_seconds{{node=\"{}\"}} {:.3f}\n"
+                 "# HELP estuary_resident_memory_bytes Resident set size.\n"
+                 "# TYPE estuary_resident_memory_bytes gauge\n"
+                 "estuary_resident_memory_bytes{{node=\"{}\"}} {}\n",
+                 config_.node_id, uptime, config_.node_id, ResidentBytes());
+  return out;
+}
+
+std::string Node::LoadJson() const {
+  // Rates over the interval since the previous call (the balancer polls).
+  struct Sample {
+    int64_t at_ms = 0;
+    uint64_t in = 0, out = 0;
+    double cpu = 0;
+  };
+  static thread_local Sample previous;
+  Sample now{io::SystemClock::Instance().NowMs(), 0, 0, CpuSeconds()};
+  uint64_t connections = 0, queued = 0;
+  for (const auto& m : metrics_) {
+    now.in += m->messages_in.load(std::memory_order_relaxed);
+    now.out += m->messages_out.load(std::memory_order_relaxed);
+    connections += m->connections.load(std::memory_order_relaxed);
+    queued += m->queued_messages.load(std::memory_order_relaxed);
+  }
+  const double seconds = previous.at_ms == 0 ? 0 : double(now.at_ms - previous.at_ms) / 1000.0;
+  auto rate = [&](uint64_t current, uint64_t before) {
+    return seconds > 0 ? double(current - before) / seconds : 0.0;
+  };
+  nlohmann::json load = {
+      {"node", config_.node_id},
+      {"connections", connections},
+      {"messages_in_per_second", rate(now.in, previous.in)},
+      {"messages_out_per_second", rate(now.out, previous.out)},
+      {"queued_messages", queued},
+      {"cpu_percent", seconds > 0 ? 100.0 * (now.cpu - previous.cpu) / seconds : 0.0},
+      {"memory_bytes", ResidentBytes()},
+      {"shards", metrics_.size()},
+  };
+  previous = now;
+  return load.dump();
+}
+
+io::HttpResponse Node::ServeAdmin(const std::string& method, const std::string& path) {
+  if (method != "GET") return {405, "text/plain; charset=utf-8", "method not allowed\n"};
+  if (path == "/healthz") return {200, "text/plain; charset=utf-8", shutting_down_ ? "stopping\n" : "ok\n"};
+  if (path == "/metrics") return {200, "text/plain; version=0.0.4; charset=utf-8", MetricsText()};
+  if (path == "/api/load") return {200, "application/json", LoadJson()};
+  return {404, "text/plain; charset=utf-8", "not found\n"};
+}
+
+}  // namespace estuary::server

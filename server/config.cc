@@ -1,0 +1,122 @@
+#include "server/config.h"
+
+#include <CLI/CLI.hpp>
+
+#include <cstdio>
+#include <iostream>
+#include <thread>
+
+namespace estuary::server {
+namespace {
+
+// Validates "HOST:PORT" for CLI11 and stores the parsed endpoint.
+CLI::Option* AddEndpoint(CLI::App& app, const std::string& name, io::Endpoint& target,
+                         const std::string& help) {
+  return app
+      .add_option_function<std::string>(
+          name,
+          [&target, name](const std::string& text) {
+            auto endpoint = io::ParseEndpoint(text);
+            if (!endpoint) throw CLI::ValidationError(name, endpoint.error());
+            target = *endpoint;
+          },
+          help)
+      ->default_str(target.ToString());
+}
+
+void AddLimits(CLI::App& app, core::BrokerLimits& limits) {
+  app.add_option("--max-connections", limits.max_connections, "Connections per node")
+      ->capture_default_str();
+  app.add_option("--max-packet-size", limits.max_packet_size, "Largest MQTT packet accepted, bytes")
+      ->capture_default_str()
+      ->check(CLI::Range(16u, 268435455u));
+  app.add_option("--max-queued-messages", limits.session.max_queued_messages,
+                 "Messages queued per session before new ones are dropped")
+      ->capture_default_str();
+  app.add_option("--max-queued-bytes", limits.session.max_queued_bytes,
+                 "Bytes queued per session before new messages are dropped")
+      ->capture_default_str();
+  app.add_option("--queue-qos0-offline", limits.session.queue_qos0_offline,
+                 "Queue QoS 0 messages for offline persistent sessions")
+      ->capture_default_str();
+  app.add_option("--receive-maximum", limits.receive_maximum,
+                 "Inbound QoS 1/2 publishes in flight per client")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 65535));
+  app.add_option("--topic-alias-maximum", limits.topic_alias_maximum, "Inbound topic aliases per client")
+      ->capture_default_str();
+  app.add_option("--max-session-expiry", limits.max_session_expiry, "Cap on session expiry, seconds")
+      ->capture_default_str();
+  app.add_option("--max-keep-alive", limits.max_keep_alive, "Cap on MQTT 5 keep alive, seconds")
+      ->capture_default_str();
+  app.add_option("--retain-available", limits.retain_available, "Accept retained messages")
+      ->capture_default_str();
+  app.add_option("--maximum-qos", limits.maximum_qos, "Highest QoS accepted")
+      ->capture_default_str()
+      ->check(CLI::Range(0, 2));
+}
+
+void BuildApp(CLI::App& app, NodeConfig& config) {
+  app.set_config("--config", "", "TOML configuration file (keys named like the flags)");
+  app.allow_config_extras(CLI::config_extras_mode::error);
+  app.add_option("--node-id", config.node_id, "This node's id in the cluster")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 65535));
+  app.add_option("--data-dir", config.data_dir, "Directory for durable state")->capture_default_str();
+  AddEndpoint(app, "--mqtt", config.mqtt, "MQTT listener HOST:PORT (port 0 picks a free port)");
+  AddEndpoint(app, "--amqp", config.amqp, "AMQP 1.0 listener HOST:PORT");
+  AddEndpoint(app, "--admin", config.admin, "Admin HTTP listener HOST:PORT (/healthz, /metrics, /api)");
+  AddEndpoint(app, "--cluster", config.cluster, "Inter-node listener HOST:PORT");
+  app.add_option_function<std::vector<std::string>>(
+         "--seeds",
+         [&config](const std::vector<std::string>& seeds) {
+           for (const auto& text : seeds) {
+             auto endpoint = io::ParseEndpoint(text);
+             if (!endpoint) throw CLI::ValidationError("--seeds", endpoint.error());
+             config.seeds.push_back(*endpoint);
+           }
+         },
+         "Other nodes' inter-node addresses HOST:PORT,...")
+      ->delimiter(',');
+  app.add_option("--shards", config.shards, "Event loops (threads); 0 = one per core")
+      ->capture_default_str()
+      ->check(CLI::Range(0, 256));
+  app.add_option("--storage", config.storage, "Storage engine")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"bitcask", "rocksdb"}));
+  app.add_option("--sync", config.sync, "Storage sync policy")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"always", "interval", "none"}));
+  app.add_option("--log-level", config.log_level, "trace|debug|info|warn|error|critical|off")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"trace", "debug", "info", "warn", "error", "critical", "off"}));
+  app.add_option("--sys-interval", config.sys_interval_s, "Seconds between $SYS publications, 0 = off")
+      ->capture_default_str();
+  app.add_option("--shutdown-grace", config.shutdown_grace_ms,
+                 "Milliseconds to let clients flush at SIGTERM")
+      ->capture_default_str();
+  AddLimits(app, config.limits);
+}
+
+}  // namespace
+
+ParseOutcome ParseCommandLine(int argc, const char* const* argv) {
+  NodeConfig config;
+  CLI::App app{"estuaryd: an Estuary broker node (MQTT 3.1/3.1.1/5.0, AMQP 1.0)", "estuaryd"};
+  BuildApp(app, config);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::CallForHelp&) {
+    std::cout << app.help();
+    return ExitRequest{0};
+  } catch (const CLI::ParseError& error) {
+    std::fprintf(stderr, "estuaryd: error: %s\n", error.what());
+    return ExitRequest{2};
+  }
+  if (config.shards == 0) {
+    config.shards = static_cast<uint16_t>(std::max(1u, std::thread::hardware_concurrency()));
+  }
+  return config;
+}
+
+}  // namespace estuary::server

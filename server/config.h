@@ -1,0 +1,41 @@
+#pragma once
+// estuaryd's configuration: flags and a TOML file (--config) whose keys are
+// named like the flags (`mqtt = "127.0.0.1:1883"`, `max-connections = 1000`).
+// A flag given on the command line wins over the file.
+#include <cstdint>
+#include <string>
+#include <variant>
+#include <vector>
+
+#include "cluster-core/broker/limits.h"
+#include "io/uv/tcp.h"
+
+namespace estuary::server {
+
+struct NodeConfig {
+  uint16_t node_id = 1;
+  std::string data_dir = "./estuary-data";
+  io::Endpoint mqtt{"127.0.0.1", 1883};
+  io::Endpoint amqp{"127.0.0.1", 5672};
+  io::Endpoint admin{"127.0.0.1", 8080};
+  io::Endpoint cluster{"127.0.0.1", 0};
+  std::vector<io::Endpoint> seeds;
+  uint16_t shards = 0;  // 0 = one per core
+  std::string storage = "bitcask";
+  std::string sync = "interval";
+  std::string log_level = "info";
+  uint32_t sys_interval_s = 10;  // $SYS/broker/... publication period, 0 = off
+  uint32_t shutdown_grace_ms = 2000;
+  core::BrokerLimits limits;
+};
+
+// What the command line asks for: run with a config, or exit with a status
+// after printing help or a one-line error.
+struct ExitRequest {
+  int status = 0;
+};
+using ParseOutcome = std::variant<NodeConfig, ExitRequest>;
+
+ParseOutcome ParseCommandLine(int argc, const char* const* argv);
+
+}  // namespace estuary::server

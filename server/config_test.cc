@@ -1,0 +1,84 @@
+#include "server/config.h"
+
+#include <gtest/gtest.h>
+
+#include <cstdio>
+#include <fstream>
+#include <vector>
+
+namespace estuary::server {
+namespace {
+
+ParseOutcome Parse(std::vector<const char*> args) {
+  args.insert(args.begin(), "estuaryd");
+  return ParseCommandLine(static_cast<int>(args.size()), args.data());
+}
+
+TEST(ConfigTest, FlagsSetEndpointsAndLimits) {
+  auto outcome = Parse({"--node-id", "3", "--mqtt", "127.0.0.1:0", "--shards", "2",
+                        "--max-connections", "10", "--seeds", "10.0.0.1:7000,10.0.0.2:7000"});
+  ASSERT_TRUE(std::holds_alternative<NodeConfig>(outcome));
+  const auto& config = std::get<NodeConfig>(outcome);
+  EXPECT_EQ(config.node_id, 3);
+  EXPECT_EQ(config.mqtt.port, 0);
+  EXPECT_EQ(config.shards, 2);
+  EXPECT_EQ(config.limits.max_connections, 10u);
+  ASSERT_EQ(config.seeds.size(), 2u);
+  EXPECT_EQ(config.seeds[1].host, "10.0.0.2");
+}
+
+TEST(ConfigTest, DefaultShardsFollowTheCores) {
+  auto outcome = Parse({});
+  ASSERT_TRUE(std::holds_alternative<NodeConfig>(outcome));
+  EXPECT_GE(std::get<NodeConfig>(outcome).shards, 1);
+}
+
+TEST(ConfigTest, HelpExitsZero) {
+  auto outcome = Parse({"--help"});
+  ASSERT_TRUE(std::holds_alternative<ExitRequest>(outcome));
+  EXPECT_EQ(std::get<ExitRequest>(outcome).status, 0);
+}
+
+TEST(ConfigTest, BadFlagOrValueExitsTwo) {
+  for (auto args : std::vector<std::vector<const char*>>{
+           {"--no-such-flag"}, {"--mqtt", "nonsense"}, {"--sync", "sometimes"}, {"--maximum-qos", "3"}}) {
+    auto outcome = Parse(args);
+    ASSERT_TRUE(std::holds_alternative<ExitRequest>(outcome)) << args[0];
+    EXPECT_EQ(std::get<ExitRequest>(outcome).status, 2) << args[0];
+  }
+}
+
+class ConfigFileTest : public ::testing::Test {
+ protected:
+  std::string Write(const std::string& text) {
+    std::ofstream(path_) << text;
+    return path_;
+  }
+  void TearDown() override { std::remove(path_.c_str()); }
+  std::string path_ = ::testing::TempDir() + "estuary_config_test.toml";
+};
+
+TEST_F(ConfigFileTest, TomlKeysAreNamedLikeFlagsAndFlagsWin) {
+  const std::string path = Write(
+      "node-id = 9\n"
+      "mqtt = \"127.0.0.1:2883\"\n"
+      "max-queued-messages = 50\n"
+      "log-level = \"debug\"\n");
+  auto outcome = Parse({"--config", path.c_str(), "--node-id", "4"});
+  ASSERT_TRUE(std::holds_alternative<NodeConfig>(outcome));
+  const auto& config = std::get<NodeConfig>(outcome);
+  EXPECT_EQ(config.node_id, 4);  // the flag wins
+  EXPECT_EQ(config.mqtt.port, 2883);
+  EXPECT_EQ(config.limits.session.max_queued_messages, 50u);
+  EXPECT_EQ(config.log_level, "debug");
+}
+
+TEST_F(ConfigFileTest, UnknownKeyInFileExitsTwo) {
+  const std::string path = Write("no-such-key = 1\n");
+  auto outcome = Parse({"--config", path.c_str()});
+  ASSERT_TRUE(std::holds_alternative<ExitRequest>(outcome));
+  EXPECT_EQ(std::get<ExitRequest>(outcome).status, 2);
+}
+
+}  // namespace
+}  // namespace estuary::server

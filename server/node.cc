@@ -1,0 +1,155 @@
+#include "server/node.h"
+
+#include <fmt/format.h>
+#include <spdlog/spdlog.h>
+#include <unistd.h>
+
+#include <atomic>
+
+namespace estuary::server {
+
+Node::Node(NodeConfig config) : config_(std::move(config)) {
+  shared_.max_connections = config_.limits.max_connections;
+  for (uint16_t i = 0; i < config_.shards; ++i) {
+    metrics_.push_back(std::make_unique<core::ShardMetrics>());
+    core::ShardConfig shard;
+    shard.node_id = config_.node_id;
+    shard.shard_id = i;
+    shard.shard_count = config_.shards;
+    shard.limits = config_.limits;
+    shards_.push_back(std::make_unique<ShardRuntime>(shard, *this, *metrics_.back(), shared_));
+  }
+  for (auto& shard : shards_) {
+    shard->set_handoff([this](uint16_t target, int fd, std::string received) {
+      ShardRuntime* to = shards_[target].get();
+      to->loop().mailbox().Send([to, fd, received = std::move(received)]() mutable {
+        to->AdoptMqtt(fd, std::move(received));
+      });
+    });
+  }
+}
+
+Node::~Node() {
+  for (auto& thread : threads_) {
+    if (thread.joinable()) thread.join();
+  }
+  admin_.reset();
+  amqp_listener_.reset();
+  cluster_listener_.reset();
+}
+
+void Node::Post(uint16_t shard, std::function<void(core::ShardBroker&)> work) {
+  ShardRuntime* to = shards_[shard].get();
+  to->loop().mailbox().Send([to, work = std::move(work)] { work(to->broker()); });
+}
+
+Expected<void, std::string> Node::Start() {
+  started_ms_ = io::SystemClock::Instance().NowMs();
+  // Shard 0 binds first so that port 0 resolves; the others share its port.
+  io::Endpoint mqtt = config_.mqtt;
+  for (auto& shard : shards_) {
+    auto port = shard->ListenMqtt(mqtt);
+    if (!port) return MakeError(fmt::format("mqtt listener {}: {}", mqtt.ToString(), port.error()));
+    mqtt.port = *port;
+  }
+  mqtt_port_ = mqtt.port;
+  auto admin = io::HttpServer::Start(shards_[0]->loop(), config_.admin,
+                                     [this](const std::string& method, const std::string& path) {
+                                       return ServeAdmin(method, path);
+                                     });
+  if (!admin) return MakeError(fmt::format("admin listener {}: {}", config_.admin.ToString(), admin.error()));
+  admin_ = std::move(*admin);
+  admin_port_ = admin_->port();
+  if (auto aux = StartAuxiliaryListeners(); !aux) return aux;
+  InstallSignalHandlers();
+  StartSysTimer();
+  return {};
+}
+
+Expected<void, std::string> Node::StartAuxiliaryListeners() {
+  // The AMQP front end and inter-node links come with their own issues; the
+  // ports are bound now so the ready line is true and scripts can rely on it.
+  auto refuse = [](int fd) { ::close(fd); };
+  auto amqp = io::TcpListener::Listen(shards_[0]->loop(), config_.amqp, refuse);
+  if (!amqp) return MakeError(fmt::format("amqp listener {}: {}", config_.amqp.ToString(), amqp.error()));
+  amqp_listener_ = std::move(*amqp);
+  amqp_port_ = amqp_listener_->port();
+  auto cluster = io::TcpListener::Listen(shards_[0]->loop(), config_.cluster, refuse);
+  if (!cluster) {
+    return MakeError(fmt::format("cluster listener {}: {}", config_.cluster.ToString(), cluster.error()));
+  }
+  cluster_listener_ = std::move(*cluster);
+  cluster_port_ = cluster_listener_->port();
+  return {};
+}
+
+std::string Node::ReadyLine() const {
+  return fmt::format("estuaryd ready node={} mqtt={}:{} amqp={}:{} admin={}:{} cluster={}:{}",
+                     config_.node_id, config_.mqtt.host, mqtt_port_, config_.amqp.host, amqp_port_,
+                     config_.admin.host, admin_port_, config_.cluster.host, cluster_port_);
+}
+
+void Node::InstallSignalHandlers() {
+  auto install = [this](int signum) {
+    auto* handle = new uv_signal_t;
+    uv_signal_init(shards_[0]->loop().raw(), handle);
+    handle->data = this;
+    uv_signal_start(
+        handle,
+        [](uv_signal_t* h, int sig) {
+          spdlog::info("received signal {}; shutting down", sig);
+          static_cast<Node*>(h->data)->Shutdown();
+        },
+        signum);
+    return handle;
+  };
+  sigterm_ = install(SIGTERM);
+  sigint_ = install(SIGINT);
+}
+
+void Node::RequestShutdown() {
+  shards_[0]->loop().mailbox().Send([this] { Shutdown(); });
+}
+
+void Node::Shutdown() {
+  if (shutting_down_) return;
+  shutting_down_ = true;
+  for (uv_signal_t* handle : {sigterm_, sigint_}) {
+    if (handle == nullptr) continue;
+    uv_close(reinterpret_cast<uv_handle_t*>(handle),
+             [](uv_handle_t* h) { delete reinterpret_cast<uv_signal_t*>(h); });
+  }
+  sigterm_ = sigint_ = nullptr;
+  if (admin_) admin_->Close();
+  if (amqp_listener_) amqp_listener_->Close();
+  if (cluster_listener_) cluster_listener_->Close();
+  // Other shards stop themselves; shard 0 stops last, once they all have.
+  auto remaining = std::make_shared<std::atomic<size_t>>(shards_.size() - 1);
+  ShardRuntime* first = shards_[0].get();
+  const uint32_t grace = config_.shutdown_grace_ms;
+  auto stop_first = [first, grace] { first->BeginShutdown(grace); };
+  if (shards_.size() == 1) {
+    stop_first();
+    return;
+  }
+  for (size_t i = 1; i < shards_.size(); ++i) {
+    ShardRuntime* shard = shards_[i].get();
+    shard->loop().mailbox().Send([shard, first, remaining, grace, stop_first] {
+      shard->BeginShutdown(grace, [first, remaining, stop_first] {
+        if (remaining->fetch_sub(1) == 1) first->loop().mailbox().Send(stop_first);
+      });
+    });
+  }
+}
+
+void Node::Run() {
+  for (size_t i = 1; i < shards_.size(); ++i) {
+    threads_.emplace_back([shard = shards_[i].get()] { shard->loop().Run(); });
+  }
+  shards_[0]->loop().Run();
+  for (auto& thread : threads_) thread.join();
+  threads_.clear();
+  spdlog::info("estuaryd stopped");
+}
+
+}  // namespace estuary::server

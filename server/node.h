@@ -1,0 +1,67 @@
+#pragma once
+// Node: one estuaryd process. Builds the shards from the config, binds the
+// listeners (MQTT on every shard; admin, $SYS and signals on shard 0), runs
+// shard 0 on the calling thread and the others on their own threads, and
+// shuts everything down on SIGTERM/SIGINT.
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "cluster-core/broker/metrics.h"
+#include "io/uv/http_server.h"
+#include "server/config.h"
+#include "server/shard_runtime.h"
+
+namespace estuary::server {
+
+class Node final : public core::ShardLink {
+ public:
+  explicit Node(NodeConfig config);
+  ~Node() override;
+
+  // Binds every listener. Returns an error naming what failed.
+  Expected<void, std::string> Start();
+  // The `estuaryd ready ...` line, valid after Start().
+  std::string ReadyLine() const;
+  // Runs until shutdown completes. Call on the thread that called Start().
+  void Run();
+  // Thread-safe: asks the node to shut down (as SIGTERM does).
+  void RequestShutdown();
+
+  // core::ShardLink
+  void Post(uint16_t shard, std::function<void(core::ShardBroker&)> work) override;
+
+  // Admin pages (server/admin.cc).
+  std::string MetricsText() const;
+  std::string LoadJson() const;
+
+ private:
+  io::HttpResponse ServeAdmin(const std::string& method, const std::string& path);
+  Expected<void, std::string> StartAuxiliaryListeners();
+  void InstallSignalHandlers();
+  void StartSysTimer();
+  void PublishSys();
+  void Shutdown();
+
+  NodeConfig config_;
+  NodeShared shared_;
+  std::vector<std::unique_ptr<core::ShardMetrics>> metrics_;
+  std::vector<std::unique_ptr<ShardRuntime>> shards_;
+  std::vector<std::thread> threads_;
+  std::unique_ptr<io::HttpServer> admin_;
+  // Reserved until their frontends exist: accepted connections are closed.
+  std::unique_ptr<io::TcpListener> amqp_listener_;
+  std::unique_ptr<io::TcpListener> cluster_listener_;
+  uint16_t mqtt_port_ = 0;
+  uint16_t amqp_port_ = 0;
+  uint16_t admin_port_ = 0;
+  uint16_t cluster_port_ = 0;
+  int64_t started_ms_ = 0;
+  uv_signal_t* sigterm_ = nullptr;
+  uv_signal_t* sigint_ = nullptr;
+  bool shutting_down_ = false;
+};
+
+}  // namespace estuary::server

@@ -1,0 +1,144 @@
+#include "server/shard_runtime.h"
+
+#include <spdlog/spdlog.h>
+#include <unistd.h>
+
+namespace estuary::server {
+
+struct ShardRuntime::MqttPeer {
+  std::shared_ptr<io::TcpConnection> tcp;
+  std::unique_ptr<TcpStream> stream;
+  std::shared_ptr<mqtt::MqttConnection> mqtt;
+  uint16_t handoff_target = 0;  // the shard that owns the client id
+};
+
+ShardRuntime::ShardRuntime(core::ShardConfig config, core::ShardLink& link,
+                           core::ShardMetrics& metrics, NodeShared& shared)
+    : broker_(std::move(config), loop_, link, metrics), shared_(shared) {}
+
+ShardRuntime::~ShardRuntime() {
+  // Connections first: their sessions point into the broker.
+  peers_.clear();
+}
+
+Expected<uint16_t, std::string> ShardRuntime::ListenMqtt(const io::Endpoint& at) {
+  auto listener = io::TcpListener::Listen(loop_, at, [this](int fd) { Accept(fd, {}); });
+  if (!listener) return MakeError(listener.error());
+  mqtt_listener_ = std::move(*listener);
+  return mqtt_listener_->port();
+}
+
+void ShardRuntime::AdoptMqtt(int fd, std::string received) {
+  // Counted node-wide by the shard that accepted it.
+  Accept(fd, std::move(received));
+}
+
+void ShardRuntime::Accept(int fd, std::string received) {
+  if (shutting_down_) {
+    ::close(fd);
+    return;
+  }
+  auto tcp = io::TcpConnection::Adopt(loop_, fd);
+  if (!tcp) return;
+  auto owned = std::make_unique<MqttPeer>();
+  MqttPeer* peer = owned.get();
+  peer->tcp = std::move(tcp);
+  peer->stream = std::make_unique<TcpStream>(peer->tcp);
+  mqtt::ConnectionSettings settings;
+  settings.authenticator = shared_.authenticator;
+  const core::ShardConfig& config = broker_.config();
+  settings.route_connect = [config, peer](const std::string& client_id) {
+    peer->handoff_target = core::ShardForClientId(client_id, config.shard_count);
+    return peer->handoff_target != config.shard_id;
+  };
+  settings.admit_connection = [this] { return shared_.connections.load() <= shared_.max_connections; };
+  peer->mqtt = std::make_shared<mqtt::MqttConnection>(broker_, *peer->stream, std::move(settings));
+  peers_.emplace(peer, std::move(owned));
+  if (received.empty()) {
+    shared_.connections.fetch_add(1);
+    core::ShardMetrics::Add(broker_.metrics().connections_total);
+  }
+  core::ShardMetrics::Add(broker_.metrics().connections);
+
+  io::TcpConnection::Handlers handlers;
+  handlers.on_data = [this, peer](std::string_view bytes) { OnData(peer, bytes); };
+  handlers.on_close = [this, peer](int) {
+    peer->mqtt->OnStreamClosed();
+    Remove(peer);
+  };
+  handlers.on_drain = [peer] { peer->mqtt->OnWritable(); };
+  peer->tcp->SetHandlers(std::move(handlers));
+  peer->mqtt->Start();
+  if (!received.empty()) OnData(peer, received);
+  if (peers_.count(peer) != 0 && !peer->mqtt->handed_off()) peer->tcp->StartReading();
+}
+
+void ShardRuntime::OnData(MqttPeer* peer, std::string_view bytes) {
+  peer->mqtt->OnBytes(bytes);
+  if (peer->mqtt->handed_off()) {
+    peer->tcp->StopReading();
+    loop_.Post([this, peer] { HandOff(peer); });
+  }
+}
+
+void ShardRuntime::HandOff(MqttPeer* peer) {
+  if (peers_.count(peer) == 0) return;
+  const std::string received = peer->mqtt->unprocessed_input();
+  const int fd = peer->tcp->Detach();
+  core::ShardMetrics::Sub(broker_.metrics().connections);
+  auto owned = std::move(peers_[peer]);
+  peers_.erase(peer);
+  if (fd < 0) {
+    spdlog::warn("mqtt: could not hand a connection to its shard; closing it");
+    owned->tcp->Abort();
+    shared_.connections.fetch_sub(1);
+    return;
+  }
+  handoff_(owned->handoff_target, fd, received);
+}
+
+void ShardRuntime::Remove(MqttPeer* peer) {
+  auto it = peers_.find(peer);
+  if (it == peers_.end()) return;
+  core::ShardMetrics::Sub(broker_.metrics().connections);
+  shared_.connections.fetch_sub(1);
+  // Destroy after the current callback: the TcpConnection is still in it.
+  std::shared_ptr<MqttPeer> doomed(std::move(it->second));
+  peers_.erase(it);
+  loop_.Post([doomed] {});
+  CheckStopped();
+}
+
+void ShardRuntime::BeginShutdown(uint32_t grace_ms, std::function<void()> on_stopped) {
+  if (shutting_down_) return;
+  shutting_down_ = true;
+  on_stopped_ = std::move(on_stopped);
+  if (mqtt_listener_) mqtt_listener_->Close();
+  std::vector<MqttPeer*> peers;
+  for (auto& entry : peers_) peers.push_back(entry.first);
+  for (MqttPeer* peer : peers) {
+    if (peers_.count(peer) != 0) peer->mqtt->Disconnect(mqtt::ReasonCode::kServerShuttingDown);
+  }
+  loop_.AddTimer(grace_ms, [this] {
+    std::vector<MqttPeer*> left;
+    for (auto& entry : peers_) left.push_back(entry.first);
+    for (MqttPeer* peer : left) peer->tcp->Abort();
+    loop_.Post([this] {
+      peers_.clear();
+      CheckStopped();
+    });
+  });
+  CheckStopped();
+}
+
+void ShardRuntime::CheckStopped() {
+  if (!shutting_down_ || !peers_.empty()) return;
+  if (on_stopped_) {
+    auto done = std::move(on_stopped_);
+    on_stopped_ = nullptr;
+    done();
+  }
+  loop_.Stop();
+}
+
+}  // namespace estuary::server

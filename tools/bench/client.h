@@ -1,0 +1,98 @@
+#pragma once
+// MqttClient: one MQTT connection of estuary-bench.
+//
+// Connects (optionally from a chosen source address), sends CONNECT, waits
+// for CONNACK, subscribes when given filters and waits for SUBACK, then
+// publishes what its owner asks and runs both directions of the QoS 1 and
+// QoS 2 flows (PUBACK; PUBREC/PUBREL/PUBCOMP). Bytes are written through the
+// connection's batched output buffer, so a burst of publishes in one loop
+// iteration becomes one write.
+//
+// Threading and ownership: created with Create() and held by shared_ptr by
+// its Worker; lives on the Worker's loop thread. Callbacks registered with
+// io hold a weak_ptr, so a destroyed client is simply not called. Handlers
+// run on the loop thread; on_failed is called at most once, and never after
+// Disconnect() or destruction.
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "frontends/mqtt/codec/packet.h"
+#include "io/uv/tcp.h"
+
+namespace estuary::bench {
+
+class MqttClient : public std::enable_shared_from_this<MqttClient> {
+ public:
+  struct Config {
+    io::Endpoint broker;
+    std::string local_address;  // source IPv4 address; empty: the kernel picks
+    mqtt::ProtocolVersion version = mqtt::ProtocolVersion::kV311;
+    std::string client_id;
+    uint16_t keepalive_s = 60;
+    std::vector<std::string> filters;  // subscribe to these once connected
+    int subscribe_qos = 0;
+    size_t max_queued_bytes = 1 << 20;  // high watermark; low is half
+  };
+  struct Handlers {
+    std::function<void()> on_ready;  // CONNACK accepted, and SUBACK granted if subscribing
+    std::function<void(const std::string& error)> on_failed;
+    // A PUBLISH from the broker: its payload and the time its bytes arrived.
+    std::function<void(std::string_view payload, int64_t arrival_ns)> on_message;
+    // The end of a QoS 1/2 publish: PUBACK or PUBCOMP (ok), or an error reason.
+    std::function<void(uint16_t packet_id, bool ok)> on_publish_done;
+    std::function<void()> on_drain;  // queued bytes fell below the low watermark
+  };
+
+  static std::shared_ptr<MqttClient> Create(io::UvLoop& loop, Config config, Handlers handlers);
+  ~MqttClient();
+  MqttClient(const MqttClient&) = delete;
+  MqttClient& operator=(const MqttClient&) = delete;
+
+  void Start();
+  // `fields` carries topic, QoS and packet id; its payload member is ignored.
+  void Publish(const mqtt::PublishPacket& fields, std::string_view payload);
+  void Ping();
+  // Sends DISCONNECT and closes after flushing. No handler is called after.
+  void Disconnect();
+
+  bool ready() const { return state_ == State::kReady; }
+  bool open() const;  // the socket is not closed yet
+  bool above_high_watermark() const;
+  // The broker's Receive Maximum (MQTT 5 CONNACK), else 65535.
+  uint16_t server_receive_maximum() const { return server_receive_maximum_; }
+
+ private:
+  enum class State { kIdle, kConnecting, kAwaitingConnack, kAwaitingSuback, kReady, kClosed };
+
+  MqttClient(io::UvLoop& loop, Config config, Handlers handlers);
+  void StartConnection(std::shared_ptr<io::TcpConnection> connection);
+  std::shared_ptr<io::TcpConnection> ConnectFromLocalAddress();
+  void OnConnected(int status);
+  void OnData(std::string_view bytes);
+  size_t ParseFrames(std::string_view bytes, int64_t arrival_ns);
+  void Dispatch(mqtt::Packet& packet, int64_t arrival_ns);
+  void OnConnack(const mqtt::ConnackPacket& connack);
+  void OnSuback(const mqtt::SubackPacket& suback);
+  void OnPublish(const mqtt::PublishPacket& publish, int64_t arrival_ns);
+  void OnAck(const mqtt::AckPacket& ack);
+  void OnClose(int status);
+  void Send(const mqtt::Packet& packet);
+  void SendAck(mqtt::PacketType type, uint16_t packet_id);
+  void Fail(const std::string& error);
+
+  io::UvLoop& loop_;
+  Config config_;
+  Handlers handlers_;
+  std::shared_ptr<io::TcpConnection> connection_;
+  State state_ = State::kIdle;
+  bool socket_closed_ = false;  // the connection's on_close has run
+  std::string input_;  // bytes of an incomplete packet
+  std::vector<bool> awaiting_pubrel_;  // QoS 2 ids received, PUBREL not yet
+  uint16_t server_receive_maximum_ = 65535;
+};
+
+}  // namespace estuary::bench

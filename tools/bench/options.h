@@ -1,0 +1,57 @@
+#pragma once
+// estuary-bench's configuration, parsed from flags (CLI11) and validated.
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "frontends/mqtt/codec/packet.h"
+#include "model/result.h"
+#include "tools/bench/topic_plan.h"
+
+namespace estuary::bench {
+
+struct Options {
+  std::string broker = "127.0.0.1:1883";
+  mqtt::ProtocolVersion version = mqtt::ProtocolVersion::kV311;
+  uint32_t publishers = 1;
+  uint32_t subscribers = 1;
+  int qos = 0;
+  size_t payload_size = 64;
+  double rate = 0;          // messages/s over all publishers; 0 = as fast as possible
+  uint64_t count = 0;       // messages per publisher; 0 = run for duration_s
+  double duration_s = 10;
+  Pattern pattern = Pattern::kOneTopic;
+  std::string topic_prefix;      // default "estuary-bench/<run id>"
+  uint32_t inflight = 64;        // QoS 1/2 unacknowledged messages per publisher
+  size_t max_queued_bytes = 1 << 20;  // QoS 0: bytes queued per publisher socket
+  uint32_t threads = 1;
+  uint16_t keepalive_s = 60;
+  double connect_timeout_s = 10;
+  double drain_timeout_s = 5;
+  uint32_t max_connecting = 256;  // connection attempts in progress per thread
+  bool json = false;
+  bool idle = false;
+  uint32_t connections = 0;  // idle mode
+  std::vector<std::string> local_addresses;  // source IPs, round-robin
+  std::string client_id_prefix;  // default "eb-<run id>-"
+  uint32_t run_id = 0;           // random unless --run-id
+
+  bool paced() const { return rate > 0; }
+  bool counted() const { return count > 0; }
+};
+
+// What to do instead of running: print `text` and exit with `exit_code`
+// (0 for --help, 2 for a bad flag; the text is then one line).
+struct ParseExit {
+  int exit_code = 2;
+  std::string text;
+};
+
+Expected<Options, ParseExit> ParseOptions(int argc, const char* const* argv);
+
+const char* VersionName(mqtt::ProtocolVersion version);  // "3.1.1" or "5"
+// One line: the workload in words, for the report header.
+std::string Describe(const Options& options);
+
+}  // namespace estuary::bench
