@@ -52,7 +52,7 @@ void AddLimits(CLI::App& app, core::BrokerLimits& limits) {
   app.add_option("--retain-available", limits.retain_available, "Accept retained messages")
       ->capture_default_str();
   app.add_option("--maximum-qos", limits.maximum_qos, "Highest QoS accepted")
-      ->capture_default_str()
+      ->default_str(std::to_string(limits.maximum_qos))
       ->check(CLI::Range(0, 2));
 }
 
