@@ -7,12 +7,14 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 ./scripts/install-deps.sh
 
-echo "== building the fuzz targets (clang, libFuzzer)"
-CC=clang-14 CXX=clang++-14 BUILD_DIR=build-fuzz BUILD_TYPE=RelWithDebInfo \
-  ./scripts/build.sh -DESTUARY_FUZZ=ON -DESTUARY_MODULES="model;io;frontends/mqtt" >/dev/null
+echo "== building the fuzz targets (clang 14, libFuzzer)"
+CC=clang-14 CXX=clang++-14 cmake -S . -B build-fuzz -DESTUARY_FUZZ=ON \
+  -DCMAKE_BUILD_TYPE=RelWithDebInfo -DESTUARY_MODULES="model;io;frontends/mqtt" >/dev/null
+mapfile -t fuzzers < <(awk 'NF {print $1}' build-fuzz/fuzzers.txt)
+cmake --build build-fuzz -j "${JOBS:-2}" --target "${fuzzers[@]}"
 
 echo "== building"
-./scripts/build.sh -DESTUARY_FUZZ_BIN_DIR="$PWD/build-fuzz/fuzz" \
+./scripts/build.sh -DESTUARY_FUZZ_BUILD_DIR="$PWD/build-fuzz" \
   -DESTUARY_FUZZ_SECONDS="${FUZZ_SECONDS:-60}"
 
 echo "== testing"

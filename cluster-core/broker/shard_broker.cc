@@ -172,8 +172,7 @@ void ShardBroker::Publish(MessagePtr message, std::function<void()> on_safe) {
   for (SharedGroup* group : match.local_shared) add_candidate(group->key, config_.shard_id);
   for (const RemoteShared* remote : match.remote_shared) add_candidate(remote->key, remote->destination);
   for (auto& [key, shards] : candidates) {
-    uint16_t chosen = 0;
-    PickSharedDestination(key, shards, chosen);
+    const uint16_t chosen = PickSharedDestination(key, shards);
     if (chosen == config_.shard_id) {
       if (SharedGroup* group = router_.FindSharedGroup(key)) DeliverToShared(*group, message);
     } else {
@@ -208,18 +207,16 @@ void ShardBroker::Publish(MessagePtr message, std::function<void()> on_safe) {
   }
 }
 
-std::string ShardBroker::PickSharedDestination(const std::string& key, std::vector<uint16_t>& shards,
-                                               uint16_t& chosen) {
+uint16_t ShardBroker::PickSharedDestination(const std::string& key, std::vector<uint16_t>& shards) {
   std::sort(shards.begin(), shards.end());
   uint32_t& turn = shared_round_robin_[key];
-  chosen = shards[turn % shards.size()];
-  ++turn;
-  return key;
+  return shards[turn++ % shards.size()];
 }
 
 void ShardBroker::DeliverLocal(const MessagePtr& message, const MatchResult& match) {
   if (match.local.empty()) return;
-  std::vector<SubscriberRef> refs = match.local;
+  std::vector<SubscriberRef>& refs = refs_scratch_;
+  refs.assign(match.local.begin(), match.local.end());
   std::sort(refs.begin(), refs.end(),
             [](const SubscriberRef& a, const SubscriberRef& b) { return a.session < b.session; });
   const bool from_mqtt = message->origin.protocol == Protocol::kMqtt &&

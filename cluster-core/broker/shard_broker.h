@@ -116,8 +116,7 @@ class ShardBroker {
   void ScheduleExpiry(Session& session);
   void RemoveAllSubscriptions(Session& session);
   void ApplyLocalRouteChange(const std::optional<RouteUpdate>& update);
-  std::string PickSharedDestination(const std::string& key, std::vector<uint16_t>& shards,
-                                    uint16_t& chosen);
+  uint16_t PickSharedDestination(const std::string& key, std::vector<uint16_t>& shards);
 
   ShardConfig config_;
   io::Loop& loop_;
@@ -129,6 +128,7 @@ class ShardBroker {
   RetainedStore retained_;
   std::unordered_map<std::string, std::unique_ptr<Session>> sessions_;
   MatchResult match_scratch_;
+  std::vector<SubscriberRef> refs_scratch_;
   std::unordered_map<std::string, uint32_t> shared_round_robin_;
   // Broadcast acknowledgement: the last sequence sent and acknowledged per shard.
   uint64_t broadcast_sequence_ = 0;

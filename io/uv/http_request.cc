@@ -94,51 +94,55 @@ void ApplyConnection(std::string_view value, HttpRequest& request) {
   }
 }
 
-}  // namespace
-
-HttpParseResult ParseHttpRequest(std::string_view buffer, size_t max_bytes) {
-  // Refuse a bad request line as soon as it is complete, so garbage is not
-  // held until the size limit.
-  size_t line_end = buffer.substr(0, max_bytes).find("\r\n");
-  if (line_end == std::string_view::npos) {
-    if (buffer.size() >= max_bytes) return Bad("request too large");
-    return {};
-  }
-  HttpRequest request;
-  if (std::string error = ParseRequestLine(buffer.substr(0, line_end), request); !error.empty()) {
-    return Bad(error);
-  }
-  size_t head_end = buffer.substr(0, max_bytes).find("\r\n\r\n", line_end);
-  if (head_end == std::string_view::npos) {
-    if (buffer.size() >= max_bytes) return Bad("request too large");
-    return {};
-  }
-  std::optional<size_t> content_length;
-  std::string_view fields = buffer.substr(line_end + 2, head_end + 2 - (line_end + 2));
+// The header fields, each ending in CRLF: Connection and Content-Length are
+// applied to `request` and `content_length`. Returns an error or "".
+std::string ParseFields(std::string_view fields, HttpRequest& request, std::optional<size_t>& content_length) {
   while (!fields.empty()) {
     size_t end = fields.find("\r\n");
     std::string_view field = fields.substr(0, end);
     fields.remove_prefix(end + 2);
     size_t colon = field.find(':');
-    if (colon == std::string_view::npos) return Bad("header without ':'");
+    if (colon == std::string_view::npos) return "header without ':'";
     std::string_view name = field.substr(0, colon);
     std::string_view value = Trim(field.substr(colon + 1));
-    if (!IsToken(name)) return Bad("bad header name");  // also catches obs-fold and "Name :"
-    if (!IsFieldValue(value)) return Bad("bad header value");
+    if (!IsToken(name)) return "bad header name";  // also catches obs-fold and "Name :"
+    if (!IsFieldValue(value)) return "bad header value";
     if (EqualsIgnoreCase(name, "connection")) ApplyConnection(value, request);
-    if (EqualsIgnoreCase(name, "transfer-encoding")) return Bad("transfer-encoding not supported");
+    if (EqualsIgnoreCase(name, "transfer-encoding")) return "transfer-encoding not supported";
     if (EqualsIgnoreCase(name, "content-length")) {
       size_t length = 0;
       auto [ptr, error] = std::from_chars(value.data(), value.data() + value.size(), length);
       if (value.empty() || error != std::errc() || ptr != value.data() + value.size()) {
-        return Bad("bad content-length");
+        return "bad content-length";
       }
-      if (content_length && *content_length != length) return Bad("conflicting content-length");
+      if (content_length && *content_length != length) return "conflicting content-length";
       content_length = length;
     }
   }
-  size_t body = content_length.value_or(0);
+  return "";
+}
+
+}  // namespace
+
+HttpParseResult ParseHttpRequest(std::string_view buffer, size_t max_bytes) {
+  // Refuse a bad request line as soon as it is complete, so garbage is not
+  // held until the size limit.
+  std::string_view window = buffer.substr(0, max_bytes);
+  size_t line_end = window.find("\r\n");
+  size_t head_end = line_end == std::string_view::npos ? line_end : window.find("\r\n\r\n", line_end);
+  if (line_end == std::string_view::npos && buffer.size() >= max_bytes) return Bad("request too large");
+  if (line_end == std::string_view::npos) return {};
+  HttpRequest request;
+  if (std::string error = ParseRequestLine(buffer.substr(0, line_end), request); !error.empty()) {
+    return Bad(error);
+  }
+  if (head_end == std::string_view::npos && buffer.size() >= max_bytes) return Bad("request too large");
+  if (head_end == std::string_view::npos) return {};
+  std::optional<size_t> content_length;
+  std::string_view fields = buffer.substr(line_end + 2, head_end - line_end);
+  if (std::string error = ParseFields(fields, request, content_length); !error.empty()) return Bad(error);
   size_t head = head_end + 4;
+  size_t body = content_length.value_or(0);
   if (body > max_bytes - head) return Bad("request too large");
   if (buffer.size() < head + body) return {};
   request.consumed = head + body;

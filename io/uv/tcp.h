@@ -107,7 +107,8 @@ class TcpListener {
   // Called with an accepted fd; the callee Adopt()s it (or closes it).
   using OnAccept = std::function<void(int fd)>;
   // Binds `at` (port 0 picks a free port) with SO_REUSEPORT so several
-  // shards may listen on one port, and listens.
+  // shards may listen on one port, and listens. A host name is resolved
+  // with a blocking lookup (start-up only). Errors name the endpoint.
   static Expected<std::unique_ptr<TcpListener>, std::string> Listen(UvLoop& loop, const Endpoint& at,
                                                                     OnAccept on_accept);
   uint16_t port() const;

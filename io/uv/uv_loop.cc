@@ -60,7 +60,7 @@ struct UvLoop::Timer {
   static void Close(Timer* timer) {
     std::function<void()> released = std::move(timer->fn);
     uv_close(reinterpret_cast<uv_handle_t*>(&timer->handle),
-             [](uv_handle_t* handle) { delete static_cast<Timer*>(handle->data); });
+             [](uv_handle_t* closed) { delete static_cast<Timer*>(closed->data); });
   }
 };
 

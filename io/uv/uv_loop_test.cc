@@ -16,20 +16,22 @@ namespace {
 using testing::LoopThread;
 using testing::RunUntil;
 
+// Deadlines count from when each timer is added (the loop time is refreshed
+// then), so the delays are spaced widely enough for slow runs (valgrind).
 TEST(UvLoopTest, TimersFireInDelayOrderAndNotEarly) {
   UvLoop loop;
   std::vector<std::string> fired;
   int64_t start = loop.NowMs();
   int64_t c_fired_at = 0;
-  loop.AddTimer(30, [&] {
+  loop.AddTimer(90, [&] {
     fired.push_back("c");
     c_fired_at = loop.NowMs();
   });
-  loop.AddTimer(10, [&] { fired.push_back("a"); });
-  loop.AddTimer(20, [&] { fired.push_back("b"); });
+  loop.AddTimer(30, [&] { fired.push_back("a"); });
+  loop.AddTimer(60, [&] { fired.push_back("b"); });
   ASSERT_TRUE(RunUntil(loop, [&] { return fired.size() == 3; }));
   EXPECT_EQ(fired, (std::vector<std::string>{"a", "b", "c"}));
-  EXPECT_GE(c_fired_at - start, 29);  // libuv counts whole milliseconds
+  EXPECT_GE(c_fired_at - start, 89);  // libuv counts whole milliseconds
   EXPECT_EQ(loop.pending_timers(), 0u);
 }
 

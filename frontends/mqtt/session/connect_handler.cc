@@ -131,7 +131,7 @@ void MqttConnection::ApplyConnectProperties(const ConnectPacket& connect) {
   client_max_packet_size_ = properties.maximum_packet_size.value_or(UINT32_MAX);
   client_topic_alias_maximum_ = properties.topic_alias_maximum.value_or(0);
   request_problem_information_ = properties.request_problem_information.value_or(1) == 1;
-  inbound_aliases_.assign(size_t{limits.topic_alias_maximum} + 1, std::string());
+  inbound_aliases_.clear();  // sized on first use: idle connections stay small
   outbound_aliases_.clear();
 }
 

@@ -31,10 +31,11 @@ MessageProperties ToMessageProperties(Properties& p, int64_t now_wall_ms) {
 bool MqttConnection::ResolveTopicAlias(PublishPacket& publish) {
   if (!v5() || !publish.properties.topic_alias) return true;
   const uint16_t alias = *publish.properties.topic_alias;
-  if (alias == 0 || alias >= inbound_aliases_.size()) {
+  if (alias == 0 || alias > broker_.config().limits.topic_alias_maximum) {
     Fail(ReasonCode::kTopicAliasInvalid, "topic alias out of range [MQTT-3.3.2-8, -9]");
     return false;
   }
+  if (inbound_aliases_.size() <= alias) inbound_aliases_.resize(size_t{alias} + 1);
   if (publish.topic.empty()) {
     if (inbound_aliases_[alias].empty()) {
       Fail(ReasonCode::kProtocolError, "unknown topic alias");
