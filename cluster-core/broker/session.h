@@ -46,6 +46,7 @@ enum class InflightPhase : uint8_t {
 struct InflightDelivery {
   Delivery delivery;
   InflightPhase phase = InflightPhase::kAwaitingPuback;
+  uint64_t sent_order = 0;  // resends follow the original order across id wrap-around
 };
 
 // Why a connection loses its session.
@@ -89,6 +90,7 @@ class Session {
 
   // Outbound in-flight, by packet id.
   uint16_t NextPacketId();  // skips ids in flight; 0 when all 65535 are used
+  uint64_t NextSendOrder() { return ++send_order_; }
   std::map<uint16_t, InflightDelivery>& inflight() { return inflight_; }
   // Inbound exactly-once: packet ids whose PUBLISH was taken and whose
   // PUBREL has not arrived.
@@ -118,6 +120,7 @@ class Session {
   std::map<uint16_t, InflightDelivery> inflight_;
   std::set<uint16_t> inbound_qos2_;
   uint16_t last_packet_id_ = 0;
+  uint64_t send_order_ = 0;
   SessionSink* sink_ = nullptr;
   uint32_t expiry_interval_ = 0;
   std::optional<WillMessage> will_;

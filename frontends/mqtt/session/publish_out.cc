@@ -2,6 +2,8 @@
 // receive maximum, and the redelivery of in-flight messages on resume.
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
+
 #include "frontends/mqtt/codec/encoder.h"
 #include "frontends/mqtt/session/connection.h"
 
@@ -52,7 +54,8 @@ void MqttConnection::PumpDeliveries() {
     if (!SendDelivery(delivery, packet_id, false)) continue;
     const auto phase = delivery.qos == QoS::kAtLeastOnce ? core::InflightPhase::kAwaitingPuback
                                                          : core::InflightPhase::kAwaitingPubrec;
-    session_->inflight().emplace(packet_id, core::InflightDelivery{std::move(delivery), phase});
+    session_->inflight().emplace(
+        packet_id, core::InflightDelivery{std::move(delivery), phase, session_->NextSendOrder()});
     ShardMetrics::Add(metrics.inflight_messages);
     ++sent;
   }
@@ -114,16 +117,19 @@ bool MqttConnection::SendDelivery(const core::Delivery& delivery, uint16_t packe
 }
 
 void MqttConnection::ResendInflight() {
-  // [MQTT-4.4.0-1] unacknowledged PUBLISH and PUBREL are sent again, in order.
+  // [MQTT-4.4.0-1] unacknowledged PUBLISH and PUBREL are sent again, in the
+  // order first sent [MQTT-4.6.0-1] (packet ids may have wrapped around).
   auto& inflight = session_->inflight();
-  for (auto it = inflight.begin(); it != inflight.end();) {
+  std::vector<std::pair<uint64_t, uint16_t>> order;
+  order.reserve(inflight.size());
+  for (const auto& [packet_id, entry] : inflight) order.emplace_back(entry.sent_order, packet_id);
+  std::sort(order.begin(), order.end());
+  for (const auto& [sent_order, packet_id] : order) {
+    auto it = inflight.find(packet_id);
     if (it->second.phase == core::InflightPhase::kAwaitingPubcomp) {
-      SendAck(PacketType::kPubrel, it->first, ReasonCode::kSuccess);
-      ++it;
-    } else if (SendDelivery(it->second.delivery, it->first, true)) {
-      ++it;
-    } else {
-      it = inflight.erase(it);
+      SendAck(PacketType::kPubrel, packet_id, ReasonCode::kSuccess);
+    } else if (!SendDelivery(it->second.delivery, packet_id, true)) {
+      inflight.erase(it);
       ShardMetrics::Sub(broker_.metrics().inflight_messages);
     }
   }
