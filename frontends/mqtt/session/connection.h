@@ -122,7 +122,7 @@ class MqttConnection final : public core::SessionSink,
   std::string client_id_;
   core::Session* session_ = nullptr;
   bool clean_disconnect_ = false;
-  bool pump_scheduled_ = false;
+  bool pumping_ = false;  // PumpDeliveries is on the stack
   bool handed_off_ = false;
   uint32_t connect_expiry_interval_ = 0;  // v5: CONNECT's value, checked at DISCONNECT
 

@@ -18,25 +18,24 @@ constexpr size_t kOutputHighWatermark = 1024 * 1024;
 }  // namespace
 
 void MqttConnection::OnDeliveriesReady() {
-  if (pump_scheduled_ || state_ != State::kConnected) return;
-  pump_scheduled_ = true;
-  std::weak_ptr<MqttConnection> weak = weak_from_this();
-  broker_.loop().Post([weak] {
-    if (auto self = weak.lock()) {
-      self->pump_scheduled_ = false;
-      self->PumpDeliveries();
-    }
-  });
+  // Deliver at once: the stream batches everything written in this loop
+  // iteration into one write, so there is nothing to gain by deferring, and
+  // the session queue then only holds what the socket or the client's
+  // receive maximum cannot take yet.
+  if (pumping_ || state_ != State::kConnected) return;
+  PumpDeliveries();
 }
 
 void MqttConnection::OnWritable() { PumpDeliveries(); }
 
 void MqttConnection::PumpDeliveries() {
-  if (state_ != State::kConnected || session_ == nullptr) return;
+  if (state_ != State::kConnected || session_ == nullptr || pumping_) return;
+  pumping_ = true;
   core::ShardMetrics& metrics = broker_.metrics();
   const int64_t now = broker_.loop().clock().WallMs();
   size_t sent = 0;
-  while (session_->HasQueued() && stream_.queued_bytes() < kOutputHighWatermark) {
+  // Stop only once past the stream's high watermark, so that it reports on_drain.
+  while (session_->HasQueued() && stream_.queued_bytes() <= kOutputHighWatermark) {
     const core::Delivery& next = session_->PeekQueued();
     if (next.qos != QoS::kAtMostOnce && session_->inflight().size() >= client_receive_maximum_) break;
     core::Delivery delivery = session_->PopQueued();
@@ -59,6 +58,7 @@ void MqttConnection::PumpDeliveries() {
     ShardMetrics::Add(metrics.inflight_messages);
     ++sent;
   }
+  pumping_ = false;
   if (sent > 0) stream_.Flush();
 }
 
