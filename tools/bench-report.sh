@@ -69,7 +69,7 @@ build() {
   fi
   log "building estuary-bench"
   cmake --build "$BUILD_DIR" --target estuary-bench -j "$(nproc)" >&2
-  if cmake --build "$BUILD_DIR" --target help 2>/dev/null | grep -q '\.\.\. estuaryd$'; then
+  if [[ -f $ROOT/server/CMakeLists.txt ]]; then
     log "building estuaryd"
     cmake --build "$BUILD_DIR" --target estuaryd -j "$(nproc)" >&2 || log "estuaryd did not build"
   fi
@@ -106,6 +106,9 @@ max_queued_messages 1000000
 log_dest stderr
 log_type error
 EOF
+  if [[ $1 == traffic ]]; then
+    { echo "mosquitto -c mosquitto.conf   # $(tr '\n' ';' <"$conf" | sed 's/;/; /g')"; } >>"$BROKER_COMMANDS"
+  fi
   mosquitto -c "$conf" 2>"$WORK/mosquitto-$1.log" &
   BROKER_PID[mosquitto]=$!
   BROKER_ADDR[mosquitto]=127.0.0.1:$port
@@ -122,11 +125,16 @@ start_estuaryd() {
   fi
   local out=$WORK/estuaryd-$1.out line=""
   local extra=()
-  if "$ESTUARYD" --help 2>/dev/null | grep -q -- '--data-dir'; then
-    extra=(--data-dir "$WORK/estuaryd-data-$1")
+  local help
+  help=$("$ESTUARYD" --help 2>/dev/null || true)
+  if grep -q -- '--data-dir' <<<"$help"; then extra+=(--data-dir "$WORK/estuaryd-data-$1"); fi
+  # The same queue bound as Mosquitto's max_queued_messages.
+  if grep -q -- '--max-queued-messages' <<<"$help"; then extra+=(--max-queued-messages 1000000); fi
+  local cmd=("$ESTUARYD" --mqtt 127.0.0.1:0 --admin 127.0.0.1:0 --amqp 127.0.0.1:0 --log-level warn "${extra[@]}")
+  if [[ $1 == traffic ]]; then
+    printf '%s\n' "$(printf '%q ' "${cmd[@]}" | sed "s|$BUILD_DIR/bin/||; s|$WORK/||g")" >>"$BROKER_COMMANDS"
   fi
-  "$ESTUARYD" --mqtt 127.0.0.1:0 --admin 127.0.0.1:0 --amqp 127.0.0.1:0 --log-level warn \
-    "${extra[@]}" >"$out" 2>"$WORK/estuaryd-$1.log" &
+  "${cmd[@]}" >"$out" 2>"$WORK/estuaryd-$1.log" &
   BROKER_PID[estuaryd]=$!
   local deadline=$((SECONDS + 15))
   while ((SECONDS < deadline)); do
@@ -163,7 +171,9 @@ rss_kib() { awk '/^VmRSS:/ { print $2 }' "/proc/$1/status"; }
 # ---- runs ------------------------------------------------------------------
 
 COMMANDS=$WORK/commands.txt
+BROKER_COMMANDS=$WORK/broker-commands.txt
 : >"$COMMANDS"
+: >"$BROKER_COMMANDS"
 
 # run_bench RESULT-NAME ARGS...: one estuary-bench run, its JSON (or the
 # error) stored under RESULT-NAME.
@@ -248,10 +258,10 @@ idle_memory() {
 
 report() {
   local rates_file=$WORK/rates.txt
-  python3 - "$RESULTS" "$rates_file" "$COMMANDS" "$BENCH_SECONDS" "$PAYLOAD" "$BENCH_RATE_FRACTION" \
+  python3 - "$RESULTS" "$rates_file" "$COMMANDS" "$BROKER_COMMANDS" "$BENCH_SECONDS" "$PAYLOAD" "$BENCH_RATE_FRACTION" \
     "$BENCH_THREADS" "${BROKERS[*]}" "${SKIPPED[*]:-}" <<'EOF'
 import json, os, platform, subprocess, sys
-results, rates_file, commands, seconds, payload, fraction, threads, brokers, skipped = sys.argv[1:10]
+results, rates_file, commands, broker_commands, seconds, payload, fraction, threads, brokers, skipped = sys.argv[1:11]
 brokers = brokers.split()
 workloads = [("qos0-1to1", "QoS 0, 1 -> 1"), ("qos1-1to1", "QoS 1, 1 -> 1"),
              ("fanin-8to1", "fan-in 8 -> 1 (QoS 0, PREFIX/+)"), ("fanout-1to8", "fan-out 1 -> 8 (QoS 0)")]
@@ -293,6 +303,10 @@ print(f"| CPU model | {cpu_model()} |")
 print(f"| kernel | {platform.release()} |")
 print(f"| Mosquitto | {mosquitto_version()} |")
 print(f"| brokers measured | {', '.join(brokers) or 'none'} |")
+if "estuaryd" in brokers:
+    print("| estuaryd threads | default --shards: one event loop per core |")
+if "mosquitto" in brokers:
+    print("| Mosquitto threads | one (its design) |")
 if skipped.strip():
     print(f"| skipped | {skipped} |")
 print(f"\nPayload {payload} bytes, {seconds} s per run, {threads} client thread(s), MQTT 3.1.1, "
@@ -341,6 +355,11 @@ if os.path.exists(path):
 print("\nVmRSS from /proc/PID/status of a freshly started broker, before connecting and once every "
       "connection had its CONNACK; (after - before) / connected.\n")
 print("### Commands\n")
+print("Brokers (each on a free port; the idle-memory runs use a separate fresh instance):\n")
+print("```")
+print(open(broker_commands).read().rstrip())
+print("```\n")
+print("Load (from build/bin):\n")
 print("```")
 print(open(commands).read().rstrip())
 print("```")

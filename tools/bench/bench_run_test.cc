@@ -124,6 +124,18 @@ TEST(Bench, NothingListeningIsAnError) {
   EXPECT_NE(outcome.error->find("cannot connect to " + closed.ToString()), std::string::npos) << *outcome.error;
 }
 
+TEST(Bench, ConnectionLostMidRunEndsItWithAnError) {
+  FakeBrokerConfig config;
+  config.close_after = 500;
+  FakeBroker broker(config);
+  const Options options = MakeOptions(broker, {"-q", "1", "-d", "30"});
+  const TrafficOutcome outcome = MeasureTraffic(options, broker.endpoint());
+  ASSERT_TRUE(outcome.error);
+  EXPECT_NE(outcome.error->find("closed"), std::string::npos) << *outcome.error;
+  EXPECT_GE(outcome.summary.sent, 499u);
+  EXPECT_LT(outcome.summary.publish_seconds, 10.0);
+}
+
 TEST(Bench, UnacknowledgedPublishesEndAfterTheDrainTimeout) {
   FakeBrokerConfig config;
   config.acknowledge = false;

@@ -85,6 +85,10 @@ class FakeBroker::Hub {
       }
       Send(session, suback);
     } else if (const auto* publish = std::get_if<mqtt::PublishPacket>(&packet)) {
+      if (++publishes_ == config_.close_after) {
+        session.connection->Abort();
+        return;
+      }
       if (publish->qos == 1 && config_.acknowledge) Ack(session, mqtt::PacketType::kPuback, publish->packet_id);
       if (publish->qos == 2 && config_.acknowledge) Ack(session, mqtt::PacketType::kPubrec, publish->packet_id);
       Route(*publish);
@@ -124,6 +128,7 @@ class FakeBroker::Hub {
   std::atomic<uint64_t>& accepted_;
   std::list<Session> sessions_;  // stable addresses for the handlers
   uint64_t deliveries_ = 0;
+  uint64_t publishes_ = 0;
 };
 
 FakeBroker::FakeBroker(FakeBrokerConfig config) : config_(config) {

@@ -26,6 +26,7 @@ struct FakeBrokerConfig {
   uint32_t drop_every = 0;       // drop every Nth delivery (0: never)
   uint32_t duplicate_every = 0;  // send every Nth delivery twice (0: never)
   bool acknowledge = true;       // PUBACK/PUBREC/PUBCOMP to publishers
+  uint32_t close_after = 0;      // close the connection of the Nth PUBLISH received (0: never)
 };
 
 class FakeBroker {

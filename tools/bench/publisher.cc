@@ -59,6 +59,10 @@ bool Publisher::Blocked() const {
 
 void Publisher::Pump() {
   if (!sending_) return;
+  if (!client_->ready()) {  // the connection failed: the coordinator ends the run
+    Stop(MonotonicNowNs());
+    return;
+  }
   const uint64_t allowed = pacer_ ? std::min(pacer_->Due(MonotonicNowNs()), kMaxBurst) : kMaxBurst;
   uint64_t sent = 0;
   while (sent < allowed && !Blocked()) {

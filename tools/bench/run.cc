@@ -131,23 +131,31 @@ bool ConnectAll(const Options& options, Crew& crew, RunBoard& board) {
   return board.ready() == crew.size() && !board.fatal_error();
 }
 
+// How long a --count run may go without sending anything before it is
+// given up (a broker that stopped acknowledging): the drain timeout, at
+// least a second, plus two pacing intervals of a publisher.
+std::chrono::duration<double> StallLimit(const Options& options) {
+  double seconds = std::max(options.drain_timeout_s, 1.0);
+  if (options.paced()) seconds += 2.0 * options.publishers / options.rate;
+  return std::chrono::duration<double>(seconds);
+}
+
 // Publishes until every publisher is done (--count) or for --duration.
 void Publish(const Options& options, Crew& crew, RunBoard& board, ProgressLine& progress) {
-  const auto stop_at = After(options.duration_s);
+  const auto stop_at = options.counted() ? Clock::time_point::max() : After(options.duration_s);
   uint64_t last_sent = 0;
   auto last_change = Clock::now();
   while (!board.fatal_error() && !crew.AllSendingDone() && !stop_requested.load()) {
     progress.MaybePrint();
-    if (!options.counted() && Clock::now() >= stop_at) break;
-    board.WaitUntil(options.counted() ? Clock::now() + milliseconds(100) : std::min(stop_at, Clock::now() + milliseconds(100)),
+    const auto now = Clock::now();
+    if (now >= stop_at) break;
+    board.WaitUntil(std::min(stop_at, now + milliseconds(100)),
                     [&] { return crew.AllSendingDone() || board.fatal_error().has_value(); }, milliseconds(100));
-    // A --count run whose publishers make no progress (a broker that stopped
-    // acknowledging) ends after the drain timeout instead of hanging.
     const uint64_t sent = crew.Sum(&LiveCounters::sent);
     if (sent != last_sent) {
       last_sent = sent;
       last_change = Clock::now();
-    } else if (Clock::now() - last_change > std::chrono::duration<double>(std::max(options.drain_timeout_s, 1.0))) {
+    } else if (options.counted() && Clock::now() - last_change > StallLimit(options)) {
       break;
     }
   }
