@@ -66,10 +66,7 @@ void ShardRuntime::Accept(int fd, std::string received) {
     peer->mqtt->OnStreamClosed();
     Remove(peer);
   };
-  handlers.on_drain = [peer] {
-    peer->tcp->StartReading();
-    peer->mqtt->OnWritable();
-  };
+  handlers.on_drain = [peer] { peer->mqtt->OnWritable(); };
   peer->tcp->SetHandlers(std::move(handlers));
   peer->mqtt->Start();
   if (!received.empty()) OnData(peer, received);
@@ -83,9 +80,8 @@ void ShardRuntime::OnData(MqttPeer* peer, std::string_view bytes) {
     loop_.Post([this, peer] { HandOff(peer); });
     return;
   }
-  // A client that sends faster than it reads our replies stops being read
-  // until its output drains: memory stays bounded by the watermark.
-  if (peer->tcp->above_high_watermark()) peer->tcp->StopReading();
+  // Reading is paused and resumed by the connection itself (its output
+  // watermark and subscribers' congestion): see MqttConnection::UpdateReading.
 }
 
 void ShardRuntime::HandOff(MqttPeer* peer) {

@@ -10,7 +10,8 @@ bool Session::Enqueue(Delivery delivery, const SessionLimits& limits) {
     return false;
   }
   const size_t bytes = delivery.message->ApproximateBytes();
-  if (queue_.size() >= limits.max_queued_messages ||
+  const size_t stretch = connected() ? size_t{kForwardWindow} * paused_publishers_.size() : 0;
+  if (queue_.size() >= limits.max_queued_messages + stretch ||
       queued_bytes_ + bytes > limits.max_queued_bytes) {
     ++dropped_;
     return false;

@@ -15,6 +15,7 @@
 #include <string>
 #include <vector>
 
+#include "cluster-core/broker/flow_control.h"
 #include "cluster-core/broker/limits.h"
 #include "model/message.h"
 
@@ -80,7 +81,9 @@ class Session {
 
   // Queues a delivery. Returns false (and drops it) when the queue limits
   // are reached; QoS 0 is dropped while no connection is attached unless
-  // limits.queue_qos0_offline.
+  // limits.queue_qos0_offline. While connected, publishers paused by this
+  // session may still have kForwardWindow forwards each in flight: the
+  // message limit stretches by that much, which their pause bounds.
   bool Enqueue(Delivery delivery, const SessionLimits& limits);
   bool HasQueued() const { return !queue_.empty(); }
   const Delivery& PeekQueued() const { return queue_.front(); }
@@ -106,6 +109,19 @@ class Session {
 
   std::optional<WillMessage>& will() { return will_; }
 
+  // Congestion: at or above half of either queue limit while connected.
+  bool Congested(const SessionLimits& limits) const {
+    return queue_.size() * 2 >= limits.max_queued_messages ||
+           queued_bytes_ * 2 >= limits.max_queued_bytes;
+  }
+  // Relieved: at or below a quarter of both limits.
+  bool Relieved(const SessionLimits& limits) const {
+    return queue_.size() * 4 <= limits.max_queued_messages &&
+           queued_bytes_ * 4 <= limits.max_queued_bytes;
+  }
+  // Publishers paused because of this session's queue.
+  std::set<FlowRef>& paused_publishers() { return paused_publishers_; }
+
   uint64_t dropped_messages() const { return dropped_; }
   // A generation counter so timers set for an old disconnect can tell the
   // session was resumed in between.
@@ -124,6 +140,7 @@ class Session {
   SessionSink* sink_ = nullptr;
   uint32_t expiry_interval_ = 0;
   std::optional<WillMessage> will_;
+  std::set<FlowRef> paused_publishers_;
   uint64_t dropped_ = 0;
   uint64_t generation_ = 0;
 };

@@ -35,6 +35,7 @@ ShardBroker::ShardBroker(ShardConfig config, io::Loop& loop, ShardLink& link, Sh
       link_(link),
       metrics_(metrics),
       router_(config_.shard_id),
+      pending_credits_(config_.shard_count),
       acknowledged_(config_.shard_count, 0) {}
 
 ShardBroker::~ShardBroker() = default;
@@ -74,6 +75,7 @@ ShardBroker::AttachResult ShardBroker::Attach(const std::string& client_id, bool
 void ShardBroker::Disconnect(Session* session, SessionSink* sink, bool publish_will) {
   if (session == nullptr || session->sink() != sink) return;  // taken over already
   session->set_sink(nullptr);
+  ReleasePublishers(*session);  // an offline queue drops instead of pausing anyone
   session->NextGeneration();
   auto& will = session->will();
   if (!publish_will) will.reset();
@@ -116,6 +118,7 @@ Session* ShardBroker::FindSession(const std::string& client_id) {
 }
 
 void ShardBroker::RemoveSession(Session* session) {
+  ReleasePublishers(*session);
   RemoveAllSubscriptions(*session);
   ShardMetrics::Sub(metrics_.queued_messages, session->queued_messages());
   ShardMetrics::Sub(metrics_.inflight_messages, session->inflight().size());
@@ -149,7 +152,8 @@ MessageId ShardBroker::NextMessageId() {
   return MessageId{config_.node_id, timestamp, sequence};
 }
 
-void ShardBroker::Publish(MessagePtr message, std::function<void()> on_safe) {
+void ShardBroker::Publish(MessagePtr message, std::function<void()> on_safe, FlowId flow) {
+  current_publisher_ = FlowRef{config_.shard_id, flow};
   if (message->retain) {
     retained_.Apply(message);
     metrics_.retained_messages.store(retained_.size(), std::memory_order_relaxed);
@@ -194,10 +198,13 @@ void ShardBroker::Publish(MessagePtr message, std::function<void()> on_safe) {
       if (d == destination) keys.push_back(key);
     }
     ShardMetrics::Add(metrics_.forwards_out);
-    link_.Post(destination, [message, plain, keys = std::move(keys)](ShardBroker& shard) {
-      shard.DeliverForwarded(message, plain, keys);
+    ChargeForward(flow);
+    const FlowRef publisher = current_publisher_;
+    link_.Post(destination, [message, plain, keys = std::move(keys), publisher](ShardBroker& shard) {
+      shard.DeliverForwarded(message, plain, keys, publisher);
     });
   }
+  current_publisher_ = FlowRef{};
   if (on_safe) {
     if (message->retain) {
       WhenRoutesVisible(std::move(on_safe));
@@ -270,7 +277,69 @@ void ShardBroker::Offer(Session& session, Delivery delivery) {
     return;
   }
   ShardMetrics::Add(metrics_.queued_messages);
-  if (SessionSink* sink = session.sink()) sink->OnDeliveriesReady();
+  SessionSink* sink = session.sink();
+  if (sink == nullptr) return;
+  sink->OnDeliveriesReady();
+  // Still queued after the connection took what it could: the subscriber
+  // is slower than its publishers. Pause this publisher until it drains.
+  if (current_publisher_.id != 0 && session.Congested(config_.limits.session) &&
+      session.paused_publishers().insert(current_publisher_).second) {
+    PauseFlow(current_publisher_);
+  }
+}
+
+// --- ingress flow control ---------------------------------------------------
+
+FlowId ShardBroker::RegisterFlow(std::weak_ptr<PublisherFlow> flow) {
+  const FlowId id = next_flow_++;
+  flows_.emplace(id, std::move(flow));
+  return id;
+}
+
+void ShardBroker::UnregisterFlow(FlowId id) {
+  flows_.erase(id);
+  forward_windows_.erase(id);
+}
+
+void ShardBroker::PauseFlow(const FlowRef& flow) {
+  if (flow.shard == config_.shard_id) {
+    PauseLocalFlow(flow.id);
+    return;
+  }
+  const FlowId id = flow.id;
+  link_.Post(flow.shard, [id](ShardBroker& shard) { shard.PauseLocalFlow(id); });
+}
+
+void ShardBroker::PauseLocalFlow(FlowId id) {
+  auto it = flows_.find(id);
+  if (it == flows_.end()) return;
+  if (auto flow = it->second.lock()) flow->PauseIngress();
+}
+
+void ShardBroker::ResumeLocalFlow(FlowId id) {
+  auto it = flows_.find(id);
+  if (it == flows_.end()) return;
+  if (auto flow = it->second.lock()) flow->ResumeIngress();
+}
+
+void ShardBroker::ReleasePublishers(Session& session) {
+  std::set<FlowRef> paused;
+  paused.swap(session.paused_publishers());
+  for (const FlowRef& flow : paused) {
+    if (flow.shard == config_.shard_id) {
+      ResumeLocalFlow(flow.id);
+    } else {
+      const FlowId id = flow.id;
+      link_.Post(flow.shard, [id](ShardBroker& shard) { shard.ResumeLocalFlow(id); });
+    }
+  }
+}
+
+void ShardBroker::OnDequeued(Session& session) {
+  ShardMetrics::Sub(metrics_.queued_messages);
+  if (!session.paused_publishers().empty() && session.Relieved(config_.limits.session)) {
+    ReleasePublishers(session);
+  }
 }
 
 // --- subscribe ------------------------------------------------------------
@@ -389,7 +458,8 @@ void ShardBroker::ApplyRetained(const MessagePtr& message) {
 }
 
 void ShardBroker::DeliverForwarded(const MessagePtr& message, bool match_plain,
-                                   const std::vector<std::string>& shared_keys) {
+                                   const std::vector<std::string>& shared_keys, FlowRef publisher) {
+  current_publisher_ = publisher;
   if (match_plain) {
     MatchResult& match = match_scratch_;
     match.Clear();
@@ -403,6 +473,58 @@ void ShardBroker::DeliverForwarded(const MessagePtr& message, bool match_plain,
       continue;
     }
     DeliverToShared(*group, message);
+  }
+  current_publisher_ = FlowRef{};
+  CreditForward(publisher);
+}
+
+void ShardBroker::ChargeForward(FlowId flow) {
+  if (flow == 0) return;
+  ForwardWindow& window = forward_windows_[flow];
+  if (++window.outstanding >= kForwardWindow && !window.paused) {
+    window.paused = true;
+    PauseLocalFlow(flow);
+  }
+}
+
+void ShardBroker::CreditForward(const FlowRef& publisher) {
+  if (publisher.id == 0) return;
+  auto& credits = pending_credits_[publisher.shard];
+  if (!credits.empty() && credits.back().first == publisher.id) {
+    ++credits.back().second;
+  } else {
+    credits.emplace_back(publisher.id, 1);
+  }
+  if (credit_flush_scheduled_) return;
+  credit_flush_scheduled_ = true;
+  std::weak_ptr<int> alive = lifetime_;  // the loop may outlive this broker
+  loop_.Post([this, alive] {
+    if (alive.lock()) FlushForwardCredits();
+  });
+}
+
+void ShardBroker::FlushForwardCredits() {
+  credit_flush_scheduled_ = false;
+  for (uint16_t shard = 0; shard < config_.shard_count; ++shard) {
+    if (pending_credits_[shard].empty()) continue;
+    std::vector<std::pair<FlowId, uint32_t>> credits;
+    credits.swap(pending_credits_[shard]);
+    link_.Post(shard, [credits = std::move(credits)](ShardBroker& origin) {
+      origin.OnForwardsDelivered(credits);
+    });
+  }
+}
+
+void ShardBroker::OnForwardsDelivered(const std::vector<std::pair<FlowId, uint32_t>>& credits) {
+  for (const auto& [flow, count] : credits) {
+    auto it = forward_windows_.find(flow);
+    if (it == forward_windows_.end()) continue;
+    ForwardWindow& window = it->second;
+    window.outstanding -= std::min(window.outstanding, count);
+    if (window.paused && window.outstanding <= kForwardWindow / 2) {
+      window.paused = false;
+      ResumeLocalFlow(flow);
+    }
   }
 }
 

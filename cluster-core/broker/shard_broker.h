@@ -18,6 +18,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "cluster-core/broker/flow_control.h"
 #include "cluster-core/broker/limits.h"
 #include "cluster-core/broker/metrics.h"
 #include "cluster-core/broker/retained_store.h"
@@ -74,8 +75,16 @@ class ShardBroker {
   // Builds a message id for a message published on this shard.
   MessageId NextMessageId();
   // Routes a message. `on_safe` (may be empty) runs once the message may
-  // be acknowledged to its publisher.
-  void Publish(MessagePtr message, std::function<void()> on_safe = {});
+  // be acknowledged to its publisher. `flow` (0 = none) is the publisher to
+  // pause if the message lands in a congested subscriber's queue.
+  void Publish(MessagePtr message, std::function<void()> on_safe = {}, FlowId flow = 0);
+
+  // --- ingress flow control (flow_control.h) --------------------------------
+  FlowId RegisterFlow(std::weak_ptr<PublisherFlow> flow);
+  void UnregisterFlow(FlowId id);
+  // A connection took a delivery from the session's queue: metrics, and
+  // the release of paused publishers once the queue has drained.
+  void OnDequeued(Session& session);
 
   // --- subscribe ----------------------------------------------------------
   // Adds or replaces one subscription. Returns true if it already existed.
@@ -93,7 +102,11 @@ class ShardBroker {
   void ApplyRouteUpdate(const RouteUpdate& update);
   void ApplyRetained(const MessagePtr& message);
   void DeliverForwarded(const MessagePtr& message, bool match_plain,
-                        const std::vector<std::string>& shared_keys);
+                        const std::vector<std::string>& shared_keys, FlowRef publisher);
+  void PauseLocalFlow(FlowId id);
+  void ResumeLocalFlow(FlowId id);
+  // Credit back for forwards delivered on another shard: (flow, count).
+  void OnForwardsDelivered(const std::vector<std::pair<FlowId, uint32_t>>& credits);
   void OnBroadcastApplied(uint16_t from_shard, uint64_t sequence);
 
   // Periodic upkeep: expires retained messages (wall clock).
@@ -111,6 +124,11 @@ class ShardBroker {
   void DeliverToShared(SharedGroup& group, const MessagePtr& message);
   void Offer(Session& session, Delivery delivery);
   void Broadcast(std::function<void(ShardBroker&)> work);
+  void PauseFlow(const FlowRef& flow);
+  void ChargeForward(FlowId flow);
+  void CreditForward(const FlowRef& publisher);
+  void FlushForwardCredits();
+  void ReleasePublishers(Session& session);
   void RemoveSession(Session* session);
   void PublishWill(Session& session);
   void ScheduleExpiry(Session& session);
@@ -130,6 +148,18 @@ class ShardBroker {
   MatchResult match_scratch_;
   std::vector<SubscriberRef> refs_scratch_;
   std::unordered_map<std::string, uint32_t> shared_round_robin_;
+  std::unordered_map<FlowId, std::weak_ptr<PublisherFlow>> flows_;
+  FlowId next_flow_ = 1;
+  FlowRef current_publisher_;  // the flow whose message is being delivered (id 0: none)
+  struct ForwardWindow {
+    uint32_t outstanding = 0;
+    bool paused = false;
+  };
+  std::unordered_map<FlowId, ForwardWindow> forward_windows_;
+  // Credits to return, per origin shard, flushed once per loop iteration.
+  std::vector<std::vector<std::pair<FlowId, uint32_t>>> pending_credits_;
+  bool credit_flush_scheduled_ = false;
+  std::shared_ptr<int> lifetime_ = std::make_shared<int>(0);
   // Broadcast acknowledgement: the last sequence sent and acknowledged per shard.
   uint64_t broadcast_sequence_ = 0;
   std::vector<uint64_t> acknowledged_;

@@ -19,9 +19,11 @@ MqttConnection::MqttConnection(core::ShardBroker& broker, io::Stream& stream,
 
 MqttConnection::~MqttConnection() {
   if (keep_alive_timer_ != 0) broker_.loop().CancelTimer(keep_alive_timer_);
+  if (flow_id_ != 0) broker_.UnregisterFlow(flow_id_);
 }
 
 void MqttConnection::Start() {
+  flow_id_ = broker_.RegisterFlow(weak_from_this());
   last_packet_ms_ = broker_.loop().NowMs();
   std::weak_ptr<MqttConnection> weak = weak_from_this();
   keep_alive_timer_ = broker_.loop().AddTimer(settings_.connect_timeout_ms, [weak] {
@@ -37,48 +39,90 @@ void MqttConnection::Start() {
 void MqttConnection::OnBytes(std::string_view bytes) {
   if (state_ == State::kClosed) return;
   ShardMetrics::Add(broker_.metrics().bytes_in, bytes.size());
-  std::string_view view = bytes;
-  if (!input_.empty()) {
+  if (input_.empty() && ingress_pauses_ == 0) {
+    const size_t consumed = ProcessFrames(bytes);  // the common case: no copy
+    if (state_ == State::kClosed) return;
+    input_.assign(bytes.substr(consumed));
+  } else {
     input_.append(bytes);
-    view = input_;
+    ProcessBufferedInput();
+    if (state_ == State::kClosed) return;
   }
+  UpdateReading();
+}
+
+void MqttConnection::ProcessBufferedInput() {
+  const size_t consumed = ProcessFrames(input_);
+  if (state_ != State::kClosed) input_.erase(0, consumed);
+}
+
+// Decodes and handles whole packets from `view` until it runs out, the
+// connection closes, or a congested subscriber pauses us; returns the bytes
+// consumed.
+size_t MqttConnection::ProcessFrames(std::string_view view) {
   const uint32_t max_size = broker_.config().limits.max_packet_size;
   size_t consumed = 0;
-  while (state_ != State::kClosed) {
-    if (state_ == State::kAwaitingConnect && consumed < view.size() &&
+  while (state_ != State::kClosed && ingress_pauses_ == 0 && consumed < view.size()) {
+    if (state_ == State::kAwaitingConnect &&
         (static_cast<uint8_t>(view[consumed]) >> 4) != static_cast<uint8_t>(PacketType::kConnect)) {
       // Not waiting for the rest of something that is not CONNECT [MQTT-3.1.0-1].
       Fail(ReasonCode::kProtocolError, "first packet is not CONNECT [MQTT-3.1.0-1]");
-      return;
+      break;
     }
     auto header = PeekFrame(view.substr(consumed), max_size);
     if (!header) {
       Fail(header.error().reason, header.error().message);
-      return;
+      break;
     }
     if (header->header_size == 0 || view.size() - consumed < header->total_size()) break;
     std::string_view frame = view.substr(consumed, header->total_size());
-    if (state_ == State::kAwaitingConnect && header->type() == PacketType::kConnect &&
-        settings_.route_connect) {
-      // Peek the client id first: the socket may belong on another shard.
-      auto packet = DecodePacket(frame, version_);
-      if (packet && std::holds_alternative<ConnectPacket>(*packet) &&
-          !std::get<ConnectPacket>(*packet).client_id.empty() &&
-          settings_.route_connect(std::get<ConnectPacket>(*packet).client_id)) {
-        input_ = std::string(view.substr(consumed));
-        handed_off_ = true;
-        state_ = State::kClosed;
-        return;
-      }
+    if (state_ == State::kAwaitingConnect && RoutedElsewhere(frame)) {
+      input_ = std::string(view.substr(consumed));
+      handed_off_ = true;
+      state_ = State::kClosed;
+      break;
     }
     consumed += header->total_size();
     ProcessFrame(frame);
   }
+  return consumed;
+}
+
+// Peeks a CONNECT's client id: the socket may belong on another shard.
+bool MqttConnection::RoutedElsewhere(std::string_view frame) {
+  if (!settings_.route_connect) return false;
+  auto packet = DecodePacket(frame, version_);
+  if (!packet || !std::holds_alternative<ConnectPacket>(*packet)) return false;
+  const std::string& client_id = std::get<ConnectPacket>(*packet).client_id;
+  return !client_id.empty() && settings_.route_connect(client_id);
+}
+
+void MqttConnection::PauseIngress() {
+  ++ingress_pauses_;
+  UpdateReading();
+}
+
+void MqttConnection::ResumeIngress() {
+  if (ingress_pauses_ == 0 || --ingress_pauses_ > 0) return;
+  // Not from inside the caller (a subscriber's delivery loop): next turn.
+  std::weak_ptr<MqttConnection> weak = weak_from_this();
+  broker_.loop().Post([weak] {
+    auto self = weak.lock();
+    if (!self || self->state_ == State::kClosed || self->ingress_pauses_ > 0) return;
+    self->ProcessBufferedInput();
+    self->UpdateReading();
+  });
+}
+
+void MqttConnection::UpdateReading() {
   if (state_ == State::kClosed) return;
-  if (view.data() == input_.data()) {
-    input_.erase(0, consumed);
+  const bool want = ingress_pauses_ == 0 && stream_.queued_bytes() <= kOutputHighWatermark;
+  if (want == reading_) return;
+  reading_ = want;
+  if (want) {
+    stream_.ResumeReading();
   } else {
-    input_.assign(view.substr(consumed));
+    stream_.PauseReading();
   }
 }
 

@@ -42,6 +42,7 @@ struct ConnectionSettings {
 };
 
 class MqttConnection final : public core::SessionSink,
+                             public core::PublisherFlow,
                              public std::enable_shared_from_this<MqttConnection> {
  public:
   enum class State : uint8_t { kAwaitingConnect, kConnected, kClosed };
@@ -71,6 +72,13 @@ class MqttConnection final : public core::SessionSink,
   // core::SessionSink
   void OnDeliveriesReady() override;
   void OnDetached(core::DetachReason reason) override;
+  // core::PublisherFlow: a subscriber we feed is congested (or relieved).
+  void PauseIngress() override;
+  void ResumeIngress() override;
+  bool reading() const { return reading_; }
+
+  // Deliveries stop, and reading stops, while this much output is queued.
+  static constexpr size_t kOutputHighWatermark = 1024 * 1024;
 
   State state() const { return state_; }
   ProtocolVersion version() const { return version_; }
@@ -78,12 +86,18 @@ class MqttConnection final : public core::SessionSink,
 
  private:
   // connection.cc: framing, dispatch, closing
+  size_t ProcessFrames(std::string_view view);
+  void ProcessBufferedInput();
+  bool RoutedElsewhere(std::string_view frame);
   bool ProcessFrame(std::string_view frame);
   void Dispatch(Packet& packet);
   void Fail(ReasonCode reason, std::string_view why);
   void CloseStream();
   void Send(const Packet& packet);
   void ArmKeepAlive(int64_t delay_ms);
+  // Reads while no subscriber asked for a pause and our output is not
+  // backed up past the high watermark.
+  void UpdateReading();
   void OnKeepAliveTimer();
   // connect_handler.cc
   void HandleConnect(ConnectPacket& connect);
@@ -118,11 +132,14 @@ class MqttConnection final : public core::SessionSink,
   ConnectionSettings settings_;
   State state_ = State::kAwaitingConnect;
   ProtocolVersion version_ = ProtocolVersion::kV311;
-  std::string input_;  // bytes of an incomplete packet
+  std::string input_;  // bytes not processed yet: an incomplete packet, or held while paused
   std::string client_id_;
   core::Session* session_ = nullptr;
   bool clean_disconnect_ = false;
   bool pumping_ = false;  // PumpDeliveries is on the stack
+  core::FlowId flow_id_ = 0;
+  uint32_t ingress_pauses_ = 0;
+  bool reading_ = true;
   bool handed_off_ = false;
   uint32_t connect_expiry_interval_ = 0;  // v5: CONNECT's value, checked at DISCONNECT
 

@@ -491,5 +491,49 @@ TEST_F(ConnectionTest, MessagesOverTheClientsMaximumPacketSizeAreDropped_MQTT_3_
   EXPECT_EQ(subscriber->Expect<PublishPacket>().payload, "small");
 }
 
+TEST_F(ConnectionTest, SlowSubscriberPausesReadingFromItsPublisherInsteadOfDropping) {
+  auto subscriber = Connected("slow");
+  subscriber->Subscribe("t", 1);
+  subscriber->Received();
+  subscriber->stream().backlog = 2 * 1024 * 1024;  // its socket is full
+  auto publisher = Connected("fast");
+  const size_t half = core::SessionLimits{}.max_queued_messages / 2;
+  for (uint16_t i = 1; i <= half; ++i) publisher->Publish("t", "m", 1, i);
+  EXPECT_FALSE(publisher->stream().reading);
+  EXPECT_EQ(metrics_.messages_dropped.load(), 0u);
+  subscriber->stream().backlog = 0;  // the subscriber catches up
+  subscriber->connection().OnWritable();
+  Settle();
+  EXPECT_TRUE(publisher->stream().reading);
+  EXPECT_EQ(subscriber->Received().size(), half);
+}
+
+TEST_F(ConnectionTest, PausedPublisherHoldsUnreadPacketsAndProcessesThemOnResume) {
+  auto subscriber = Connected("slow");
+  subscriber->Subscribe("t", 1);
+  subscriber->Received();
+  subscriber->stream().backlog = 2 * 1024 * 1024;
+  auto publisher = Connected("fast");
+  const size_t total = core::SessionLimits{}.max_queued_messages * 2;
+  std::string burst;  // one read's worth of packets, more than the queue holds
+  for (size_t i = 1; i <= total; ++i) {
+    PublishPacket publish;
+    publish.topic = "t";
+    publish.payload = "m";
+    publish.qos = 1;
+    publish.packet_id = static_cast<uint16_t>(i);
+    EncodePacket(publish, ProtocolVersion::kV5, burst);
+  }
+  publisher->SendRaw(burst);
+  EXPECT_FALSE(publisher->stream().reading);
+  subscriber->stream().backlog = 0;
+  for (int round = 0; round < 10 && subscriber->Received().size() < total; ++round) {
+    subscriber->connection().OnWritable();
+    Settle();
+  }
+  EXPECT_EQ(metrics_.messages_dropped.load(), 0u);
+  EXPECT_EQ(metrics_.messages_out.load(), total);
+}
+
 }  // namespace
 }  // namespace estuary::mqtt

@@ -98,7 +98,7 @@ void MqttConnection::HandlePublish(PublishPacket& publish) {
   message->origin = Origin{Protocol::kMqtt, client_id_, broker_.config().node_id};
 
   if (publish.qos == 0) {
-    broker_.Publish(std::move(message));
+    broker_.Publish(std::move(message), {}, flow_id_);
     return;
   }
   const PacketType reply = publish.qos == 1 ? PacketType::kPuback : PacketType::kPubrec;
@@ -108,7 +108,7 @@ void MqttConnection::HandlePublish(PublishPacket& publish) {
     if (self && self->state_ == State::kConnected) {
       self->SendAck(reply, packet_id, ReasonCode::kSuccess);
     }
-  });
+  }, flow_id_);
 }
 
 void MqttConnection::HandlePuback(const AckPacket& ack) {

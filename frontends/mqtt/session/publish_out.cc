@@ -12,9 +12,6 @@ namespace {
 
 using core::ShardMetrics;
 
-// Stop pulling deliveries while this much output waits for the socket.
-constexpr size_t kOutputHighWatermark = 1024 * 1024;
-
 }  // namespace
 
 void MqttConnection::OnDeliveriesReady() {
@@ -26,7 +23,10 @@ void MqttConnection::OnDeliveriesReady() {
   PumpDeliveries();
 }
 
-void MqttConnection::OnWritable() { PumpDeliveries(); }
+void MqttConnection::OnWritable() {
+  PumpDeliveries();
+  UpdateReading();
+}
 
 void MqttConnection::PumpDeliveries() {
   if (state_ != State::kConnected || session_ == nullptr || pumping_) return;
@@ -39,7 +39,7 @@ void MqttConnection::PumpDeliveries() {
     const core::Delivery& next = session_->PeekQueued();
     if (next.qos != QoS::kAtMostOnce && session_->inflight().size() >= client_receive_maximum_) break;
     core::Delivery delivery = session_->PopQueued();
-    ShardMetrics::Sub(metrics.queued_messages);
+    broker_.OnDequeued(*session_);
     const auto& expiry = delivery.message->properties.expiry_at_ms;
     if (expiry && *expiry <= now) {
       ShardMetrics::Add(metrics.messages_dropped);

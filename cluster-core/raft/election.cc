@@ -1,0 +1,146 @@
+// Leader election: randomized timeouts, PreVote, votes, TimeoutNow.
+#include <algorithm>
+
+#include "cluster-core/raft/check.h"
+#include "cluster-core/raft/raft.h"
+
+namespace estuary::raft {
+
+namespace {
+
+// SplitMix64: small, seedable, identical on every platform.
+uint64_t NextRandom(uint64_t& state) {
+  uint64_t z = (state += 0x9E3779B97F4A7C15ULL);
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ULL;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBULL;
+  return z ^ (z >> 31);
+}
+
+}  // namespace
+
+// Plain mode draws from [T, 2T). Timestamp mode puts freshness first: a
+// node whose last entry is at least as new as the newest timestamp the
+// leader last reported draws from [T, 1.5T), a lagging one from
+// [1.5T, 2T), so the freshest backup usually stands first.
+void Raft::ResetElectionTimer() {
+  const uint64_t timeout = options_.election_timeout_ms;
+  uint64_t base = timeout;
+  uint64_t span = timeout;
+  if (options_.mode == Mode::kTimestamp) {
+    span = timeout / 2;
+    if (log_.LastTimestamp() < leader_timestamp_) base += timeout / 2;
+  }
+  election_deadline_ = now_ + base + NextRandom(random_state_) % std::max<uint64_t>(span, 1);
+}
+
+void Raft::TickElection() {
+  if (now_ < election_deadline_) return;
+  if (!IsVoter()) {  // learners and removed nodes never stand
+    ResetElectionTimer();
+    return;
+  }
+  if (options_.pre_vote) {
+    StartPreVote();
+  } else {
+    Campaign(false);
+  }
+}
+
+void Raft::StartPreVote() {
+  role_ = Role::kPreCandidate;
+  leader_ = kNoNode;
+  granted_ = {options_.id};
+  rejected_.clear();
+  ResetElectionTimer();
+  BroadcastVoteRequests(MessageType::kPreVote, term_ + 1, false);
+  if (granted_.size() >= log_.config().Quorum()) Campaign(false);
+}
+
+void Raft::Campaign(bool transfer) {
+  role_ = Role::kCandidate;
+  ++term_;
+  vote_ = options_.id;
+  leader_ = kNoNode;
+  granted_ = {options_.id};
+  rejected_.clear();
+  SaveHardState();
+  ResetElectionTimer();
+  BroadcastVoteRequests(MessageType::kVote, term_, transfer);
+  if (granted_.size() >= log_.config().Quorum()) BecomeLeader();
+}
+
+void Raft::BroadcastVoteRequests(MessageType type, Term term, bool transfer) {
+  for (NodeId voter : log_.config().voters) {
+    if (voter == options_.id) continue;
+    Send(Message{.type = type,
+                 .to = voter,
+                 .term = term,
+                 .log_index = log_.LastIndex(),
+                 .log_term = log_.LastTerm(),
+                 .transfer = transfer});
+  }
+}
+
+void Raft::HandleVoteRequest(const Message& message) {
+  const bool pre = message.type == MessageType::kPreVote;
+  const bool up_to_date = log_.IsUpToDateWith(message.log_index, message.log_term);
+  bool grant = false;
+  if (pre) {
+    grant = message.term > term_ && up_to_date && !HeardFromLeaderRecently();
+  } else {
+    grant = message.term == term_ && (vote_ == kNoNode || vote_ == message.from) && up_to_date;
+  }
+  if (grant && !pre) {
+    vote_ = message.from;
+    SaveHardState();
+    ResetElectionTimer();
+  }
+  Send(Message{.type = pre ? MessageType::kPreVoteResponse : MessageType::kVoteResponse,
+               .to = message.from,
+               .term = (pre && grant) ? message.term : term_,
+               .reject = !grant});
+}
+
+void Raft::HandleVoteResponse(const Message& message) {
+  const bool pre = message.type == MessageType::kPreVoteResponse;
+  if (pre ? role_ != Role::kPreCandidate : role_ != Role::kCandidate) return;
+  if (pre && !message.reject && message.term != term_ + 1) return;  // stale round
+  if (!log_.config().IsVoter(message.from)) return;
+  (message.reject ? rejected_ : granted_).insert(message.from);
+  const size_t quorum = log_.config().Quorum();
+  if (granted_.size() >= quorum) {
+    if (pre) {
+      Campaign(false);
+    } else {
+      BecomeLeader();
+    }
+  } else if (rejected_.size() >= quorum) {
+    BecomeFollower(term_, kNoNode);
+  }
+}
+
+void Raft::BecomeLeader() {
+  ESTUARY_RAFT_CHECK(role_ == Role::kCandidate);
+  role_ = Role::kLeader;
+  leader_ = options_.id;
+  transfer_target_ = kNoNode;
+  lease_forfeited_ = false;
+  progress_.clear();
+  SyncProgress();
+  heartbeat_deadline_ = now_ + options_.heartbeat_interval_ms;
+  quorum_check_deadline_ = now_ + options_.election_timeout_ms;
+  last_leader_contact_ = now_;
+  hlc_.Update(now_, log_.LastTimestamp());
+  // Committing an entry of our own term commits everything before it.
+  AppendLocal(EntryType::kNoop, {});
+  leader_first_index_ = log_.LastIndex();
+  BroadcastAppends();
+  ReleaseHeld(options_.id);
+}
+
+void Raft::HandleTimeoutNow(const Message& /*message*/) {
+  if (role_ == Role::kLeader || !IsVoter()) return;
+  Campaign(true);
+}
+
+}  // namespace estuary::raft

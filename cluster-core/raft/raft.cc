@@ -1,0 +1,191 @@
+#include "cluster-core/raft/raft.h"
+
+#include <algorithm>
+#include <functional>
+#include <utility>
+
+#include "cluster-core/raft/check.h"
+
+namespace estuary::raft {
+
+Raft::Raft(Options options, Storage storage, uint64_t now)
+    : options_(std::move(options)), now_(now), random_state_(options_.random_seed) {
+  ESTUARY_RAFT_CHECK(options_.id != kNoNode);
+  ESTUARY_RAFT_CHECK(options_.heartbeat_interval_ms < options_.election_timeout_ms);
+  ESTUARY_RAFT_CHECK(options_.max_clock_drift_ms < options_.election_timeout_ms);
+  ESTUARY_RAFT_CHECK(options_.max_inflight > 0 && options_.max_append_entries > 0);
+  if (storage.snapshot.index == 0 && storage.snapshot.config.voters.empty()) {
+    storage.snapshot.config = storage.bootstrap;
+  }
+  applied_ = storage.snapshot.index;
+  log_.Restore(std::move(storage.snapshot), std::move(storage.entries));
+  term_ = storage.hard_state.term;
+  vote_ = storage.hard_state.vote;
+  commit_ = std::clamp(storage.hard_state.commit, applied_, log_.LastIndex());
+  saved_hard_state_ = HardState{term_, vote_, commit_};
+  // A restarted node may have promised a lease to a leader before it
+  // crashed; it forgot when, so it assumes just now.
+  last_leader_contact_ = now;
+  hlc_.Update(now, log_.LastTimestamp());
+  ResetElectionTimer();
+  EmitCommitted();  // replays (snapshot, commit] into the first Ready
+}
+
+Ready Raft::Step(const Message& message, uint64_t now) {
+  now_ = std::max(now_, now);
+  if (message.to == options_.id && HandleTerm(message)) StepByType(message);
+  return TakeReady();
+}
+
+Ready Raft::Tick(uint64_t now) {
+  now_ = std::max(now_, now);
+  if (role_ == Role::kLeader) {
+    TickLeader();
+  } else {
+    TickElection();
+  }
+  return TakeReady();
+}
+
+Ready Raft::Advance(const Ready& ready) {
+  if (!ready.entries.empty()) {
+    log_.MarkPersisted(ready.entries.back().index, ready.entries.back().term);
+  }
+  if (role_ == Role::kLeader) MaybeCommit();
+  return TakeReady();
+}
+
+Expected<Proposed, Errc> Raft::Propose(std::vector<uint8_t> data, uint64_t now) {
+  now_ = std::max(now_, now);
+  if (role_ != Role::kLeader) return MakeError(Errc::kNotLeader);
+  if (transfer_target_ != kNoNode) {
+    // Hot switching: hold the write for the new leader instead of failing it.
+    if (options_.mode != Mode::kTimestamp || held_.size() >= options_.max_held_writes) {
+      return MakeError(Errc::kTransferInProgress);
+    }
+    held_.push_back(std::move(data));
+    return Proposed{.held = true, .ready = TakeReady()};
+  }
+  if (options_.mode == Mode::kTimestamp && !HasLease(now_)) {
+    return MakeError(Errc::kLeaseExpired);
+  }
+  AppendLocal(EntryType::kNormal, std::move(data));
+  BroadcastAppends();
+  return Proposed{.index = log_.LastIndex(), .term = term_, .ready = TakeReady()};
+}
+
+// The lease: the newest send time that a quorum of voters (the leader
+// counting as `now`) has echoed. Each of those voters refuses votes for
+// election_timeout_ms after hearing from us, so no rival can win before
+// send time + election_timeout_ms; the drift bound covers clock rates.
+bool Raft::HasLease(uint64_t now) const {
+  if (options_.mode != Mode::kTimestamp || role_ != Role::kLeader || lease_forfeited_ ||
+      transfer_target_ != kNoNode) {
+    return false;
+  }
+  const Config& config = log_.config();
+  if (config.voters.empty()) return false;
+  std::vector<uint64_t> acks;
+  for (NodeId voter : config.voters) {
+    if (voter == options_.id) {
+      acks.push_back(now);
+    } else {
+      auto it = progress_.find(voter);
+      acks.push_back(it == progress_.end() ? 0 : it->second.lease_ack);
+    }
+  }
+  std::sort(acks.begin(), acks.end(), std::greater<>());
+  const uint64_t vouched = acks[config.Quorum() - 1];
+  return vouched != 0 && vouched + lease_ms() > now;
+}
+
+Ready Raft::TakeReady() { return std::exchange(ready_, Ready{}); }
+
+void Raft::Send(Message message) {
+  message.from = options_.id;
+  if (message.term == 0) message.term = term_;
+  ready_.messages.push_back(std::move(message));
+}
+
+void Raft::BecomeFollower(Term term, NodeId leader) {
+  if (term > term_) {
+    term_ = term;
+    vote_ = kNoNode;
+  }
+  role_ = Role::kFollower;
+  leader_ = leader;
+  progress_.clear();
+  granted_.clear();
+  rejected_.clear();
+  transfer_target_ = kNoNode;
+  lease_forfeited_ = false;
+  if (leader != kNoNode) last_leader_contact_ = now_;
+  ResetElectionTimer();
+  SaveHardState();
+}
+
+void Raft::SaveHardState() {
+  const HardState state{term_, vote_, commit_};
+  if (state != saved_hard_state_) {
+    saved_hard_state_ = state;
+    ready_.hard_state = state;
+  }
+}
+
+void Raft::EmitCommitted() {
+  for (Index i = applied_ + 1; i <= commit_; ++i) ready_.committed.push_back(log_.At(i));
+  applied_ = std::max(applied_, commit_);
+}
+
+bool Raft::HeardFromLeaderRecently() const {
+  if (role_ == Role::kLeader) return true;
+  return now_ < last_leader_contact_ + options_.election_timeout_ms;
+}
+
+// Returns whether the message should be handled at all.
+bool Raft::HandleTerm(const Message& message) {
+  const MessageType type = message.type;
+  const bool from_leader = type == MessageType::kAppend || type == MessageType::kHeartbeat ||
+                           type == MessageType::kSnapshot || type == MessageType::kTimeoutNow;
+  if (message.term > term_) {
+    // A pre-vote is a question about a future term: it changes nothing.
+    if (type == MessageType::kPreVote) return true;
+    if (type == MessageType::kPreVoteResponse && !message.reject) return true;
+    // Leader stickiness: while a leader is alive (and may hold a lease on
+    // our promise) a vote request is ignored, unless the leader asked for it.
+    const bool sticky = options_.check_quorum || options_.mode == Mode::kTimestamp;
+    if (type == MessageType::kVote && !message.transfer && sticky && HeardFromLeaderRecently()) {
+      return false;
+    }
+    BecomeFollower(message.term, from_leader ? message.from : kNoNode);
+    return true;
+  }
+  if (message.term < term_) {
+    // A stale leader learns the newer term from the reply and steps down.
+    if (from_leader && type != MessageType::kTimeoutNow) {
+      Send(Message{.type = MessageType::kAppendResponse, .to = message.from, .reject = true});
+    } else if (type == MessageType::kPreVote) {
+      Send(Message{.type = MessageType::kPreVoteResponse, .to = message.from, .reject = true});
+    }
+    return false;
+  }
+  return true;
+}
+
+void Raft::StepByType(const Message& message) {
+  switch (message.type) {
+    case MessageType::kPreVote:
+    case MessageType::kVote: HandleVoteRequest(message); break;
+    case MessageType::kPreVoteResponse:
+    case MessageType::kVoteResponse: HandleVoteResponse(message); break;
+    case MessageType::kAppend: HandleAppend(message); break;
+    case MessageType::kAppendResponse: HandleAppendResponse(message); break;
+    case MessageType::kHeartbeat: HandleHeartbeat(message); break;
+    case MessageType::kHeartbeatResponse: HandleHeartbeatResponse(message); break;
+    case MessageType::kSnapshot: HandleSnapshot(message); break;
+    case MessageType::kSnapshotResponse: HandleSnapshotResponse(message); break;
+    case MessageType::kTimeoutNow: HandleTimeoutNow(message); break;
+  }
+}
+
+}  // namespace estuary::raft

@@ -1,0 +1,178 @@
+#pragma once
+// Raft: one node of a raft group as a pure state machine.
+//
+// Inputs: Step(message, now), Tick(now), Propose, TransferLeadership,
+// ChangeConfig, Compact and Advance. Each returns a Ready with what to
+// persist, send and apply (see types.h for the order the caller must keep).
+// Nothing here reads a clock, does IO or touches a socket; `now` is the
+// caller's millisecond clock and must not go backwards. Randomness comes
+// from Options::random_seed. One Raft is owned by one thread.
+//
+// Timestamp mode (Options::mode) adds HLC timestamps on entries, a leader
+// lease and freshest-backup-first elections; see docs/raft.md.
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <set>
+
+#include "cluster-core/raft/log.h"
+#include "cluster-core/raft/progress.h"
+#include "cluster-core/raft/types.h"
+#include "model/hlc.h"
+#include "model/result.h"
+
+namespace estuary::raft {
+
+struct Options {
+  NodeId id = kNoNode;
+  Mode mode = Mode::kPlain;
+  uint64_t heartbeat_interval_ms = 50;
+  // Election timeouts are drawn from [election_timeout_ms, 2*election_timeout_ms).
+  uint64_t election_timeout_ms = 500;
+  // Bound on how far two nodes' clocks may drift apart over one election
+  // timeout. The lease is election_timeout_ms - max_clock_drift_ms.
+  uint64_t max_clock_drift_ms = 50;
+  bool pre_vote = true;
+  bool check_quorum = true;
+  size_t max_append_entries = 64;
+  size_t max_append_bytes = 1 << 20;
+  size_t max_inflight = 8;  // appends in flight per follower
+  size_t max_held_writes = 1024;  // timestamp mode: writes held per transfer
+  uint64_t random_seed = 1;
+};
+
+// Durable state read back on start. A brand-new member of the initial
+// cluster passes `bootstrap` (the same on every member); a node that will
+// be added later passes an empty one and waits for the leader.
+struct Storage {
+  HardState hard_state{};
+  Snapshot snapshot{};
+  std::vector<Entry> entries{};  // after snapshot.index
+  Config bootstrap{};
+};
+
+enum class Role { kFollower, kPreCandidate, kCandidate, kLeader };
+
+struct Proposed {
+  Index index = 0;
+  Term term = 0;
+  // Timestamp mode, during a leadership transfer: the write is held, not
+  // in the log (index and term are 0); it comes back in a later
+  // Ready::redirected once the new leader is known.
+  bool held = false;
+  Ready ready{};
+};
+
+enum class ConfigChangeType { kAddVoter, kAddLearner, kPromoteLearner, kRemove };
+struct ConfigChange {
+  ConfigChangeType type = ConfigChangeType::kAddVoter;
+  NodeId node = kNoNode;
+};
+
+class Raft {
+ public:
+  Raft(Options options, Storage storage, uint64_t now);
+
+  Ready Step(const Message& message, uint64_t now);
+  Ready Tick(uint64_t now);
+  // The caller finished handling `ready` (persisted, sent, applied).
+  Ready Advance(const Ready& ready);
+  Expected<Proposed, Errc> Propose(std::vector<uint8_t> data, uint64_t now);
+  Expected<Proposed, Errc> ChangeConfig(ConfigChange change, uint64_t now);
+  Expected<Ready, Errc> TransferLeadership(NodeId target, uint64_t now);
+  // The application applied everything up to `index` (<= applied) and its
+  // state is `data`: take a snapshot there and compact the log.
+  Ready Compact(Index index, std::vector<uint8_t> data);
+
+  // Timestamp mode: does a quorum vouch that no other leader can exist?
+  bool HasLease(uint64_t now) const;
+
+  NodeId id() const { return options_.id; }
+  Role role() const { return role_; }
+  Term term() const { return term_; }
+  NodeId leader() const { return leader_; }
+  Index commit() const { return commit_; }
+  Index applied() const { return applied_; }
+  const RaftLog& log() const { return log_; }
+  const Config& config() const { return log_.config(); }
+  const std::map<NodeId, Progress>& progress() const { return progress_; }
+  uint64_t lease_ms() const { return options_.election_timeout_ms - options_.max_clock_drift_ms; }
+
+ private:
+  // raft.cc: common transitions and bookkeeping
+  Ready TakeReady();
+  void Send(Message message);
+  void BecomeFollower(Term term, NodeId leader);
+  void SaveHardState();
+  void EmitCommitted();
+  bool IsVoter() const { return log_.config().IsVoter(options_.id); }
+  bool HandleTerm(const Message& message);
+  void StepByType(const Message& message);
+  bool HeardFromLeaderRecently() const;
+
+  // election.cc
+  void ResetElectionTimer();
+  void StartPreVote();
+  void Campaign(bool transfer);
+  void BroadcastVoteRequests(MessageType type, Term term, bool transfer);
+  void HandleVoteRequest(const Message& message);
+  void HandleVoteResponse(const Message& message);
+  void BecomeLeader();
+  void TickElection();
+  void HandleTimeoutNow(const Message& message);
+
+  // replication.cc
+  void AppendLocal(EntryType type, std::vector<uint8_t> data);
+  void SendAppend(NodeId peer);
+  void SendHeartbeats();
+  void BroadcastAppends();
+  void HandleAppend(const Message& message);
+  void HandleAppendResponse(const Message& message);
+  void HandleHeartbeat(const Message& message);
+  void HandleHeartbeatResponse(const Message& message);
+  void MaybeCommit();
+  void TickLeader();
+  void NoteAck(NodeId peer, const Message& message);
+  void NoteLeaderContact(const Message& message);
+
+  // snapshot.cc
+  void SendSnapshot(NodeId peer, Progress& progress);
+  void HandleSnapshot(const Message& message);
+  void HandleSnapshotResponse(const Message& message);
+
+  // membership.cc
+  void SyncProgress();
+  void OnCommitAdvanced();
+  void MaybeSendTimeoutNow();
+  void AbortTransfer();
+  void ReleaseHeld(NodeId leader);
+
+  Options options_;
+  Role role_ = Role::kFollower;
+  Term term_ = 0;
+  NodeId vote_ = kNoNode;
+  NodeId leader_ = kNoNode;
+  Index commit_ = 0;
+  Index applied_ = 0;  // handed out to the caller in Ready::committed
+  RaftLog log_;
+  std::map<NodeId, Progress> progress_;  // leader: every other member
+  std::set<NodeId> granted_;
+  std::set<NodeId> rejected_;
+  uint64_t now_ = 0;
+  uint64_t election_deadline_ = 0;
+  uint64_t heartbeat_deadline_ = 0;
+  uint64_t quorum_check_deadline_ = 0;
+  uint64_t last_leader_contact_ = 0;
+  Index leader_first_index_ = 0;  // first entry of this leader's term
+  NodeId transfer_target_ = kNoNode;
+  uint64_t transfer_deadline_ = 0;
+  bool lease_forfeited_ = false;
+  uint64_t leader_timestamp_ = 0;  // newest timestamp the leader reported
+  std::vector<std::vector<uint8_t>> held_;  // writes held during a transfer
+  HybridLogicalClock hlc_;
+  uint64_t random_state_;
+  HardState saved_hard_state_;
+  Ready ready_;
+};
+
+}  // namespace estuary::raft

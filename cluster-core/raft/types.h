@@ -1,0 +1,134 @@
+#pragma once
+// Raft vocabulary: log entries, messages, durable state and the Ready batch
+// a Raft returns from every input. Plain values, no behaviour; safe to copy
+// between threads.
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string_view>
+#include <vector>
+
+namespace estuary::raft {
+
+using Term = uint64_t;
+using Index = uint64_t;
+using NodeId = uint64_t;
+inline constexpr NodeId kNoNode = 0;
+
+enum class Errc {
+  kNotLeader,               // propose or transfer on a follower or candidate
+  kLeaseExpired,            // timestamp mode: no quorum heard within the lease
+  kTransferInProgress,      // a leadership transfer holds proposals
+  kConfigChangeInProgress,  // an earlier config entry is not yet committed
+  kInvalidConfigChange,     // e.g. adding a present voter, removing the last one
+  kLeaderNotReady,          // leader has not yet committed an entry of its term
+  kInvalidTransferTarget,   // transfer to a non-voter or unknown node
+};
+std::string_view ErrcName(Errc errc);
+
+enum class Mode { kPlain, kTimestamp };
+
+enum class EntryType : uint8_t { kNormal, kConfig, kNoop };
+
+struct Entry {
+  Term term = 0;
+  Index index = 0;
+  uint64_t timestamp = 0;  // HLC assigned by the leader; 0 in plain mode
+  EntryType type = EntryType::kNormal;
+  std::vector<uint8_t> data{};
+  friend bool operator==(const Entry&, const Entry&) = default;
+};
+
+// Cluster membership: voters form quorums; learners only receive the log.
+struct Config {
+  std::vector<NodeId> voters{};
+  std::vector<NodeId> learners{};
+  bool IsVoter(NodeId id) const;
+  bool IsLearner(NodeId id) const;
+  bool Contains(NodeId id) const { return IsVoter(id) || IsLearner(id); }
+  size_t Quorum() const { return voters.size() / 2 + 1; }
+  friend bool operator==(const Config&, const Config&) = default;
+};
+std::vector<uint8_t> EncodeConfig(const Config& config);
+Config DecodeConfig(const std::vector<uint8_t>& bytes);
+
+struct Snapshot {
+  Index index = 0;
+  Term term = 0;
+  uint64_t timestamp = 0;  // of the entry at index
+  Config config{};           // membership as of index
+  std::vector<uint8_t> data{};  // the application's state, opaque to raft
+};
+
+// Term, vote and commit: persisted before any message of the same Ready.
+struct HardState {
+  Term term = 0;
+  NodeId vote = kNoNode;
+  Index commit = 0;
+  friend bool operator==(const HardState&, const HardState&) = default;
+};
+
+enum class MessageType : uint8_t {
+  kPreVote, kPreVoteResponse,
+  kVote, kVoteResponse,
+  kAppend, kAppendResponse,
+  kHeartbeat, kHeartbeatResponse,
+  kSnapshot, kSnapshotResponse,
+  kTimeoutNow,
+};
+std::string_view MessageTypeName(MessageType type);
+
+// One flat message; which fields matter depends on type (noted per field).
+struct Message {
+  MessageType type = MessageType::kAppend;
+  NodeId from = kNoNode;
+  NodeId to = kNoNode;
+  Term term = 0;  // PreVote: the term the sender would campaign in
+  // Vote/PreVote: candidate's last log entry. Append: the entry before
+  // `entries` (prev index/term).
+  Index log_index = 0;
+  Term log_term = 0;
+  bool transfer = false;  // Vote: campaign started by TimeoutNow
+  bool reject = false;    // responses
+  std::vector<Entry> entries{};  // Append
+  Index commit = 0;            // Append/Heartbeat: leader's commit for the receiver
+  // AppendResponse: on success the last index now matching the leader; on
+  // reject a hint: the receiver's last index <= log_index whose term is <=
+  // log_term, with hint_term its term (fast backtracking).
+  // SnapshotResponse: the receiver's commit after install.
+  Index index = 0;
+  Term hint_term = 0;
+  uint64_t send_time = 0;  // leader's `now` at send, echoed in responses (lease)
+  uint64_t timestamp = 0;  // leader's newest log timestamp (freshness)
+  std::shared_ptr<const Snapshot> snapshot{};  // Snapshot
+};
+
+// Everything one input produced. The caller must, in this order:
+//  1. persist durably `hard_state`, then `snapshot` (replacing any older
+//     one; the log up to snapshot.index is dropped, and all of it when
+//     `restore_snapshot`), then `entries` (which overwrite the log from
+//     entries.front().index on);
+//  2. send `messages` (they may promise what step 1 persisted);
+//  3. restore the state machine from `snapshot` if `restore_snapshot`,
+//     then apply `committed` in order;
+//  4. call Raft::Advance(ready) so the leader counts its own log.
+// Readys are handled in the order they were returned.
+struct Ready {
+  std::optional<HardState> hard_state;
+  std::optional<Snapshot> snapshot;
+  bool restore_snapshot = false;  // snapshot came from the leader
+  std::vector<Entry> entries;
+  std::vector<Message> messages;
+  std::vector<Entry> committed;
+  // Timestamp mode: client writes held during a leadership transfer, in
+  // the order they were proposed, to be submitted again to
+  // `redirect_to` (the new leader; possibly this node) after step 3.
+  NodeId redirect_to = kNoNode;
+  std::vector<std::vector<uint8_t>> redirected;
+  bool Empty() const {
+    return !hard_state && !snapshot && entries.empty() && messages.empty() &&
+           committed.empty() && redirected.empty();
+  }
+};
+
+}  // namespace estuary::raft
