@@ -1,0 +1,165 @@
+#pragma once
+// BitcaskEngine: a StorageEngine on append-only, CRC-checked data files and
+// an in-memory ordered key directory (docs/bitcask_format.md).
+//
+// - Writes append to the active data file, which rotates at max_file_size;
+//   older files are immutable and get a hint file for fast start-up.
+// - Open() recovers: completes or discards an interrupted merge, loads each
+//   file from its hint (or scans the data when the hint is bad), truncates a
+//   torn tail (logged), skips corrupt records in the middle (logged), and
+//   starts a fresh active file.
+// - A merge rewrites the live records of every immutable file into new
+//   files and deletes the old ones; a crash at any point loses nothing (the
+//   merge commits by renaming a manifest). It runs incrementally, at most
+//   merge_step_bytes per step, between writes (StartMerge/MergeStep); Tick()
+//   starts one when dead bytes pass merge_dead_ratio; Merge() runs one to
+//   the end at once.
+// - Group commit: under kAlways, WriteAsync appends at once and shares one
+//   fdatasync among all writes of the current loop iteration (a Post on the
+//   injected Loop); Write() syncs before it returns.
+//
+// Threading: one owner thread (StorageEngine). The FileSystem, Loop and
+// Clock must outlive the engine.
+#include <functional>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "io/clock.h"
+#include "io/file_system.h"
+#include "io/loop.h"
+#include "persistence/bitcask/format.h"
+#include "persistence/storage_engine.h"
+
+namespace estuary::persistence::bitcask {
+
+struct BitcaskOptions {
+  SyncPolicy sync = SyncPolicy::kAlways;
+  int64_t sync_interval_ms = 100;
+  uint64_t max_file_size = 64ull << 20;  // capped below 4 GiB (u32 offsets)
+  // Tick() starts a merge when dead/(live+dead) >= ratio and dead >= min
+  // bytes.
+  // A ratio <= 0 turns automatic merging off.
+  double merge_dead_ratio = 0.5;
+  uint64_t merge_min_dead_bytes = 16ull << 20;
+  // Live bytes copied per merge step: bounds how long one step blocks.
+  uint64_t merge_step_bytes = 4ull << 20;
+  // Optional: drives interval syncs (a timer) and group commit (Post).
+  io::Loop* loop = nullptr;
+  // Record timestamps (wall ms); SystemClock when null.
+  const io::Clock* clock = nullptr;
+  // Recovery and merge messages; stderr when empty.
+  std::function<void(const std::string&)> log;
+};
+
+class BitcaskEngine final : public StorageEngine {
+ public:
+  static Result<std::unique_ptr<BitcaskEngine>> Open(io::FileSystem& fs, std::string dir,
+                                                     BitcaskOptions options);
+  ~BitcaskEngine() override;
+  BitcaskEngine(const BitcaskEngine&) = delete;
+  BitcaskEngine& operator=(const BitcaskEngine&) = delete;
+
+  Status Write(const WriteBatch& batch) override;
+  void WriteAsync(const WriteBatch& batch, std::function<void(Status)> done) override;
+  Result<std::optional<std::string>> Get(std::string_view key) override;
+  Status Scan(std::string_view prefix, std::string_view start, const ScanVisitor& visit) override;
+  using StorageEngine::Scan;
+  Status Sync() override;
+  Status Tick(int64_t now_ms) override;
+  Stats GetStats() const override;
+  Status Close() override;
+
+  // Rewrites live records of all immutable files and deletes them, in one
+  // call (by command). Finishes a merge already started.
+  Status Merge();
+  // Starts an incremental merge of the files immutable now. With a Loop it
+  // advances by one MergeStep per loop iteration (a 1 ms timer); without
+  // one, Tick() advances it. Writes, reads and scans go on in between.
+  Status StartMerge();
+  // Copies up to `byte_budget` bytes of live records; commits when all are
+  // copied. A no-op when no merge runs.
+  Status MergeStep(uint64_t byte_budget);
+  bool merging() const { return merge_ != nullptr; }
+  // Closes the active file and starts a new one (tests and merge).
+  Status Rotate();
+
+  // The key directory's entry: 24 bytes plus the std::map node and the key.
+  struct KeyEntry {
+    uint32_t file_id = 0;
+    uint32_t offset = 0;
+    uint32_t value_size = 0;  // kLoadTombstone marks a delete while loading
+    uint64_t seq = 0;
+  };
+
+ private:
+  struct DataFile {
+    std::unique_ptr<io::File> file;
+    uint64_t size = 0;
+    uint64_t live_bytes = 0;
+  };
+
+  using KeyDir = std::map<std::string, KeyEntry, std::less<>>;
+  struct MergeOutput;
+  struct MergeMove;
+  struct MergeJob;
+
+  BitcaskEngine(io::FileSystem& fs, std::string dir, BitcaskOptions options);
+
+  // Merge (bitcask_merge.cc).
+  void ScheduleMergeStep();
+  void AbandonMerge(const std::string& why);
+  Status CopyLiveRecords(MergeJob& job, uint64_t byte_budget);
+  Status CopyRecord(MergeJob& job, const std::string& key, const KeyEntry& entry,
+                    const DecodedRecord& record, const std::string& bytes);
+  Status FlushMergeOutput(MergeOutput& out);
+  Status SealMergeOutputs(MergeJob& job);
+  Status CommitMerge(MergeJob& job);
+
+  // Recovery (bitcask_recovery.cc).
+  Status Recover();
+  Status FinishCommittedMerge();
+  Status LoadFile(uint32_t id);
+  void ApplyLoaded(uint32_t id, const std::vector<RecordEntry>& entries);
+  Status WriteHint(uint32_t id, const std::string& suffix);
+  Status StartActiveFile();
+
+  // Writing (bitcask_engine.cc).
+  Status CheckWritable() const;
+  Status AppendBatch(const WriteBatch& batch);  // Write without the sync
+  Status AppendEncoded(const std::string& bytes, const WriteBatch& batch, uint64_t first_seq);
+  void ApplyToKeyDir(const WriteBatch& batch, uint64_t first_seq, uint64_t first_offset,
+                     bool has_header);
+  void AddRecordToKeyDir(const std::string& key, KeyEntry entry);
+  Status SyncActive();
+  void FlushGroup();
+  void ArmIntervalTimer();
+  Result<std::string> ReadValue(const std::string& key, const KeyEntry& entry);
+  Status Fault(const io::FsError& error);
+  int64_t NowWallMs() const;
+  void Log(const std::string& message) const;
+  std::string PathOf(const std::string& name) const { return dir_ + "/" + name; }
+
+  io::FileSystem& fs_;
+  const std::string dir_;
+  BitcaskOptions options_;
+  KeyDir keydir_;
+  std::map<uint32_t, DataFile> files_;
+  uint32_t active_id_ = 0;
+  uint32_t next_file_id_ = 1;
+  uint64_t next_seq_ = 1;
+  uint64_t syncs_ = 0;
+  bool dirty_ = false;           // appended bytes not yet synced
+  bool closed_ = false;
+  std::optional<Error> failed_;  // a failed sync or append: writes refused
+  int64_t last_sync_ms_ = 0;
+  io::TimerId interval_timer_ = 0;
+  std::vector<std::function<void(Status)>> group_;  // waiting for FlushGroup
+  bool group_flush_posted_ = false;
+  std::unique_ptr<MergeJob> merge_;  // an incremental merge in progress
+  io::TimerId merge_timer_ = 0;
+  std::shared_ptr<BitcaskEngine*> self_;  // posted work checks it is alive
+};
+
+}  // namespace estuary::persistence::bitcask

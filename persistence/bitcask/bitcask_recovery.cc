@@ -1,0 +1,185 @@
+// BitcaskEngine: Open and recovery (docs/bitcask_format.md, "Recovery").
+#include <algorithm>
+
+#include "persistence/bitcask/bitcask_engine.h"
+#include "persistence/bitcask/merge_job.h"
+#include "persistence/bitcask/merge_manifest.h"
+
+namespace estuary::persistence::bitcask {
+namespace {
+
+constexpr uint32_t kLoadTombstone = UINT32_MAX;
+
+bool EndsWith(std::string_view name, std::string_view suffix) {
+  return name.size() >= suffix.size() && name.substr(name.size() - suffix.size()) == suffix;
+}
+
+}  // namespace
+
+Result<std::unique_ptr<BitcaskEngine>> BitcaskEngine::Open(io::FileSystem& fs, std::string dir,
+                                                           BitcaskOptions options) {
+  std::unique_ptr<BitcaskEngine> engine(new BitcaskEngine(fs, std::move(dir), std::move(options)));
+  if (auto made = fs.CreateDir(engine->dir_); !made) return MakeError(Error{Errc::kIo, made.error().message});
+  if (auto s = engine->Recover(); !s) {
+    engine->closed_ = true;
+    return MakeError(s.error());
+  }
+  engine->ArmIntervalTimer();
+  return engine;
+}
+
+Status BitcaskEngine::Recover() {
+  auto names = fs_.ListDir(dir_);
+  if (!names) return Fault(names.error());
+  if (std::count(names->begin(), names->end(), kMergeManifestName)) {
+    if (auto s = FinishCommittedMerge(); !s) return s;
+    names = fs_.ListDir(dir_);
+    if (!names) return Fault(names.error());
+  }
+  std::vector<uint32_t> ids;
+  for (const std::string& name : *names) {
+    if (EndsWith(name, ".merge") || EndsWith(name, ".tmp")) {
+      Log("removing leftover of an uncommitted merge: " + name);
+      if (auto s = fs_.Remove(PathOf(name)); !s) return Fault(s.error());
+    } else if (auto id = ParseDataFileName(name)) {
+      ids.push_back(*id);
+    }
+  }
+  for (uint32_t id : ids) {
+    next_file_id_ = std::max(next_file_id_, id + 1);
+    if (auto s = LoadFile(id); !s) return s;
+  }
+  for (auto it = keydir_.begin(); it != keydir_.end();) {
+    it = it->second.value_size == kLoadTombstone ? keydir_.erase(it) : std::next(it);
+  }
+  for (const auto& [key, entry] : keydir_) {
+    files_[entry.file_id].live_bytes += RecordSize(key.size(), entry.value_size);
+  }
+  return StartActiveFile();
+}
+
+Status BitcaskEngine::LoadFile(uint32_t id) {
+  std::string data_path = PathOf(DataFileName(id));
+  std::string hint_path = PathOf(HintFileName(id));
+  auto file = fs_.OpenRead(data_path);
+  if (!file) return Fault(file.error());
+  auto size = (*file)->Size();
+  if (!size) return Fault(size.error());
+  if (fs_.Exists(hint_path)) {
+    auto hint_file = fs_.OpenRead(hint_path);
+    auto hint_size = fs_.FileSize(hint_path);
+    if (hint_file && hint_size) {
+      auto hint = (*hint_file)->ReadAt(0, *hint_size);
+      if (hint) {
+        if (auto entries = DecodeHint(*hint, *size)) {
+          ApplyLoaded(id, *entries);
+          files_[id] = DataFile{std::move(*file), *size, 0};
+          return {};
+        }
+      }
+    }
+    Log("hint file " + hint_path + " is bad; scanning " + data_path);
+  }
+  auto data = (*file)->ReadAt(0, *size);
+  if (!data) return Fault(data.error());
+  DataScan scan = ScanDataFile(*data);
+  for (const std::string& problem : scan.problems) Log(data_path + ": " + problem);
+  if (scan.valid_end < *size) {
+    auto writable = fs_.OpenAppend(data_path);
+    if (!writable) return Fault(writable.error());
+    if (auto s = (*writable)->Truncate(scan.valid_end); !s) return Fault(s.error());
+    if (auto s = (*writable)->Sync(); !s) return Fault(s.error());
+    Log("truncated " + data_path + " from " + std::to_string(*size) + " to " +
+        std::to_string(scan.valid_end) + " bytes");
+    *size = scan.valid_end;
+  }
+  if (*size == 0) {
+    // An active file that never got a durable record: drop it.
+    if (auto s = fs_.Remove(data_path); !s) return Fault(s.error());
+    if (fs_.Exists(hint_path)) (void)fs_.Remove(hint_path);
+    return {};
+  }
+  ApplyLoaded(id, scan.entries);
+  files_[id] = DataFile{std::move(*file), *size, 0};
+  {
+    if (auto s = WriteHint(id, ""); !s) Log("hint write failed: " + s.error().message);
+  }
+  return {};
+}
+
+void BitcaskEngine::ApplyLoaded(uint32_t id, const std::vector<RecordEntry>& entries) {
+  for (const RecordEntry& entry : entries) {
+    next_seq_ = std::max(next_seq_, entry.seq + 1);
+    uint32_t value_size = (entry.flags & kTombstone) ? kLoadTombstone : entry.value_size;
+    KeyEntry loaded{id, entry.offset, value_size, entry.seq};
+    auto [it, inserted] = keydir_.try_emplace(entry.key, loaded);
+    // The highest sequence number wins, whatever file it is in: merge output
+    // files may carry older records under newer file ids.
+    if (!inserted && it->second.seq <= entry.seq) it->second = loaded;
+  }
+}
+
+Status BitcaskEngine::WriteHint(uint32_t id, const std::string& suffix) {
+  auto& data_file = files_[id];
+  auto data = data_file.file->ReadAt(0, data_file.size);
+  if (!data) return Fault(data.error());
+  std::string hint = EncodeHint(ScanDataFile(*data).entries, data_file.size);
+  std::string path = PathOf(HintFileName(id)) + suffix;
+  if (fs_.Exists(path)) {
+    if (auto s = fs_.Remove(path); !s) return Fault(s.error());
+  }
+  auto file = fs_.OpenAppend(path);
+  if (!file) return Fault(file.error());
+  if (auto s = (*file)->Append(hint); !s) return Fault(s.error());
+  if (auto s = (*file)->Sync(); !s) return Fault(s.error());
+  return {};
+}
+
+Status BitcaskEngine::StartActiveFile() {
+  uint32_t id = next_file_id_++;
+  auto file = fs_.OpenAppend(PathOf(DataFileName(id)));
+  if (!file) return Fault(file.error());
+  // The new file's directory entry must be durable before any write in it
+  // is acknowledged.
+  if (auto s = fs_.SyncDir(dir_); !s) return Fault(s.error());
+  files_[id] = DataFile{std::move(*file), 0, 0};
+  active_id_ = id;
+  dirty_ = false;
+  return {};
+}
+
+Status BitcaskEngine::FinishCommittedMerge() {
+  std::string path = PathOf(kMergeManifestName);
+  auto size = fs_.FileSize(path);
+  if (!size) return Fault(size.error());
+  auto file = fs_.OpenRead(path);
+  if (!file) return Fault(file.error());
+  auto text = (*file)->ReadAt(0, *size);
+  if (!text) return Fault(text.error());
+  auto manifest = DecodeMergeManifest(*text);
+  if (!manifest) {
+    // Guessing could delete the only copy of a record: stop instead.
+    return Fail(Errc::kCorruption, "corrupt merge manifest " + path);
+  }
+  for (uint32_t id : manifest->outputs) {
+    for (const std::string& name : {DataFileName(id), HintFileName(id)}) {
+      if (fs_.Exists(PathOf(name) + ".merge")) {
+        if (auto s = fs_.Rename(PathOf(name) + ".merge", PathOf(name)); !s) return Fault(s.error());
+      }
+    }
+  }
+  if (auto s = fs_.SyncDir(dir_); !s) return Fault(s.error());
+  for (uint32_t id : manifest->obsolete) {
+    for (const std::string& name : {DataFileName(id), HintFileName(id)}) {
+      if (fs_.Exists(PathOf(name))) {
+        if (auto s = fs_.Remove(PathOf(name)); !s) return Fault(s.error());
+      }
+    }
+  }
+  if (auto s = fs_.SyncDir(dir_); !s) return Fault(s.error());
+  if (auto s = fs_.Remove(path); !s) return Fault(s.error());
+  if (auto s = fs_.SyncDir(dir_); !s) return Fault(s.error());
+  return {};
+}
+
+}  // namespace estuary::persistence::bitcask

@@ -1,0 +1,238 @@
+#include "persistence/bitcask/format.h"
+
+#include <cstdio>
+#include <cstring>
+
+#include "persistence/bitcask/crc32c.h"
+
+namespace estuary::persistence::bitcask {
+namespace {
+
+template <typename T>
+void PutLittle(std::string* out, T value) {
+  for (size_t i = 0; i < sizeof(T); ++i) {
+    out->push_back(static_cast<char>((static_cast<uint64_t>(value) >> (8 * i)) & 0xFF));
+  }
+}
+
+template <typename T>
+T GetLittle(std::string_view data, size_t offset) {
+  uint64_t value = 0;
+  for (size_t i = 0; i < sizeof(T); ++i) {
+    value |= static_cast<uint64_t>(static_cast<unsigned char>(data[offset + i])) << (8 * i);
+  }
+  return static_cast<T>(value);
+}
+
+void PutRecordFields(std::string* out, uint64_t seq, int64_t timestamp_ms, uint8_t flags,
+                     std::string_view key, std::string_view value) {
+  size_t start = out->size();
+  PutLittle<uint32_t>(out, 0);  // crc, filled below
+  PutLittle<uint64_t>(out, seq);
+  PutLittle<int64_t>(out, timestamp_ms);
+  PutLittle<uint32_t>(out, static_cast<uint32_t>(key.size()));
+  PutLittle<uint32_t>(out, static_cast<uint32_t>(value.size()));
+  out->push_back(static_cast<char>(flags));
+  out->append(key);
+  out->append(value);
+  uint32_t crc = Crc32c(std::string_view(*out).substr(start + 4));
+  for (size_t i = 0; i < 4; ++i) (*out)[start + i] = static_cast<char>((crc >> (8 * i)) & 0xFF);
+}
+
+// A batch header whose members are not all intact: where the batch ends.
+struct BatchCheck {
+  bool intact = false;
+  uint64_t end = 0;  // offset after the declared members
+};
+
+BatchCheck CheckBatch(std::string_view data, size_t header_offset, const DecodedRecord& header,
+                      std::vector<RecordEntry>* out) {
+  BatchCheck check;
+  if (header.value.size() != kBatchHeaderValueSize) return check;
+  uint32_t count = GetLittle<uint32_t>(header.value, 0);
+  uint64_t bytes = GetLittle<uint64_t>(header.value, 4);
+  size_t start = header_offset + header.size;
+  check.end = start + bytes;
+  std::vector<RecordEntry> members;
+  size_t pos = start;
+  for (uint32_t i = 0; i < count && pos < data.size(); ++i) {
+    DecodedRecord member = DecodeRecord(data, pos);
+    if (member.status != DecodeStatus::kOk || (member.flags & kBatchHeader)) return check;
+    members.push_back(RecordEntry{member.seq, member.timestamp_ms, static_cast<uint32_t>(pos),
+                                  static_cast<uint32_t>(member.value.size()), member.flags,
+                                  std::string(member.key)});
+    pos += member.size;
+  }
+  if (members.size() != count || pos != check.end) return check;
+  check.intact = true;
+  for (RecordEntry& member : members) out->push_back(std::move(member));
+  return check;
+}
+
+size_t FindNextRecord(std::string_view data, size_t from) {
+  for (size_t pos = from; pos + kRecordHeaderSize <= data.size(); ++pos) {
+    if (DecodeRecord(data, pos).status == DecodeStatus::kOk) return pos;
+  }
+  return std::string_view::npos;
+}
+
+}  // namespace
+
+void AppendRecord(std::string* out, uint64_t seq, int64_t timestamp_ms, uint8_t flags,
+                  std::string_view key, std::string_view value) {
+  PutRecordFields(out, seq, timestamp_ms, flags, key, value);
+}
+
+void AppendBatchHeader(std::string* out, uint64_t seq, int64_t timestamp_ms, uint32_t count,
+                       uint64_t member_bytes) {
+  std::string value;
+  PutLittle<uint32_t>(&value, count);
+  PutLittle<uint64_t>(&value, member_bytes);
+  PutRecordFields(out, seq, timestamp_ms, kBatchHeader, {}, value);
+}
+
+DecodedRecord DecodeRecord(std::string_view data, size_t offset) {
+  DecodedRecord record;
+  if (offset + kRecordHeaderSize > data.size()) {
+    record.status = DecodeStatus::kIncomplete;
+    return record;
+  }
+  uint64_t key_size = GetLittle<uint32_t>(data, offset + 20);
+  uint64_t value_size = GetLittle<uint32_t>(data, offset + 24);
+  uint8_t flags = static_cast<uint8_t>(data[offset + 28]);
+  if ((flags & ~(kTombstone | kBatchHeader)) != 0 || (flags == (kTombstone | kBatchHeader))) {
+    return record;  // unknown flags: corrupt
+  }
+  uint64_t size = RecordSize(key_size, value_size);
+  if (offset + size > data.size()) {
+    record.status = DecodeStatus::kIncomplete;
+    return record;
+  }
+  std::string_view body = data.substr(offset + 4, size - 4);
+  if (Crc32c(body) != GetLittle<uint32_t>(data, offset)) return record;
+  record.status = DecodeStatus::kOk;
+  record.seq = GetLittle<uint64_t>(data, offset + 4);
+  record.timestamp_ms = GetLittle<int64_t>(data, offset + 12);
+  record.flags = flags;
+  record.key = data.substr(offset + kRecordHeaderSize, key_size);
+  record.value = data.substr(offset + kRecordHeaderSize + key_size, value_size);
+  record.size = size;
+  return record;
+}
+
+DataScan ScanDataFile(std::string_view data) {
+  DataScan scan;
+  size_t pos = 0;
+  while (pos < data.size()) {
+    DecodedRecord record = DecodeRecord(data, pos);
+    if (record.status == DecodeStatus::kOk && !(record.flags & kBatchHeader)) {
+      scan.entries.push_back(RecordEntry{record.seq, record.timestamp_ms,
+                                         static_cast<uint32_t>(pos),
+                                         static_cast<uint32_t>(record.value.size()),
+                                         record.flags, std::string(record.key)});
+      pos += record.size;
+      scan.valid_end = pos;
+      continue;
+    }
+    size_t bad_from = pos;
+    if (record.status == DecodeStatus::kOk) {
+      BatchCheck batch = CheckBatch(data, pos, record, &scan.entries);
+      if (batch.intact) {
+        pos = batch.end;
+        scan.valid_end = pos;
+        continue;
+      }
+      if (batch.end > data.size() || batch.end <= pos) {
+        scan.problems.push_back("torn batch at offset " + std::to_string(pos));
+        return scan;
+      }
+      scan.problems.push_back("dropped damaged batch at offset " + std::to_string(pos));
+      pos = batch.end;
+      continue;
+    }
+    size_t next = FindNextRecord(data, pos + 1);
+    if (next == std::string_view::npos) {
+      scan.problems.push_back("torn or corrupt tail at offset " + std::to_string(bad_from) +
+                              " (" + std::to_string(data.size() - bad_from) + " bytes)");
+      return scan;
+    }
+    scan.problems.push_back("skipped corrupt bytes [" + std::to_string(bad_from) + ", " +
+                            std::to_string(next) + ")");
+    pos = next;
+  }
+  return scan;
+}
+
+std::string EncodeHint(const std::vector<RecordEntry>& entries, uint64_t data_size) {
+  std::string out;
+  for (const RecordEntry& entry : entries) {
+    PutLittle<uint64_t>(&out, entry.seq);
+    PutLittle<int64_t>(&out, entry.timestamp_ms);
+    PutLittle<uint32_t>(&out, entry.offset);
+    PutLittle<uint32_t>(&out, static_cast<uint32_t>(entry.key.size()));
+    PutLittle<uint32_t>(&out, entry.value_size);
+    out.push_back(static_cast<char>(entry.flags));
+    out.append(entry.key);
+  }
+  PutLittle<uint32_t>(&out, kHintMagic);
+  PutLittle<uint32_t>(&out, static_cast<uint32_t>(entries.size()));
+  PutLittle<uint64_t>(&out, data_size);
+  PutLittle<uint32_t>(&out, Crc32c(out));
+  return out;
+}
+
+std::optional<std::vector<RecordEntry>> DecodeHint(std::string_view hint, uint64_t data_size) {
+  if (hint.size() < kHintTrailerSize) return std::nullopt;
+  size_t trailer = hint.size() - kHintTrailerSize;
+  if (GetLittle<uint32_t>(hint, trailer) != kHintMagic) return std::nullopt;
+  if (GetLittle<uint64_t>(hint, trailer + 8) != data_size) return std::nullopt;
+  if (Crc32c(hint.substr(0, hint.size() - 4)) != GetLittle<uint32_t>(hint, hint.size() - 4)) {
+    return std::nullopt;
+  }
+  uint32_t count = GetLittle<uint32_t>(hint, trailer + 4);
+  std::vector<RecordEntry> entries;
+  size_t pos = 0;
+  while (pos < trailer) {
+    if (pos + kHintEntryHeaderSize > trailer) return std::nullopt;
+    RecordEntry entry;
+    entry.seq = GetLittle<uint64_t>(hint, pos);
+    entry.timestamp_ms = GetLittle<int64_t>(hint, pos + 8);
+    entry.offset = GetLittle<uint32_t>(hint, pos + 16);
+    uint32_t key_size = GetLittle<uint32_t>(hint, pos + 20);
+    entry.value_size = GetLittle<uint32_t>(hint, pos + 24);
+    entry.flags = static_cast<uint8_t>(hint[pos + 28]);
+    pos += kHintEntryHeaderSize;
+    if (key_size > trailer - pos) return std::nullopt;
+    if (entry.offset + RecordSize(key_size, entry.value_size) > data_size) return std::nullopt;
+    entry.key.assign(hint.substr(pos, key_size));
+    pos += key_size;
+    entries.push_back(std::move(entry));
+  }
+  if (entries.size() != count) return std::nullopt;
+  return entries;
+}
+
+std::string DataFileName(uint32_t id) {
+  char name[32];
+  std::snprintf(name, sizeof(name), "%010u.data", id);
+  return name;
+}
+
+std::string HintFileName(uint32_t id) {
+  char name[32];
+  std::snprintf(name, sizeof(name), "%010u.hint", id);
+  return name;
+}
+
+std::optional<uint32_t> ParseDataFileName(std::string_view name) {
+  if (name.size() != 15 || name.substr(10) != ".data") return std::nullopt;
+  uint64_t id = 0;
+  for (char c : name.substr(0, 10)) {
+    if (c < '0' || c > '9') return std::nullopt;
+    id = id * 10 + static_cast<uint64_t>(c - '0');
+  }
+  if (id > UINT32_MAX) return std::nullopt;
+  return static_cast<uint32_t>(id);
+}
+
+}  // namespace estuary::persistence::bitcask
