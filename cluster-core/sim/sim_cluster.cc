@@ -84,6 +84,7 @@ void SimCluster::StartNode(Node& node) {
   node.disk_queue.clear();
   node.disk_free_at = now_;
   node.pending.clear();
+  node.held.clear();  // the clients' connections died with the node
   node.applied = 0;
   node.state = 0;
   if (node.snapshot.index > 0) RestoreSnapshot(node, node.snapshot);
@@ -180,7 +181,9 @@ void SimCluster::Process(const Event& event) {
   auto it = nodes_.find(event.node);
   if (it == nodes_.end() || !it->second.up) return;
   Node& node = it->second;
-  if (event.kind == Event::Kind::kDeliver) {
+  if (event.kind == Event::Kind::kForward) {
+    DeliverForward(event);
+  } else if (event.kind == Event::Kind::kDeliver) {
     if (blocked_.contains({event.message.from, event.message.to})) return;
     if (message_trace_) {
       const raft::Message& m = event.message;
@@ -215,6 +218,7 @@ void SimCluster::CompleteDiskWrite(Node& node) {
     RestoreSnapshot(node, *ready.snapshot);
   }
   for (const raft::Entry& entry : ready.committed) ApplyEntry(node, entry);
+  ForwardHeld(node, ready);
   Enqueue(node, node.raft->Advance(ready));
 }
 
@@ -292,11 +296,54 @@ std::optional<uint64_t> SimCluster::Propose(NodeId id) {
   Node& node = nodes_.at(id);
   if (!node.up) return std::nullopt;
   const uint64_t value = next_value_++;
-  auto result = node.raft->Propose(EncodeValue(value), LocalNow(id));
-  if (!result) return std::nullopt;
-  node.pending[result->index] = {result->term, value};
-  Enqueue(node, std::move(result->ready));
+  if (!ProposeValue(node, value)) return std::nullopt;
   return value;
+}
+
+bool SimCluster::ProposeValue(Node& node, uint64_t value) {
+  auto result = node.raft->Propose(EncodeValue(value), LocalNow(node.id));
+  if (!result) return false;
+  if (result->held) {
+    node.held.push_back(value);
+    ++stats_.writes_held;
+  } else {
+    node.pending[result->index] = {result->term, value};
+  }
+  Enqueue(node, std::move(result->ready));
+  return true;
+}
+
+// The shell's half of hot switching: held writes go to the new leader over
+// the network, which takes them once its lease is up (retrying briefly).
+void SimCluster::ForwardHeld(Node& node, const raft::Ready& ready) {
+  for (size_t i = 0; i < ready.redirected.size() && !node.held.empty(); ++i) {
+    const uint64_t value = node.held.front();
+    node.held.pop_front();
+    const uint64_t span = options_.max_delay_ms - options_.min_delay_ms + 1;
+    const uint64_t delay =
+        ready.redirect_to == node.id ? 0 : options_.min_delay_ms + NextRandom() % span;
+    events_.push(Event{.time = now_ + delay, .seq = seq_++, .kind = Event::Kind::kForward,
+                       .node = ready.redirect_to, .value = value});
+  }
+}
+
+void SimCluster::DeliverForward(const Event& event) {
+  auto it = nodes_.find(event.node);
+  if (it == nodes_.end() || !it->second.up ||
+      it->second.raft->role() != raft::Role::kLeader) {
+    ++stats_.held_forward_failed;
+    return;
+  }
+  if (ProposeValue(it->second, event.value)) return;
+  if (event.attempts >= 20) {
+    ++stats_.held_forward_failed;
+    return;
+  }
+  Event retry = event;
+  retry.time = now_ + options_.tick_ms;
+  retry.seq = seq_++;
+  ++retry.attempts;
+  events_.push(retry);
 }
 
 Expected<raft::Proposed, raft::Errc> SimCluster::ChangeConfig(NodeId id,

@@ -101,6 +101,8 @@ class SimCluster {
     uint64_t snapshots_installed = 0;  // from a leader
     uint64_t messages_sent = 0;
     uint64_t messages_dropped = 0;
+    uint64_t writes_held = 0;       // timestamp mode, during transfers
+    uint64_t held_forward_failed = 0;  // held writes the new leader did not take
     size_t leader_terms = 0;  // terms that had a leader
   };
   Stats stats() const {
@@ -129,6 +131,7 @@ class SimCluster {
     Index applied = 0;
     uint64_t state = 0;
     std::map<Index, std::pair<Term, uint64_t>> pending;  // proposals: index -> (term, value)
+    std::deque<uint64_t> held;  // values raft holds during a transfer
     int64_t drift_ppm = 0;
     uint64_t clock_offset = 0;
   };
@@ -141,10 +144,12 @@ class SimCluster {
   struct Event {
     uint64_t time = 0;
     uint64_t seq = 0;
-    enum class Kind { kDeliver, kDiskDone } kind = Kind::kDeliver;
+    enum class Kind { kDeliver, kDiskDone, kForward } kind = Kind::kDeliver;
     NodeId node = 0;
     uint64_t epoch = 0;
     raft::Message message{};
+    uint64_t value = 0;     // kForward: a held client write on its way
+    uint32_t attempts = 0;  // kForward: tries so far
     bool operator>(const Event& other) const {
       return time != other.time ? time > other.time : seq > other.seq;
     }
@@ -159,6 +164,9 @@ class SimCluster {
   void Persist(Node& node, const raft::Ready& ready);
   void Send(const raft::Message& message);
   void ApplyEntry(Node& node, const raft::Entry& entry);
+  void ForwardHeld(Node& node, const raft::Ready& ready);
+  void DeliverForward(const Event& event);
+  bool ProposeValue(Node& node, uint64_t value);
   void RestoreSnapshot(Node& node, const raft::Snapshot& snapshot);
   void TickAll();
   void CheckStep();

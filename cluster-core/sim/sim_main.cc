@@ -109,6 +109,8 @@ int main(int argc, char** argv) {
     total.messages_sent += result.stats.messages_sent;
     total.messages_dropped += result.stats.messages_dropped;
     total.leader_terms += result.stats.leader_terms;
+    total.writes_held += result.stats.writes_held;
+    total.held_forward_failed += result.stats.held_forward_failed;
     if (!result.ok) {
       ++failed;
       std::printf("FAIL %s\n", result.failure.c_str());
@@ -129,5 +131,10 @@ int main(int argc, char** argv) {
               static_cast<unsigned long long>(total.snapshots_installed),
               static_cast<unsigned long long>(total.messages_sent),
               static_cast<unsigned long long>(total.messages_dropped));
+  if (options.mode == estuary::raft::Mode::kTimestamp) {
+    std::printf("  writes held during transfers %llu, of which the new leader did not take %llu\n",
+                static_cast<unsigned long long>(total.writes_held),
+                static_cast<unsigned long long>(total.held_forward_failed));
+  }
   return failed == 0 ? 0 : 1;
 }
