@@ -63,10 +63,13 @@ void ShardRuntime::Accept(int fd, std::string received) {
   io::TcpConnection::Handlers handlers;
   handlers.on_data = [this, peer](std::string_view bytes) { OnData(peer, bytes); };
   handlers.on_close = [this, peer](int) {
+    if (peers_.count(peer) == 0) return;
     peer->mqtt->OnStreamClosed();
     Remove(peer);
   };
-  handlers.on_drain = [peer] { peer->mqtt->OnWritable(); };
+  handlers.on_drain = [this, peer] {
+    if (peers_.count(peer) != 0) peer->mqtt->OnWritable();
+  };
   peer->tcp->SetHandlers(std::move(handlers));
   peer->mqtt->Start();
   if (!received.empty()) OnData(peer, received);
@@ -123,13 +126,11 @@ void ShardRuntime::BeginShutdown(uint32_t grace_ms, std::function<void()> on_sto
     if (peers_.count(peer) != 0) peer->mqtt->Disconnect(mqtt::ReasonCode::kServerShuttingDown);
   }
   loop_.AddTimer(grace_ms, [this] {
+    // Clients that did not close in time are reset; each Abort ends in
+    // on_close, which removes the peer and stops the loop after the last.
     std::vector<MqttPeer*> left;
     for (auto& entry : peers_) left.push_back(entry.first);
     for (MqttPeer* peer : left) peer->tcp->Abort();
-    loop_.Post([this] {
-      peers_.clear();
-      CheckStopped();
-    });
   });
   CheckStopped();
 }
