@@ -12,6 +12,10 @@ function(estuary_warnings target)
     target_compile_options(${target} PRIVATE -fsanitize=address,undefined -fno-omit-frame-pointer)
     target_link_options(${target} PRIVATE -fsanitize=address,undefined)
   endif()
+  if(ESTUARY_TSAN)
+    target_compile_options(${target} PRIVATE -fsanitize=thread -fno-omit-frame-pointer)
+    target_link_options(${target} PRIVATE -fsanitize=thread)
+  endif()
   # A fuzz build instruments every Estuary target for libFuzzer's coverage
   # and the sanitizers; only the fuzzers themselves link libFuzzer's main.
   # UBSan findings abort so that the fuzzer sees them as crashes.

@@ -1,0 +1,72 @@
+#include "tools/storage-bench/options.h"
+
+#include <CLI/CLI.hpp>
+#include <map>
+
+namespace estuary::storage_bench {
+
+const char* SyncName(persistence::SyncPolicy sync) {
+  switch (sync) {
+    case persistence::SyncPolicy::kAlways:
+      return "always";
+    case persistence::SyncPolicy::kInterval:
+      return "interval";
+    case persistence::SyncPolicy::kNone:
+      return "none";
+  }
+  return "?";
+}
+
+Parsed ParseOptions(int argc, char** argv) {
+  Parsed parsed;
+  Options& o = parsed.options;
+  CLI::App app{
+      "estuary-storage-bench: the message-queue workload (append, read in order, delete after "
+      "ack, restart) on the Bitcask and RocksDB engines side by side"};
+  app.option_defaults()->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
+  std::vector<std::string> sync_names{"always", "interval", "none"};
+  app.add_option("-e,--engines", o.engines, "Engines: bitcask, rocksdb")
+      ->delimiter(',')
+      ->check(CLI::IsMember({"bitcask", "rocksdb"}))
+      ->capture_default_str();
+  app.add_option("--sync", sync_names, "Sync policies: always, interval, none")
+      ->delimiter(',')
+      ->check(CLI::IsMember({"always", "interval", "none"}))
+      ->capture_default_str();
+  app.add_option("-s,--size", o.sizes, "Message bytes (list: 100,1024,16384)")
+      ->delimiter(',')
+      ->check(CLI::Range(size_t{1}, size_t{64} << 20))
+      ->capture_default_str();
+  app.add_option("-b,--batch", o.batches,
+                 "Messages per write batch, per read fetch and per ack (list); under always one "
+                 "WAL/file sync per batch (group commit)")
+      ->delimiter(',')
+      ->check(CLI::Range(size_t{1}, size_t{1} << 20))
+      ->capture_default_str();
+  app.add_option("-n,--messages", o.messages, "Messages per run")
+      ->check(CLI::Range(uint64_t{1}, uint64_t{1} << 32))
+      ->capture_default_str();
+  app.add_option("--interval-ms", o.sync_interval_ms, "Sync interval of the interval policy")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  app.add_option("--seed", o.seed, "Seed of the payload bytes")->capture_default_str();
+  app.add_option("--dir", o.dir,
+                 "Parent directory for the engines' data (default: a new /tmp dir)");
+  app.add_flag("--json", o.json, "Print JSON instead of the tables");
+  app.add_flag("--keep", o.keep, "Keep the data directories");
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    parsed.exit_code = app.exit(e);
+    return parsed;
+  }
+  std::map<std::string, persistence::SyncPolicy> by_name{
+      {"always", persistence::SyncPolicy::kAlways},
+      {"interval", persistence::SyncPolicy::kInterval},
+      {"none", persistence::SyncPolicy::kNone}};
+  o.syncs.clear();
+  for (const std::string& name : sync_names) o.syncs.push_back(by_name.at(name));
+  return parsed;
+}
+
+}  // namespace estuary::storage_bench

@@ -1,0 +1,35 @@
+#pragma once
+// Flags of estuary-storage-bench (CLI11). See README.md.
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "persistence/storage_engine.h"
+
+namespace estuary::storage_bench {
+
+struct Options {
+  std::vector<std::string> engines{"bitcask", "rocksdb"};
+  std::vector<persistence::SyncPolicy> syncs{persistence::SyncPolicy::kAlways,
+                                             persistence::SyncPolicy::kInterval,
+                                             persistence::SyncPolicy::kNone};
+  std::vector<size_t> sizes{1024};     // message bytes
+  std::vector<size_t> batches{1, 64};  // messages per write (per sync under always)
+  uint64_t messages = 20000;
+  int64_t sync_interval_ms = 100;
+  uint64_t seed = 1;  // payload bytes (random, so compression gains nothing)
+  std::string dir;    // a fresh directory under /tmp when empty
+  bool json = false;
+  bool keep = false;  // keep the data directories
+};
+
+const char* SyncName(persistence::SyncPolicy sync);
+
+// Parses argv; on --help or a bad flag returns the exit code to use.
+struct Parsed {
+  Options options;
+  int exit_code = -1;  // >= 0: exit now
+};
+Parsed ParseOptions(int argc, char** argv);
+
+}  // namespace estuary::storage_bench

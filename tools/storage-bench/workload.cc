@@ -1,0 +1,228 @@
+#include "tools/storage-bench/workload.h"
+
+#include <algorithm>
+#include <chrono>
+#include <filesystem>
+#include <functional>
+#include <memory>
+#include <random>
+
+#include "io/file_system.h"
+#include "persistence/bitcask/bitcask_engine.h"
+#include "persistence/rocksdb/rocksdb_engine.h"
+
+namespace estuary::storage_bench {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+using persistence::Status;
+using persistence::StorageEngine;
+
+constexpr std::string_view kQueuePrefix = "queue/bench/";
+
+std::string Key(uint64_t sequence) {
+  std::string key(kQueuePrefix);
+  for (int shift = 56; shift >= 0; shift -= 8) key.push_back(static_cast<char>(sequence >> shift));
+  return key;
+}
+
+double Micros(Clock::duration d) { return std::chrono::duration<double, std::micro>(d).count(); }
+
+// An open engine and its engine-specific compaction.
+struct Opened {
+  std::unique_ptr<StorageEngine> engine;
+  std::function<Status()> compact;
+  std::string error;
+};
+
+Opened OpenEngine(const RunConfig& config) {
+  Opened opened;
+  auto quiet = [](const std::string&) {};
+  if (config.engine == "rocksdb") {
+    persistence::RocksDbOptions options;
+    options.sync = config.sync;
+    options.sync_interval_ms = config.sync_interval_ms;
+    options.log = quiet;
+    auto engine = persistence::RocksDbEngine::Open(config.dir, options);
+    if (!engine) return Opened{nullptr, {}, engine.error().message};
+    persistence::RocksDbEngine* raw = engine->get();
+    opened.compact = [raw] { return raw->CompactAll(); };
+    opened.engine = std::move(*engine);
+    return opened;
+  }
+  persistence::bitcask::BitcaskOptions options;
+  options.sync = config.sync;
+  options.sync_interval_ms = config.sync_interval_ms;
+  options.log = quiet;
+  auto engine = persistence::bitcask::BitcaskEngine::Open(io::PosixFileSystem::Instance(),
+                                                          config.dir, options);
+  if (!engine) return Opened{nullptr, {}, engine.error().message};
+  persistence::bitcask::BitcaskEngine* raw = engine->get();
+  opened.compact = [raw] { return raw->Merge(); };
+  opened.engine = std::move(*engine);
+  return opened;
+}
+
+// Times `op` once per operation; fills the phase's totals and percentiles.
+class PhaseTimer {
+ public:
+  explicit PhaseTimer(Phase& phase) : phase_(phase), start_(Clock::now()) {}
+  template <typename Op>
+  auto Time(Op&& op) {
+    auto t0 = Clock::now();
+    auto result = op();
+    latencies_.push_back(Micros(Clock::now() - t0));
+    return result;
+  }
+  void Finish(uint64_t messages) {
+    phase_.seconds = std::chrono::duration<double>(Clock::now() - start_).count();
+    phase_.messages = messages;
+    phase_.operations = latencies_.size();
+    phase_.p50_us = Percentile(0.50);
+    phase_.p99_us = Percentile(0.99);
+  }
+
+ private:
+  double Percentile(double q) {
+    if (latencies_.empty()) return 0;
+    size_t index = std::min(latencies_.size() - 1, static_cast<size_t>(q * latencies_.size()));
+    std::nth_element(latencies_.begin(), latencies_.begin() + index, latencies_.end());
+    return latencies_[index];
+  }
+  Phase& phase_;
+  Clock::time_point start_;
+  std::vector<double> latencies_;
+};
+
+// Interval syncs (and Bitcask merges) are driven by Tick, as a shard's loop
+// would; the bench has no loop.
+Status Tick(StorageEngine& engine, Clock::time_point origin) {
+  auto now_ms = std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - origin);
+  return engine.Tick(now_ms.count());
+}
+
+std::string RunAppend(const RunConfig& config, StorageEngine& engine, Phase& phase) {
+  std::mt19937_64 random(config.seed);
+  std::string payload(config.size + 64, '\0');
+  for (char& c : payload) c = static_cast<char>(random());
+  PhaseTimer timer(phase);
+  auto origin = Clock::now();
+  for (uint64_t next = 0; next < config.messages;) {
+    persistence::WriteBatch batch;
+    for (size_t i = 0; i < config.batch && next < config.messages; ++i, ++next) {
+      batch.Put(Key(next), std::string_view(payload).substr(next % 64, config.size));
+    }
+    if (auto s = timer.Time([&] { return engine.Write(batch); }); !s) return s.error().message;
+    if (auto s = Tick(engine, origin); !s) return s.error().message;
+  }
+  timer.Finish(config.messages);
+  return {};
+}
+
+std::string RunRandomGets(const RunConfig& config, StorageEngine& engine, Phase& phase) {
+  std::mt19937_64 random(config.seed + 1);
+  uint64_t count = std::min<uint64_t>(config.messages, 10000);
+  PhaseTimer timer(phase);
+  for (uint64_t i = 0; i < count; ++i) {
+    uint64_t sequence = random() % config.messages;
+    auto value = timer.Time([&] { return engine.Get(Key(sequence)); });
+    if (!value) return value.error().message;
+    if (!*value || (*value)->size() != config.size) {
+      return "message " + std::to_string(sequence) + " missing or of the wrong size";
+    }
+  }
+  timer.Finish(count);
+  return {};
+}
+
+std::string RunRead(const RunConfig& config, StorageEngine& engine, Phase& phase) {
+  PhaseTimer timer(phase);
+  uint64_t next = 0;
+  std::string error;
+  while (next < config.messages && error.empty()) {
+    uint64_t fetched = 0;
+    auto s = timer.Time([&] {
+      return engine.Scan(kQueuePrefix, Key(next), [&](std::string_view, std::string_view value) {
+        if (value.size() != config.size) error = "read a message of the wrong size";
+        return ++fetched < config.batch;
+      });
+    });
+    if (!s) return s.error().message;
+    if (fetched == 0) return "queue ended early at message " + std::to_string(next);
+    next += fetched;
+  }
+  timer.Finish(next);
+  return error;
+}
+
+std::string RunAck(const RunConfig& config, StorageEngine& engine, Phase& phase) {
+  PhaseTimer timer(phase);
+  auto origin = Clock::now();
+  for (uint64_t next = 0; next < config.messages;) {
+    persistence::WriteBatch batch;
+    for (size_t i = 0; i < config.batch && next < config.messages; ++i, ++next) {
+      batch.Delete(Key(next));
+    }
+    if (auto s = timer.Time([&] { return engine.Write(batch); }); !s) return s.error().message;
+    if (auto s = Tick(engine, origin); !s) return s.error().message;
+  }
+  timer.Finish(config.messages);
+  return {};
+}
+
+double TimeMs(const std::function<void()>& fn) {
+  auto t0 = Clock::now();
+  fn();
+  return std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
+}
+
+}  // namespace
+
+uint64_t DiskBytes(const std::string& dir) {
+  uint64_t total = 0;
+  std::error_code ec;
+  for (auto it = std::filesystem::recursive_directory_iterator(dir, ec);
+       !ec && it != std::filesystem::recursive_directory_iterator(); it.increment(ec)) {
+    if (it->is_regular_file(ec)) total += it->file_size(ec);
+  }
+  return total;
+}
+
+RunResult RunQueueWorkload(const RunConfig& config) {
+  RunResult result;
+  result.config = config;
+  auto fail = [&result](std::string where, std::string error) {
+    result.error = where + ": " + error;
+    return result;
+  };
+  std::filesystem::remove_all(config.dir);
+  std::filesystem::create_directories(std::filesystem::path(config.dir).parent_path());
+  Opened opened = OpenEngine(config);
+  if (!opened.engine) return fail("open", opened.error);
+  if (auto e = RunAppend(config, *opened.engine, result.append); !e.empty()) {
+    return fail("append", e);
+  }
+  result.syncs = opened.engine->GetStats().syncs;
+  result.disk_after_append = DiskBytes(config.dir);
+  result.close_ms = TimeMs([&] { (void)opened.engine->Close(); });
+  opened = Opened{};
+  result.restart_ms = TimeMs([&] { opened = OpenEngine(config); });
+  if (!opened.engine) return fail("reopen", opened.error);
+  if (auto e = RunRandomGets(config, *opened.engine, result.get); !e.empty()) {
+    return fail("get", e);
+  }
+  if (auto e = RunRead(config, *opened.engine, result.read); !e.empty()) {
+    return fail("read", e);
+  }
+  if (auto e = RunAck(config, *opened.engine, result.ack); !e.empty()) {
+    return fail("ack", e);
+  }
+  if (auto s = opened.engine->Sync(); !s) return fail("sync", s.error().message);
+  result.disk_after_ack = DiskBytes(config.dir);
+  if (auto s = opened.compact(); !s) return fail("compact", s.error().message);
+  result.disk_after_compact = DiskBytes(config.dir);
+  (void)opened.engine->Close();
+  return result;
+}
+
+}  // namespace estuary::storage_bench
