@@ -78,6 +78,11 @@ bool RawClient::ReadMore(std::chrono::steady_clock::time_point deadline) {
 }
 
 std::optional<mqtt::Packet> RawClient::Receive(std::chrono::milliseconds timeout) {
+  if (!held_.empty()) {
+    mqtt::Packet packet = std::move(held_.front());
+    held_.pop_front();
+    return packet;
+  }
   const auto deadline = std::chrono::steady_clock::now() + timeout;
   for (;;) {
     auto header = mqtt::PeekFrame(buffer_, UINT32_MAX);
@@ -117,6 +122,12 @@ std::optional<mqtt::ConnackPacket> RawClient::Connect(const std::string& client_
   auto reply = Receive();
   if (!reply || !std::holds_alternative<mqtt::ConnackPacket>(*reply)) return std::nullopt;
   return std::get<mqtt::ConnackPacket>(*reply);
+}
+
+std::optional<mqtt::ConnackPacket> RawClient::Connect(const mqtt::ConnectPacket& connect) {
+  version = connect.version;
+  Send(connect);
+  return ReceiveAs<mqtt::ConnackPacket>();
 }
 
 HttpResult HttpGet(const std::string& host, uint16_t port, const std::string& path) {

@@ -5,6 +5,7 @@
 // deadline, never a sleep. Test support only.
 #include <chrono>
 #include <cstdint>
+#include <deque>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -31,19 +32,38 @@ class RawClient {
   // `timeout` for it, discarding packets meanwhile into `last_discarded`.
   bool WaitClosed(std::chrono::milliseconds timeout = std::chrono::seconds(5));
   bool closed() const { return closed_; }
+  // Puts packets back: Receive returns them, oldest first, before reading
+  // the socket again. For helpers that skip over packets they do not want.
+  void PutBack(mqtt::Packet packet) { held_.push_back(std::move(packet)); }
   void Close();
 
   // CONNECT then CONNACK; returns the CONNACK (reason set on failure).
   std::optional<mqtt::ConnackPacket> Connect(const std::string& client_id, bool clean_start = true,
                                              mqtt::Properties properties = {}, uint16_t keep_alive = 60);
+  // Sends `connect` as given (its own version field; `version` is set from
+  // it) and returns the CONNACK, or nullopt if something else or nothing came.
+  std::optional<mqtt::ConnackPacket> Connect(const mqtt::ConnectPacket& connect);
+
+  // The next packet if it is a T; nullopt on timeout, close, or another
+  // packet type (kept in `last_unexpected`).
+  template <typename T>
+  std::optional<T> ReceiveAs(std::chrono::milliseconds timeout = std::chrono::seconds(5)) {
+    auto packet = Receive(timeout);
+    if (!packet) return std::nullopt;
+    if (auto* typed = std::get_if<T>(&*packet)) return std::move(*typed);
+    last_unexpected = std::move(packet);
+    return std::nullopt;
+  }
 
   mqtt::ProtocolVersion version = mqtt::ProtocolVersion::kV5;
   std::optional<mqtt::Packet> last_discarded;
+  std::optional<mqtt::Packet> last_unexpected;
 
  private:
   bool ReadMore(std::chrono::steady_clock::time_point deadline);
   int fd_ = -1;
   std::string buffer_;
+  std::deque<mqtt::Packet> held_;
   bool closed_ = false;
 };
 
