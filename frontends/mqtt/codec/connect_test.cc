@@ -106,7 +106,7 @@ TEST(ConnectTest, WillFieldsAreRead) {
 TEST(ConnectTest, WillPropertiesOnlyAllowWillProperties) {
   // Session Expiry Interval belongs to CONNECT, not to the will.
   const std::string will = Bytes({0x05, 0x11, 0x00, 0x00, 0x00, 0x05}) + Str("w") + Str("m");
-  EXPECT_EQ(DecodeReason(Connect("MQTT", 5, 0x04, will, true), kV5), ReasonCode::kProtocolError);
+  EXPECT_EQ(DecodeReason(Connect("MQTT", 5, 0x04, will, true), kV5), ReasonCode::kMalformedPacket);
 }
 
 // [MQTT-3.1.2-22] in 3.1.1; v5 allows a password without a user name.

@@ -219,7 +219,7 @@ void ReadProperty(WireReader& reader, PropertyScope scope, Properties& propertie
     return;
   }
   if (!Allowed(*spec, scope)) {
-    reader.Fail(ReasonCode::kProtocolError,
+    reader.Fail(ReasonCode::kMalformedPacket,  // §2.2.2.2: an identifier not valid for the packet type
                 std::string(spec->name) + " not allowed in this packet");
     return;
   }

@@ -100,9 +100,10 @@ std::vector<PropertyCase> PropertyTable() {
 TEST(PropertiesTest, EachPropertyOnlyWhereTheSpecAllowsIt) {
   for (const PropertyCase& property : PropertyTable()) {
     for (const auto& [packet, build] : Builders()) {
+      // §2.2.2.2: an identifier not valid for its packet type is malformed.
       const ReasonCode expected = property.allowed_in.count(packet) != 0
                                       ? ReasonCode::kSuccess
-                                      : ReasonCode::kProtocolError;
+                                      : ReasonCode::kMalformedPacket;
       EXPECT_EQ(DecodeReason(build(property.encoded), kV5), expected)
           << "property 0x" << std::hex << property.id << " in " << packet;
     }

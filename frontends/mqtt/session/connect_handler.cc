@@ -31,6 +31,8 @@ bool V3CanCarry(ReasonCode reason) {
 
 void MqttConnection::HandleConnect(ConnectPacket& connect) {
   version_ = connect.version;
+  // Known before any reply, so that even a refusal fits [MQTT-3.2.2-19].
+  client_max_packet_size_ = connect.properties.maximum_packet_size.value_or(UINT32_MAX);
   if (!CheckConnect(connect)) return;
   client_id_ = connect.client_id;
   if (client_id_.empty()) client_id_ = AssignClientId();
@@ -85,6 +87,11 @@ bool MqttConnection::CheckConnect(const ConnectPacket& connect) {
     }
     if (connect.will->retain && !limits.retain_available) {
       RefuseConnect(ReasonCode::kRetainNotSupported, "retained wills are not available");
+      return false;
+    }
+    const auto& will_response = connect.will->properties.response_topic;
+    if (will_response && !ValidateTopicName(*will_response)) {
+      RefuseConnect(ReasonCode::kProtocolError, "will response topic is not a topic name [MQTT-3.1.3-11]");
       return false;
     }
     if (connect.will->properties.payload_format_indicator.value_or(0) == 1 &&
@@ -175,9 +182,8 @@ void MqttConnection::SendConnack(const ConnectPacket& connect, bool session_pres
     p.maximum_packet_size = limits.max_packet_size;
     if (connect.client_id.empty()) p.assigned_client_identifier = client_id_;
     p.topic_alias_maximum = limits.topic_alias_maximum;
-    p.wildcard_subscription_available = 1;
-    p.subscription_identifier_available = 1;
-    p.shared_subscription_available = 1;
+    // Wildcard, subscription identifier and shared subscriptions are
+    // available: the default when absent, so not sent.
     if (keep_alive_s_ != connect.keep_alive) p.server_keep_alive = keep_alive_s_;
     if (connect.properties.request_response_information.value_or(0) == 1) {
       p.response_information = "reply/" + client_id_;

@@ -188,8 +188,46 @@ void MqttConnection::Dispatch(Packet& packet) {
 }
 
 void MqttConnection::Send(const Packet& packet) {
-  EncodePacket(packet, version_, stream_.output());
+  if (v5() && client_max_packet_size_ != UINT32_MAX &&
+      EncodedSize(packet, version_) > client_max_packet_size_) {
+    // [MQTT-3.1.2-24, 3.1.2-25] never exceed the client's maximum: drop
+    // what may be dropped (reason string, user properties, then optional
+    // CONNACK properties) until it fits.
+    Packet trimmed = packet;
+    if (!TrimToFit(trimmed)) {
+      spdlog::debug("mqtt client '{}': {} too large for the client, not sent", client_id_,
+                    ToString(TypeOf(packet)));
+      return;
+    }
+    EncodePacket(trimmed, version_, stream_.output());
+  } else {
+    EncodePacket(packet, version_, stream_.output());
+  }
   stream_.Flush();
+}
+
+bool MqttConnection::TrimToFit(Packet& packet) const {
+  auto fits = [&] { return EncodedSize(packet, version_) <= client_max_packet_size_; };
+  std::visit(
+      [](auto& p) {
+        if constexpr (requires { p.properties; }) {
+          p.properties.reason_string.reset();
+          p.properties.user_properties.clear();
+        }
+      },
+      packet);
+  if (fits()) return true;
+  if (auto* connack = std::get_if<ConnackPacket>(&packet)) {
+    Properties& p = connack->properties;
+    p.response_information.reset();
+    p.server_reference.reset();
+    if (fits()) return true;
+    p.topic_alias_maximum.reset();  // absent: the client sends no aliases
+    if (fits()) return true;
+    p.maximum_packet_size.reset();
+    p.receive_maximum.reset();
+  }
+  return fits();
 }
 
 void MqttConnection::Fail(ReasonCode reason, std::string_view why) {

@@ -94,6 +94,7 @@ class MqttConnection final : public core::SessionSink,
   void Fail(ReasonCode reason, std::string_view why);
   void CloseStream();
   void Send(const Packet& packet);
+  bool TrimToFit(Packet& packet) const;
   void ArmKeepAlive(int64_t delay_ms);
   // Reads while no subscriber asked for a pause and our output is not
   // backed up past the high watermark.

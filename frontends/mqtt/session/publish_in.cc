@@ -63,6 +63,10 @@ void MqttConnection::HandlePublish(PublishPacket& publish) {
     Fail(ReasonCode::kRetainNotSupported, "retain is not available [MQTT-3.2.2-14]");
     return;
   }
+  if (publish.properties.response_topic && !ValidateTopicName(*publish.properties.response_topic)) {
+    Fail(ReasonCode::kProtocolError, "response topic is not a topic name [MQTT-3.3.2-14]");
+    return;
+  }
   if (!publish.properties.subscription_identifiers.empty()) {
     Fail(ReasonCode::kProtocolError, "subscription identifier from a client [MQTT-3.3.4-6]");
     return;

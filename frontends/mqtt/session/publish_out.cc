@@ -77,8 +77,10 @@ bool MqttConnection::SendDelivery(const core::Delivery& delivery, uint16_t packe
     if (m.expiry_at_ms) {
       // [MQTT-3.3.2-6] the interval sent is what remains of it.
       const int64_t remaining_ms = *m.expiry_at_ms - broker_.loop().clock().WallMs();
-      if (remaining_ms <= 0) return false;
-      p.message_expiry_interval = static_cast<uint32_t>((remaining_ms + 999) / 1000);
+      // A delivery already started is finished even if it expired since
+      // [MQTT-4.3.3-7]: a resend carries the smallest interval, 1 s.
+      if (remaining_ms <= 0 && !dup) return false;
+      p.message_expiry_interval = static_cast<uint32_t>(std::max<int64_t>(1, (remaining_ms + 999) / 1000));
     }
     p.content_type = m.content_type;
     p.response_topic = m.response_topic;
