@@ -13,9 +13,8 @@
 #include "frontends/mqtt/codec/encoder.h"
 
 namespace estuary::testing {
-namespace {
 
-int ConnectSocket(const std::string& host, uint16_t port) {
+int ConnectTcp(const std::string& host, uint16_t port) {
   int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
   if (fd < 0) return -1;
   sockaddr_in address{};
@@ -31,12 +30,11 @@ int ConnectSocket(const std::string& host, uint16_t port) {
   return fd;
 }
 
-}  // namespace
 
 RawClient::~RawClient() { Close(); }
 
 bool RawClient::Open(const std::string& host, uint16_t port) {
-  fd_ = ConnectSocket(host, port);
+  fd_ = ConnectTcp(host, port);
   return fd_ >= 0;
 }
 
@@ -132,7 +130,7 @@ std::optional<mqtt::ConnackPacket> RawClient::Connect(const mqtt::ConnectPacket&
 
 HttpResult HttpGet(const std::string& host, uint16_t port, const std::string& path) {
   HttpResult result;
-  const int fd = ConnectSocket(host, port);
+  const int fd = ConnectTcp(host, port);
   if (fd < 0) return result;
   const std::string request = "GET " + path + " HTTP/1.1\r\nHost: " + host + "\r\nConnection: close\r\n\r\n";
   ::send(fd, request.data(), request.size(), MSG_NOSIGNAL);

@@ -67,6 +67,10 @@ class RawClient {
   bool closed_ = false;
 };
 
+// A blocking TCP connection to an IPv4 address with TCP_NODELAY set;
+// returns the socket, or -1.
+int ConnectTcp(const std::string& host, uint16_t port);
+
 // Blocking HTTP GET on loopback: returns the status code and body.
 struct HttpResult {
   int status = 0;

@@ -1,5 +1,7 @@
 #include "conformance/support/tcp_relay.h"
 
+#include "conformance/support/raw_client.h"
+
 #include <arpa/inet.h>
 #include <fcntl.h>
 #include <netinet/in.h>
@@ -12,22 +14,6 @@
 
 namespace estuary::testing {
 namespace {
-
-int ConnectTo(const std::string& host, uint16_t port) {
-  int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  if (fd < 0) return -1;
-  sockaddr_in address{};
-  address.sin_family = AF_INET;
-  address.sin_port = htons(port);
-  if (::inet_pton(AF_INET, host.c_str(), &address.sin_addr) != 1 ||
-      ::connect(fd, reinterpret_cast<sockaddr*>(&address), sizeof(address)) != 0) {
-    ::close(fd);
-    return -1;
-  }
-  int one = 1;
-  ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
-  return fd;
-}
 
 // Writes all of `data` to a blocking socket.
 bool WriteAll(int fd, const char* data, size_t size) {
@@ -135,7 +121,7 @@ void TcpRelay::Run() {
 void TcpRelay::AcceptOne() {
   const int client = ::accept4(listen_fd_, nullptr, nullptr, SOCK_CLOEXEC);
   if (client < 0) return;
-  const int server = ConnectTo(target_host_, target_port_);
+  const int server = ConnectTcp(target_host_, target_port_);
   if (server < 0) {
     ::close(client);
     return;
