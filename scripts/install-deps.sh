@@ -16,7 +16,9 @@ PACKAGES=(
   libspdlog-dev libfmt-dev libcli11-dev libtomlplusplus-dev
   nlohmann-json3-dev libssl-dev libxxhash-dev libexpected-dev
   mosquitto mosquitto-clients python3 python3-paho-mqtt
-  curl procps iproute2
+  curl procps iproute2 iputils-arping
+  python3-uamqp python3-qpid-proton
+  haproxy rabbitmq-server
 )
 
 missing=()
@@ -40,4 +42,10 @@ DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y --no-install-recommends 
 # scripts start their own on free ports, so keep the system one out of the way.
 if command -v systemctl >/dev/null 2>&1; then
   $SUDO systemctl disable --now mosquitto >/dev/null 2>&1 || true
+  $SUDO systemctl disable --now rabbitmq-server >/dev/null 2>&1 || true
+  $SUDO systemctl disable --now haproxy >/dev/null 2>&1 || true
 fi
+# Without systemd the packages' init scripts may still have started them.
+$SUDO pkill -x mosquitto >/dev/null 2>&1 || true
+$SUDO pkill -x haproxy >/dev/null 2>&1 || true
+

@@ -1,0 +1,46 @@
+#pragma once
+// The AMQP 1.0 <-> model mapping: the one place where an AMQP message
+// becomes a model Message and a Delivery becomes an AMQP message. The rules
+// are written down in docs/mapping.md; this code enforces them and nothing
+// else translates. Pure functions: no IO, no clock reads (`now_ms` is the
+// caller's wall clock, for TTL <-> absolute expiry).
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+#include <proton/message.hpp>
+
+#include "cluster-core/broker/session.h"
+#include "model/message.h"
+#include "model/result.h"
+
+namespace estuary::amqp {
+
+// Why an AMQP message cannot be taken; `condition` is the AMQP error
+// condition to reject or detach with (e.g. "amqp:invalid-field",
+// "amqp:decode-error"), `description` a human-readable reason.
+struct MappingError {
+  std::string condition;
+  std::string description;
+};
+
+// What the receiving link knows about an incoming message.
+struct InboundContext {
+  // The topic: the link's target address, or the message's `to` when the
+  // link is an anonymous relay (null target address).
+  std::string_view topic;
+  std::string_view container_id;  // the sending connection's container-id
+  uint16_t node = 0;              // this node's id (Message::origin.node)
+  bool settled = false;           // pre-settled = QoS 0, else QoS 1
+  int64_t now_ms = 0;
+};
+
+// AMQP -> model. Fills every Message field except `id` (the caller assigns
+// it from the broker). The topic must be a valid MQTT topic name.
+Expected<Message, MappingError> ToModel(const proton::message& in, const InboundContext& context);
+
+// model -> AMQP, for one delivery to an AMQP receiver. `out` is cleared
+// first, so one proton::message can be reused per link.
+void FromModel(const core::Delivery& delivery, int64_t now_ms, proton::message& out);
+
+}  // namespace estuary::amqp
