@@ -2,11 +2,26 @@
 
 #include <gtest/gtest.h>
 
+#include <random>
+
 #include "persistence/bitcask/crc32c.h"
 #include "persistence/bitcask/merge_manifest.h"
 
 namespace estuary::persistence::bitcask {
 namespace {
+
+TEST(Crc32c, FastPathMatchesTableAtEveryLengthAndAlignment) {
+  std::mt19937 rng(7);
+  std::string buffer(300, '\0');
+  for (char& c : buffer) c = static_cast<char>(rng());
+  for (size_t offset = 0; offset < 9; ++offset) {
+    for (size_t length = 0; offset + length <= buffer.size(); length += 7) {
+      std::string_view slice(buffer.data() + offset, length);
+      ASSERT_EQ(Crc32c(slice, 0x1234u), Crc32cPortable(slice, 0x1234u)) << offset << "+" << length;
+    }
+  }
+  EXPECT_EQ(Crc32cPortable("123456789"), 0xE3069283u);
+}
 
 TEST(Crc32c, KnownVectors) {
   EXPECT_EQ(Crc32c("123456789"), 0xE3069283u);
