@@ -54,6 +54,9 @@ size_t Message::ApproximateBytes() const {
   if (payload) {
     bytes += sizeof(std::string) + kSharedControlBytes + HeapBytes(*payload);
   }
+  if (amqp_extras) {
+    bytes += sizeof(std::string) + kSharedControlBytes + HeapBytes(*amqp_extras);
+  }
   return bytes;
 }
 

@@ -69,6 +69,15 @@ struct Message {
   bool retain = false;
   bool durable = false;
   Origin origin;
+  // What an AMQP 1.0 sender put in its message that the fields above cannot
+  // carry (message-id, subject, user-id, group fields, creation-time,
+  // content-encoding, priority, delivery annotations, foreign message
+  // annotations, non-string application properties, typed correlation ids):
+  // one standard AMQP message encoding holding only those parts, written and
+  // read only by frontends/amqp/mapping (docs/mapping.md). Null for messages
+  // from MQTT and for AMQP messages with nothing extra. Shared like the
+  // payload: copying a Message copies one pointer, never the bytes.
+  Payload amqp_extras;
 
   size_t PayloadSize() const { return payload ? payload->size() : 0; }
   // Approximate memory held by this message (for queue byte limits).

@@ -43,4 +43,25 @@ Expected<Message, MappingError> ToModel(const proton::message& in, const Inbound
 // first, so one proton::message can be reused per link.
 void FromModel(const core::Delivery& delivery, int64_t now_ms, proton::message& out);
 
+// The names the mapping reads and writes (docs/mapping.md).
+// Message annotations the broker sets on every message it sends to AMQP;
+// the same keys on an incoming message are dropped (the broker's word, not
+// the sender's), except x-opt-retain, which a sender sets to publish a
+// retained message.
+inline constexpr std::string_view kRetainAnnotation = "x-opt-retain";
+inline constexpr std::string_view kSubscriptionIdsAnnotation = "x-opt-subscription-ids";
+inline constexpr std::string_view kOriginClientIdAnnotation = "x-opt-origin-client-id";
+inline constexpr std::string_view kOriginProtocolAnnotation = "x-opt-origin-protocol";
+// MQTT 5 details AMQP has no field for, set only when needed.
+inline constexpr std::string_view kUserPropertiesAnnotation = "x-opt-mqtt-user-properties";
+inline constexpr std::string_view kPayloadFormatAnnotation = "x-opt-mqtt-payload-format";
+inline constexpr std::string_view kEmptyContentTypeAnnotation = "x-opt-mqtt-empty-content-type";
+// Kept in Message::amqp_extras only (never sent): the body was an
+// amqp-value binary rather than a data section. A sender's value is dropped.
+inline constexpr std::string_view kAmqpValueBinaryAnnotation = "x-opt-estuary-amqp-value-binary";
+// The MQTT user property that marks a payload holding AMQP-encoded body
+// sections (a body other than one data section or an amqp-value string);
+// its value names the body: "amqp-value", "amqp-sequence" or "none".
+inline constexpr std::string_view kAmqpBodyUserProperty = "x-amqp-body";
+
 }  // namespace estuary::amqp
