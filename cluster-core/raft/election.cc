@@ -48,6 +48,7 @@ void Raft::TickElection() {
 
 void Raft::StartPreVote() {
   role_ = Role::kPreCandidate;
+  transfer_campaign_ = false;
   leader_ = kNoNode;
   granted_ = {options_.id};
   rejected_.clear();
@@ -58,6 +59,8 @@ void Raft::StartPreVote() {
 
 void Raft::Campaign(bool transfer) {
   role_ = Role::kCandidate;
+  transfer_campaign_ = transfer;
+  vote_acks_.clear();
   ++term_;
   vote_ = options_.id;
   leader_ = kNoNode;
@@ -77,7 +80,8 @@ void Raft::BroadcastVoteRequests(MessageType type, Term term, bool transfer) {
                  .term = term,
                  .log_index = log_.LastIndex(),
                  .log_term = log_.LastTerm(),
-                 .transfer = transfer});
+                 .transfer = transfer,
+                 .send_time = now_});
   }
 }
 
@@ -87,6 +91,20 @@ void Raft::HandleVoteRequest(const Message& message) {
   bool grant = false;
   if (pre) {
     grant = message.term > term_ && up_to_date && !HeardFromLeaderRecently();
+    // Timestamp mode: two backups whose timeouts fire together would both
+    // pass PreVote and split the vote. Of two pre-candidates, the one with
+    // the older log yields, and of two equally fresh ones the higher id
+    // (PreVote has no part in safety).
+    if (grant && role_ == Role::kPreCandidate && options_.mode == Mode::kTimestamp) {
+      const bool newer = message.log_term > log_.LastTerm() ||
+                         (message.log_term == log_.LastTerm() && message.log_index > log_.LastIndex());
+      grant = newer || message.from < options_.id;
+      if (grant) {
+        role_ = Role::kFollower;
+        granted_.clear();
+        ResetElectionTimer();
+      }
+    }
   } else {
     grant = message.term == term_ && (vote_ == kNoNode || vote_ == message.from) && up_to_date;
   }
@@ -94,11 +112,16 @@ void Raft::HandleVoteRequest(const Message& message) {
     vote_ = message.from;
     SaveHardState();
     ResetElectionTimer();
+    // Timestamp mode: a vote for a transfer target counts as hearing from
+    // a leader, so this node refuses other candidates for an election
+    // timeout and the target may start its term with a lease.
+    if (message.transfer && options_.mode == Mode::kTimestamp) last_leader_contact_ = now_;
   }
   Send(Message{.type = pre ? MessageType::kPreVoteResponse : MessageType::kVoteResponse,
                .to = message.from,
                .term = (pre && grant) ? message.term : term_,
-               .reject = !grant});
+               .reject = !grant,
+               .send_time = message.send_time});
 }
 
 void Raft::HandleVoteResponse(const Message& message) {
@@ -107,6 +130,7 @@ void Raft::HandleVoteResponse(const Message& message) {
   if (pre && !message.reject && message.term != term_ + 1) return;  // stale round
   if (!log_.config().IsVoter(message.from)) return;
   (message.reject ? rejected_ : granted_).insert(message.from);
+  if (!pre && !message.reject) vote_acks_[message.from] = message.send_time;
   const size_t quorum = log_.config().Quorum();
   if (granted_.size() >= quorum) {
     if (pre) {
@@ -127,6 +151,16 @@ void Raft::BecomeLeader() {
   lease_forfeited_ = false;
   progress_.clear();
   SyncProgress();
+  // Hot switching: the voters of a transfer campaign each refuse rivals
+  // for an election timeout after granting, exactly as after an
+  // acknowledged heartbeat, so their grants start the lease at once.
+  if (transfer_campaign_ && options_.mode == Mode::kTimestamp) {
+    for (auto& [peer, progress] : progress_) {
+      auto ack = vote_acks_.find(peer);
+      if (ack != vote_acks_.end()) progress.lease_ack = ack->second;
+    }
+  }
+  transfer_campaign_ = false;
   heartbeat_deadline_ = now_ + options_.heartbeat_interval_ms;
   quorum_check_deadline_ = now_ + options_.election_timeout_ms;
   last_leader_contact_ = now_;

@@ -105,7 +105,11 @@ void Raft::MaybeSendTimeoutNow() {
   auto it = progress_.find(transfer_target_);
   if (it == progress_.end() || it->second.match < log_.LastIndex()) return;
   lease_forfeited_ = true;
+  handoff_deadline_ = now_ + options_.election_timeout_ms;
   Send(Message{.type = MessageType::kTimeoutNow, .to = transfer_target_});
+  // The target holds what it is sent while it campaigns and serves it as
+  // soon as it wins, without waiting for this node to learn of it.
+  if (options_.mode == Mode::kTimestamp) ReleaseHeld(transfer_target_);
 }
 
 // In timestamp mode a leader that sent TimeoutNow cannot get its lease
@@ -124,8 +128,20 @@ void Raft::AbortTransfer() {
 void Raft::ReleaseHeld(NodeId leader) {
   if (held_.empty()) return;
   ready_.redirect_to = leader;
-  for (auto& data : held_) ready_.redirected.push_back(std::move(data));
+  for (Write& write : held_) ready_.redirected.push_back(std::move(write));
   held_.clear();
+}
+
+// Timestamp mode: a leader transferring its leadership, the target while
+// it campaigns on the leader's TimeoutNow, a leader that just handed over
+// (until it learns the new leader), and a follower that knows its leader
+// (which hands the write straight back, addressed to the leader) hold
+// client writes instead of failing them.
+bool Raft::HoldsWrites() const {
+  if (options_.mode != Mode::kTimestamp) return false;
+  if (role_ == Role::kLeader) return transfer_target_ != kNoNode;
+  if (role_ == Role::kCandidate && transfer_campaign_) return true;
+  return leader_ != kNoNode || now_ < handoff_deadline_;
 }
 
 }  // namespace estuary::raft

@@ -21,6 +21,8 @@ struct Progress {
   bool acked_since_heartbeat = false;  // any success since the last heartbeat
   bool recent_active = false;       // heard from since the last quorum check
   uint64_t lease_ack = 0;           // latest send_time it echoed back
+  Index snapshot_index = 0;         // the snapshot being sent (kSnapshot)
+  uint64_t snapshot_offset = 0;     // bytes of it the follower holds
 };
 
 }  // namespace estuary::raft

@@ -9,15 +9,20 @@
 namespace estuary::raft {
 
 Raft::Raft(Options options, Storage storage, uint64_t now)
-    : options_(std::move(options)), now_(now), random_state_(options_.random_seed) {
+    : options_(std::move(options)),
+      now_(now),
+      dedup_(options_.dedup_window_ms),
+      random_state_(options_.random_seed) {
   ESTUARY_RAFT_CHECK(options_.id != kNoNode);
   ESTUARY_RAFT_CHECK(options_.heartbeat_interval_ms < options_.election_timeout_ms);
   ESTUARY_RAFT_CHECK(options_.max_clock_drift_ms < options_.election_timeout_ms);
-  ESTUARY_RAFT_CHECK(options_.max_inflight > 0 && options_.max_append_entries > 0);
+  ESTUARY_RAFT_CHECK(options_.max_inflight > 0 && options_.max_append_entries > 0 &&
+                     options_.max_snapshot_chunk_bytes > 0);
   if (storage.snapshot.index == 0 && storage.snapshot.config.voters.empty()) {
     storage.snapshot.config = storage.bootstrap;
   }
   applied_ = storage.snapshot.index;
+  dedup_.Restore(storage.snapshot.dedup);
   log_.Restore(std::move(storage.snapshot), std::move(storage.entries));
   term_ = storage.hard_state.term;
   vote_ = storage.hard_state.vote;
@@ -55,21 +60,24 @@ Ready Raft::Advance(const Ready& ready) {
   return TakeReady();
 }
 
-Expected<Proposed, Errc> Raft::Propose(std::vector<uint8_t> data, uint64_t now) {
+Expected<Proposed, Errc> Raft::Propose(std::vector<uint8_t> data, uint64_t now, WriteId id) {
   now_ = std::max(now_, now);
-  if (role_ != Role::kLeader) return MakeError(Errc::kNotLeader);
-  if (transfer_target_ != kNoNode) {
+  if (HoldsWrites()) {
     // Hot switching: hold the write for the new leader instead of failing it.
-    if (options_.mode != Mode::kTimestamp || held_.size() >= options_.max_held_writes) {
-      return MakeError(Errc::kTransferInProgress);
-    }
-    held_.push_back(std::move(data));
+    if (held_.size() >= options_.max_held_writes) return MakeError(Errc::kTransferInProgress);
+    held_.push_back(Write{std::move(data), id});
+    // Once TimeoutNow is out the target is the next leader: send it there
+    // now. A follower sends it to the leader it knows.
+    if (role_ == Role::kLeader && lease_forfeited_) ReleaseHeld(transfer_target_);
+    if (role_ == Role::kFollower && leader_ != kNoNode) ReleaseHeld(leader_);
     return Proposed{.held = true, .ready = TakeReady()};
   }
+  if (role_ != Role::kLeader) return MakeError(Errc::kNotLeader);
+  if (transfer_target_ != kNoNode) return MakeError(Errc::kTransferInProgress);
   if (options_.mode == Mode::kTimestamp && !HasLease(now_)) {
     return MakeError(Errc::kLeaseExpired);
   }
-  AppendLocal(EntryType::kNormal, std::move(data));
+  AppendLocal(EntryType::kNormal, std::move(data), id);
   BroadcastAppends();
   return Proposed{.index = log_.LastIndex(), .term = term_, .ready = TakeReady()};
 }
@@ -118,6 +126,7 @@ void Raft::BecomeFollower(Term term, NodeId leader) {
   granted_.clear();
   rejected_.clear();
   transfer_target_ = kNoNode;
+  transfer_campaign_ = false;
   lease_forfeited_ = false;
   if (leader != kNoNode) last_leader_contact_ = now_;
   ResetElectionTimer();
@@ -133,7 +142,11 @@ void Raft::SaveHardState() {
 }
 
 void Raft::EmitCommitted() {
-  for (Index i = applied_ + 1; i <= commit_; ++i) ready_.committed.push_back(log_.At(i));
+  for (Index i = applied_ + 1; i <= commit_; ++i) {
+    const Entry& entry = log_.At(i);
+    if (dedup_enabled() && dedup_.Apply(entry)) ready_.duplicates.push_back(i);
+    ready_.committed.push_back(entry);
+  }
   applied_ = std::max(applied_, commit_);
 }
 

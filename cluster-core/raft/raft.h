@@ -15,6 +15,7 @@
 #include <optional>
 #include <set>
 
+#include "cluster-core/raft/dedup.h"
 #include "cluster-core/raft/log.h"
 #include "cluster-core/raft/progress.h"
 #include "cluster-core/raft/types.h"
@@ -37,7 +38,11 @@ struct Options {
   size_t max_append_entries = 64;
   size_t max_append_bytes = 1 << 20;
   size_t max_inflight = 8;  // appends in flight per follower
+  size_t max_snapshot_chunk_bytes = 1 << 20;  // InstallSnapshot chunk size
   size_t max_held_writes = 1024;  // timestamp mode: writes held per transfer
+  // Timestamp mode: how long (in entry timestamp milliseconds) a write id
+  // is remembered for de-duplication; 0 turns de-duplication off.
+  uint64_t dedup_window_ms = 60'000;
   uint64_t random_seed = 1;
 };
 
@@ -56,9 +61,10 @@ enum class Role { kFollower, kPreCandidate, kCandidate, kLeader };
 struct Proposed {
   Index index = 0;
   Term term = 0;
-  // Timestamp mode, during a leadership transfer: the write is held, not
-  // in the log (index and term are 0); it comes back in a later
-  // Ready::redirected once the new leader is known.
+  // Timestamp mode, during a leadership transfer (on the old leader, or on
+  // the target while it campaigns): the write is held, not in the log
+  // (index and term are 0); it comes back in a Ready::redirected addressed
+  // to the node that should take it.
   bool held = false;
   Ready ready{};
 };
@@ -77,7 +83,10 @@ class Raft {
   Ready Tick(uint64_t now);
   // The caller finished handling `ready` (persisted, sent, applied).
   Ready Advance(const Ready& ready);
-  Expected<Proposed, Errc> Propose(std::vector<uint8_t> data, uint64_t now);
+  // `id` identifies the write for de-duplication (timestamp mode): a retry
+  // with the same id that commits within the window is reported in
+  // Ready::duplicates instead of being applied twice.
+  Expected<Proposed, Errc> Propose(std::vector<uint8_t> data, uint64_t now, WriteId id = {});
   Expected<Proposed, Errc> ChangeConfig(ConfigChange change, uint64_t now);
   Expected<Ready, Errc> TransferLeadership(NodeId target, uint64_t now);
   // The application applied everything up to `index` (<= applied) and its
@@ -96,6 +105,10 @@ class Raft {
   const RaftLog& log() const { return log_; }
   const Config& config() const { return log_.config(); }
   const std::map<NodeId, Progress>& progress() const { return progress_; }
+  bool dedup_enabled() const {
+    return options_.mode == Mode::kTimestamp && options_.dedup_window_ms > 0;
+  }
+  const DedupWindow& dedup() const { return dedup_; }
   uint64_t lease_ms() const { return options_.election_timeout_ms - options_.max_clock_drift_ms; }
 
  private:
@@ -122,7 +135,7 @@ class Raft {
   void HandleTimeoutNow(const Message& message);
 
   // replication.cc
-  void AppendLocal(EntryType type, std::vector<uint8_t> data);
+  void AppendLocal(EntryType type, std::vector<uint8_t> data, WriteId id = {});
   void SendAppend(NodeId peer);
   void SendHeartbeats();
   void BroadcastAppends();
@@ -137,6 +150,8 @@ class Raft {
 
   // snapshot.cc
   void SendSnapshot(NodeId peer, Progress& progress);
+  void SendSnapshotChunk(NodeId peer, const Progress& progress);
+  void InstallSnapshot(const Snapshot& snapshot);
   void HandleSnapshot(const Message& message);
   void HandleSnapshotResponse(const Message& message);
 
@@ -146,6 +161,7 @@ class Raft {
   void MaybeSendTimeoutNow();
   void AbortTransfer();
   void ReleaseHeld(NodeId leader);
+  bool HoldsWrites() const;
 
   Options options_;
   Role role_ = Role::kFollower;
@@ -166,9 +182,14 @@ class Raft {
   Index leader_first_index_ = 0;  // first entry of this leader's term
   NodeId transfer_target_ = kNoNode;
   uint64_t transfer_deadline_ = 0;
+  uint64_t handoff_deadline_ = 0;  // timestamp mode: handed leadership over until then
   bool lease_forfeited_ = false;
   uint64_t leader_timestamp_ = 0;  // newest timestamp the leader reported
-  std::vector<std::vector<uint8_t>> held_;  // writes held during a transfer
+  std::vector<Write> held_;  // writes held during a transfer
+  bool transfer_campaign_ = false;  // this campaign was started by TimeoutNow
+  std::map<NodeId, uint64_t> vote_acks_;  // transfer campaign: granted votes' send times
+  DedupWindow dedup_;
+  std::optional<Snapshot> incoming_snapshot_;  // follower: chunks received so far
   HybridLogicalClock hlc_;
   uint64_t random_state_;
   HardState saved_hard_state_;

@@ -8,11 +8,12 @@
 
 namespace estuary::raft {
 
-void Raft::AppendLocal(EntryType type, std::vector<uint8_t> data) {
+void Raft::AppendLocal(EntryType type, std::vector<uint8_t> data, WriteId id) {
   Entry entry{.term = term_,
               .index = log_.LastIndex() + 1,
               .timestamp = options_.mode == Mode::kTimestamp ? hlc_.Now(now_) : 0,
               .type = type,
+              .write_id = id,
               .data = std::move(data)};
   ready_.entries.push_back(entry);
   log_.Append(std::move(entry));

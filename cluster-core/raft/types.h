@@ -30,13 +30,37 @@ enum class Mode { kPlain, kTimestamp };
 
 enum class EntryType : uint8_t { kNormal, kConfig, kNoop };
 
+// A client write's identity for de-duplication: the same (producer,
+// sequence) proposed twice is applied once (timestamp mode). Producer 0
+// means "no identity": never de-duplicated.
+struct WriteId {
+  uint64_t producer = 0;
+  uint64_t sequence = 0;
+  friend bool operator==(const WriteId&, const WriteId&) = default;
+};
+
 struct Entry {
   Term term = 0;
   Index index = 0;
   uint64_t timestamp = 0;  // HLC assigned by the leader; 0 in plain mode
   EntryType type = EntryType::kNormal;
+  WriteId write_id{};  // kNormal: the client's identity for the write, if any
   std::vector<uint8_t> data{};
   friend bool operator==(const Entry&, const Entry&) = default;
+};
+
+// A client write not (yet) in the log: held during a leadership transfer.
+struct Write {
+  std::vector<uint8_t> data{};
+  WriteId id{};
+};
+
+// One write remembered by the de-duplication window: its identity and the
+// timestamp of the entry that first carried it.
+struct DedupRecord {
+  WriteId id{};
+  uint64_t timestamp = 0;
+  friend bool operator==(const DedupRecord&, const DedupRecord&) = default;
 };
 
 // Cluster membership: voters form quorums; learners only receive the log.
@@ -57,6 +81,7 @@ struct Snapshot {
   Term term = 0;
   uint64_t timestamp = 0;  // of the entry at index
   Config config{};           // membership as of index
+  std::vector<DedupRecord> dedup{};  // the de-duplication window as of index
   std::vector<uint8_t> data{};  // the application's state, opaque to raft
 };
 
@@ -98,9 +123,18 @@ struct Message {
   // SnapshotResponse: the receiver's commit after install.
   Index index = 0;
   Term hint_term = 0;
-  uint64_t send_time = 0;  // leader's `now` at send, echoed in responses (lease)
+  // Leader's `now` at send, echoed in responses (lease). Vote: the
+  // candidate's `now`, echoed by a transfer vote's grant (inherited lease).
+  uint64_t send_time = 0;
   uint64_t timestamp = 0;  // leader's newest log timestamp (freshness)
-  std::shared_ptr<const Snapshot> snapshot{};  // Snapshot
+  // Snapshot: the snapshot's metadata (its data left empty) and one chunk
+  // of its data at `offset`; `done` marks the last chunk.
+  // SnapshotResponse: `log_index` is the snapshot's index and `offset` how
+  // many of its bytes the receiver holds (where the leader resumes).
+  std::shared_ptr<const Snapshot> snapshot{};
+  uint64_t offset = 0;
+  std::vector<uint8_t> chunk{};
+  bool done = false;
 };
 
 // Everything one input produced. The caller must, in this order:
@@ -120,11 +154,16 @@ struct Ready {
   std::vector<Entry> entries;
   std::vector<Message> messages;
   std::vector<Entry> committed;
+  // Timestamp mode: indexes among `committed` whose write id the
+  // de-duplication window has seen: the application must not apply them
+  // again (the write they retry is already applied; they are acknowledged).
+  std::vector<Index> duplicates;
   // Timestamp mode: client writes held during a leadership transfer, in
   // the order they were proposed, to be submitted again to
-  // `redirect_to` (the new leader; possibly this node) after step 3.
+  // `redirect_to` (the new leader or transfer target; possibly this node)
+  // after step 3.
   NodeId redirect_to = kNoNode;
-  std::vector<std::vector<uint8_t>> redirected;
+  std::vector<Write> redirected;
   bool Empty() const {
     return !hard_state && !snapshot && entries.empty() && messages.empty() &&
            committed.empty() && redirected.empty();

@@ -144,14 +144,39 @@ void SimCluster::CheckLogMatching() {
   }
 }
 
-void SimCluster::CheckAcked() {
-  std::map<uint64_t, int> seen;
+// Counts only entries that took effect: a retry the de-duplication window
+// suppressed is committed but not applied.
+size_t SimCluster::AppliedCount(uint64_t value) const {
+  size_t count = 0;
   for (const auto& [index, entry] : committed_) {
-    if (entry.data.size() == 8) ++seen[DecodeValue(entry.data)];
+    if (!entry.duplicate && entry.data.size() == 8 && DecodeValue(entry.data) == value) ++count;
+  }
+  return count;
+}
+
+SimCluster::Outcome SimCluster::CheckOutcome() const {
+  std::map<uint64_t, size_t> seen;
+  for (const auto& [index, entry] : committed_) {
+    if (!entry.duplicate && entry.data.size() == 8) ++seen[DecodeValue(entry.data)];
+  }
+  Outcome outcome;
+  for (uint64_t value : acked_) {
+    if (seen[value] == 0) ++outcome.lost;
+  }
+  for (const auto& [value, count] : seen) {
+    if (count > 1) ++outcome.duplicated;
+  }
+  return outcome;
+}
+
+void SimCluster::CheckAcked() {
+  std::map<uint64_t, size_t> seen;
+  for (const auto& [index, entry] : committed_) {
+    if (!entry.duplicate && entry.data.size() == 8) ++seen[DecodeValue(entry.data)];
   }
   for (uint64_t value : acked_) {
     if (seen[value] != 1) {
-      Violation("acknowledged value " + std::to_string(value) + " committed " +
+      Violation("acknowledged value " + std::to_string(value) + " took effect " +
                 std::to_string(seen[value]) + " times");
       return;
     }

@@ -18,6 +18,7 @@ SimOptions DefaultSimOptions(uint64_t seed, size_t voters, size_t spares, raft::
   options.raft.max_clock_drift_ms = 30;  // > 2 * 2% of 300 ms
   options.raft.max_append_entries = 8;
   options.raft.max_inflight = 4;
+  options.raft.max_snapshot_chunk_bytes = 3;  // the 8-byte snapshots go in 3 chunks
   options.max_disk_delay_ms = 10;
   options.slow_disk_per_mille = 30;
   return options;
@@ -27,7 +28,8 @@ namespace {
 
 class Driver {
  public:
-  Driver(SimCluster& cluster, std::FILE* trace) : cluster_(cluster), trace_(trace) {}
+  Driver(SimCluster& cluster, std::FILE* trace, bool retries)
+      : cluster_(cluster), trace_(trace), retries_(retries) {}
 
   void Step(bool faults) {
     const uint64_t roll = cluster_.Random() % 100;
@@ -55,6 +57,8 @@ class Driver {
       cluster_.Compact(Pick(cluster_.ids()));
     } else if (roll < 69) {
       ChangeMembership();
+    } else if (roll < 74 && retries_) {
+      RetryUnacked();
     }
     cluster_.RunFor(cluster_.Random() % 60);
   }
@@ -121,8 +125,19 @@ class Driver {
     (void)cluster_.ChangeConfig(*leader, change);
   }
 
+  // Clients that heard nothing back retry on the current leader with the
+  // same write id (timestamp mode de-duplicates them).
+  void RetryUnacked() {
+    auto leader = cluster_.Leader();
+    if (!leader) return;
+    const std::vector<uint64_t> unacked = cluster_.Unacked();
+    const size_t count = std::min<size_t>(unacked.size(), 1 + cluster_.Random() % 4);
+    for (size_t i = 0; i < count; ++i) cluster_.Retry(*leader, Pick(unacked));
+  }
+
   SimCluster& cluster_;
   std::FILE* trace_;
+  bool retries_;
 };
 
 // True when a leader exists and every voter of its config has applied
@@ -172,7 +187,8 @@ ScenarioResult RunScenario(const ScenarioOptions& options) {
   sim_options.raft.pre_vote = options.seed % 2 == 0;
   sim_options.raft.check_quorum = options.seed / 2 % 2 == 0;
   SimCluster cluster(sim_options);
-  Driver driver(cluster, options.trace);
+  // Retries only where de-duplication can keep them from applying twice.
+  Driver driver(cluster, options.trace, options.mode == raft::Mode::kTimestamp);
   for (size_t i = 0; i < options.steps && cluster.ok(); ++i) {
     driver.Step(options.faults);
     if (i % 50 == 0) cluster.CheckLogs();

@@ -27,6 +27,10 @@ std::vector<uint8_t> EncodeValue(uint64_t value) {
   return data;
 }
 
+raft::WriteId WriteIdOf(uint64_t value) {
+  return raft::WriteId{.producer = 1 + value % 16, .sequence = value};
+}
+
 uint64_t DecodeValue(const std::vector<uint8_t>& data) {
   if (data.size() != 8) return 0;
   uint64_t value = 0;
@@ -43,7 +47,8 @@ SimCluster::SimCluster(SimOptions options)
     node.id = id;
     const uint64_t span = 2 * uint64_t{options_.max_drift_ppm} + 1;
     node.drift_ppm = static_cast<int64_t>(NextRandom() % span) - options_.max_drift_ppm;
-    node.clock_offset = 1'000'000 + NextRandom() % 100'000;
+    node.clock_offset = 1'000'000 + NextRandom() % (options_.max_clock_offset_ms + 1);
+    node.engine = std::make_unique<persistence::MemoryEngine>();
     StartNode(node);
   }
 }
@@ -67,8 +72,21 @@ std::vector<NodeId> SimCluster::ids() const {
   return out;
 }
 
-raft::Storage SimCluster::StorageOf(const Node& node) const {
+// Reads the node's state back through RaftStore and checks it against the
+// plain model of the disk.
+raft::Storage SimCluster::StorageOf(Node& node) {
+  auto loaded = node.store->Load();
   raft::Storage storage{node.hard_state, node.snapshot, node.log, {}};
+  if (!loaded) {
+    Violation("node " + std::to_string(node.id) + ": RaftStore load failed: " +
+              loaded.error().message);
+  } else if (loaded->hard_state != storage.hard_state ||
+             raft::EncodeSnapshot(loaded->snapshot) != raft::EncodeSnapshot(storage.snapshot) ||
+             loaded->entries != storage.entries) {
+    Violation("node " + std::to_string(node.id) + ": RaftStore read back other state than written");
+  } else {
+    storage = std::move(*loaded);
+  }
   if (node.id <= options_.voters) {
     for (NodeId id = 1; id <= options_.voters; ++id) storage.bootstrap.voters.push_back(id);
   }
@@ -84,10 +102,10 @@ void SimCluster::StartNode(Node& node) {
   node.disk_queue.clear();
   node.disk_free_at = now_;
   node.pending.clear();
-  node.held.clear();  // the clients' connections died with the node
   node.applied = 0;
   node.state = 0;
   if (node.snapshot.index > 0) RestoreSnapshot(node, node.snapshot);
+  node.store = std::make_unique<raft::RaftStore>(*node.engine, "sim");
   node.raft = std::make_unique<raft::Raft>(raft_options, StorageOf(node), LocalNow(node.id));
 }
 
@@ -125,10 +143,15 @@ void SimCluster::Heal() { blocked_.clear(); }
 
 void SimCluster::Enqueue(Node& node, raft::Ready ready) {
   if (ready.Empty()) return;
+  // A Ready with nothing to write completes as soon as those before it.
+  const bool writes = ready.hard_state || ready.snapshot || !ready.entries.empty();
   node.disk_queue.push_back(std::move(ready));
-  uint64_t delay = NextRandom() % (options_.max_disk_delay_ms + 1);
-  if (NextRandom() % 1000 < options_.slow_disk_per_mille) {
-    delay += NextRandom() % (options_.slow_disk_ms + 1);
+  uint64_t delay = 0;
+  if (writes) {
+    delay = NextRandom() % (options_.max_disk_delay_ms + 1);
+    if (NextRandom() % 1000 < options_.slow_disk_per_mille) {
+      delay += NextRandom() % (options_.slow_disk_ms + 1);
+    }
   }
   node.disk_free_at = std::max(node.disk_free_at, now_ + delay);
   events_.push(Event{.time = node.disk_free_at, .seq = seq_++, .kind = Event::Kind::kDiskDone,
@@ -137,6 +160,11 @@ void SimCluster::Enqueue(Node& node, raft::Ready ready) {
 
 void SimCluster::Send(const raft::Message& message) {
   ++stats_.messages_sent;
+  if (message.type == raft::MessageType::kSnapshot) {
+    ++stats_.snapshot_chunks_sent;
+    stats_.snapshot_bytes_sent += message.chunk.size();
+    stats_.largest_snapshot_chunk = std::max(stats_.largest_snapshot_chunk, message.chunk.size());
+  }
   if (blocked_.contains({message.from, message.to}) ||
       NextRandom() % 1000 < options_.drop_per_mille) {
     ++stats_.messages_dropped;
@@ -217,12 +245,22 @@ void SimCluster::CompleteDiskWrite(Node& node) {
     ++stats_.snapshots_installed;
     RestoreSnapshot(node, *ready.snapshot);
   }
-  for (const raft::Entry& entry : ready.committed) ApplyEntry(node, entry);
+  size_t next_duplicate = 0;
+  for (const raft::Entry& entry : ready.committed) {
+    const bool duplicate = next_duplicate < ready.duplicates.size() &&
+                           ready.duplicates[next_duplicate] == entry.index;
+    if (duplicate) ++next_duplicate;
+    ApplyEntry(node, entry, duplicate);
+  }
   ForwardHeld(node, ready);
   Enqueue(node, node.raft->Advance(ready));
 }
 
 void SimCluster::Persist(Node& node, const raft::Ready& ready) {
+  if (auto saved = node.store->Save(ready); !saved) {
+    Violation("node " + std::to_string(node.id) + ": RaftStore save failed: " +
+              saved.error().message);
+  }
   if (ready.hard_state) node.hard_state = *ready.hard_state;
   if (ready.snapshot) {
     const Index old_base = node.snapshot.index;
@@ -254,7 +292,9 @@ void SimCluster::Persist(Node& node, const raft::Ready& ready) {
 
 void SimCluster::RestoreSnapshot(Node& node, const raft::Snapshot& snapshot) {
   node.applied = snapshot.index;
-  node.state = DecodeValue(snapshot.data);
+  node.state = snapshot.data.size() >= 8
+                   ? DecodeValue(std::vector<uint8_t>(snapshot.data.begin(), snapshot.data.begin() + 8))
+                   : 0;
   auto it = committed_.find(snapshot.index);
   if (snapshot.index > 0 && (it == committed_.end() || it->second.state != node.state)) {
     Violation("snapshot at " + std::to_string(snapshot.index) + " restored on node " +
@@ -262,32 +302,35 @@ void SimCluster::RestoreSnapshot(Node& node, const raft::Snapshot& snapshot) {
   }
 }
 
-void SimCluster::ApplyEntry(Node& node, const raft::Entry& entry) {
+void SimCluster::ApplyEntry(Node& node, const raft::Entry& entry, bool duplicate) {
   if (entry.index != node.applied + 1) {
     Violation("node " + std::to_string(node.id) + " applied " + std::to_string(entry.index) +
               " after " + std::to_string(node.applied));
     return;
   }
-  node.state = HashEntry(node.state, entry);
+  if (!duplicate) node.state = HashEntry(node.state, entry);
   node.applied = entry.index;
   Term known_by = 0;
   for (const auto& [id, other] : nodes_) {
     known_by = std::max(known_by, std::max(other.hard_state.term, other.up ? other.raft->term() : 0));
   }
   auto [it, inserted] = committed_.try_emplace(
-      entry.index, Committed{entry.term, entry.data, node.state, known_by});
+      entry.index, Committed{entry.term, entry.data, node.state, known_by, duplicate});
+  if (inserted && duplicate) ++stats_.duplicates_suppressed;
   if (inserted && entry.type == raft::EntryType::kConfig && entry.index > committed_config_index_) {
     committed_config_ = raft::DecodeConfig(entry.data);
     committed_config_index_ = entry.index;
   }
   if (!inserted && (it->second.term != entry.term || it->second.data != entry.data ||
-                    it->second.state != node.state)) {
+                    it->second.state != node.state || it->second.duplicate != duplicate)) {
     Violation("state machine safety: node " + std::to_string(node.id) + " applied a different entry at " +
               std::to_string(entry.index));
   }
   auto pending = node.pending.find(entry.index);
   if (pending != node.pending.end()) {
-    if (pending->second.first == entry.term) acked_.insert(pending->second.second);
+    if (pending->second.first == entry.term && acked_.insert(pending->second.second).second) {
+      ack_time_[pending->second.second] = now_;
+    }
     node.pending.erase(pending);
   }
 }
@@ -297,14 +340,29 @@ std::optional<uint64_t> SimCluster::Propose(NodeId id) {
   if (!node.up) return std::nullopt;
   const uint64_t value = next_value_++;
   if (!ProposeValue(node, value)) return std::nullopt;
+  proposed_.insert(value);
   return value;
 }
 
+bool SimCluster::Retry(NodeId id, uint64_t value) {
+  Node& node = nodes_.at(id);
+  if (!node.up || !ProposeValue(node, value)) return false;
+  ++stats_.retries;
+  return true;
+}
+
+std::vector<uint64_t> SimCluster::Unacked() const {
+  std::vector<uint64_t> out;
+  for (uint64_t value : proposed_) {
+    if (!acked_.contains(value)) out.push_back(value);
+  }
+  return out;
+}
+
 bool SimCluster::ProposeValue(Node& node, uint64_t value) {
-  auto result = node.raft->Propose(EncodeValue(value), LocalNow(node.id));
+  auto result = node.raft->Propose(EncodeValue(value), LocalNow(node.id), WriteIdOf(value));
   if (!result) return false;
   if (result->held) {
-    node.held.push_back(value);
     ++stats_.writes_held;
   } else {
     node.pending[result->index] = {result->term, value};
@@ -316,9 +374,8 @@ bool SimCluster::ProposeValue(Node& node, uint64_t value) {
 // The shell's half of hot switching: held writes go to the new leader over
 // the network, which takes them once its lease is up (retrying briefly).
 void SimCluster::ForwardHeld(Node& node, const raft::Ready& ready) {
-  for (size_t i = 0; i < ready.redirected.size() && !node.held.empty(); ++i) {
-    const uint64_t value = node.held.front();
-    node.held.pop_front();
+  for (const raft::Write& write : ready.redirected) {
+    const uint64_t value = DecodeValue(write.data);
     const uint64_t span = options_.max_delay_ms - options_.min_delay_ms + 1;
     const uint64_t delay =
         ready.redirect_to == node.id ? 0 : options_.min_delay_ms + NextRandom() % span;
@@ -329,11 +386,12 @@ void SimCluster::ForwardHeld(Node& node, const raft::Ready& ready) {
 
 void SimCluster::DeliverForward(const Event& event) {
   auto it = nodes_.find(event.node);
-  if (it == nodes_.end() || !it->second.up ||
-      it->second.raft->role() != raft::Role::kLeader) {
+  if (it == nodes_.end() || !it->second.up) {
     ++stats_.held_forward_failed;
     return;
   }
+  // The target may not have received TimeoutNow yet, or its lease may be
+  // coming up: the shell retries every tick for a while.
   if (ProposeValue(it->second, event.value)) return;
   if (event.attempts >= 20) {
     ++stats_.held_forward_failed;
@@ -368,7 +426,9 @@ void SimCluster::Compact(NodeId id) {
   if (!node.up || node.applied <= node.snapshot.index) return;
   // The sim's state machine lags raft's by the disk queue; snapshot what
   // it has applied.
-  Enqueue(node, node.raft->Compact(node.applied, EncodeValue(node.state)));
+  std::vector<uint8_t> data = EncodeValue(node.state);
+  data.resize(8 + options_.snapshot_padding_bytes, 0xAB);
+  Enqueue(node, node.raft->Compact(node.applied, std::move(data)));
 }
 
 std::vector<NodeId> SimCluster::LiveLeaders() const {

@@ -17,6 +17,8 @@
 #include <vector>
 
 #include "cluster-core/raft/raft.h"
+#include "cluster-core/raft/raft_store.h"
+#include "persistence/memory_engine.h"
 
 namespace estuary::sim {
 
@@ -38,6 +40,11 @@ struct SimOptions {
   uint32_t slow_disk_per_mille = 0;  // writes that stall for up to slow_disk_ms
   uint64_t slow_disk_ms = 100;
   uint32_t max_drift_ppm = 20000;  // clock rate within +-2%
+  // Clocks start up to this far apart. De-duplication expires by entry
+  // timestamps, which jump by up to this much at a leader change, so the
+  // window must exceed it (docs/raft.md).
+  uint64_t max_clock_offset_ms = 1'000;
+  size_t snapshot_padding_bytes = 0;  // appended to each snapshot's 8 state bytes
   raft::Options raft;  // id and seed are filled per node
 };
 
@@ -69,6 +76,16 @@ class SimCluster {
   // Clients. Propose returns the value proposed if the node accepted it;
   // the value is acknowledged once that node applies it at (index, term).
   std::optional<uint64_t> Propose(NodeId id);
+  // A client retrying `value` (same write id) on node `id`; true if taken.
+  bool Retry(NodeId id, uint64_t value);
+  // A fresh client value, and its first submission to node `id`.
+  uint64_t NewValue() {
+    proposed_.insert(next_value_);
+    return next_value_++;
+  }
+  bool Submit(NodeId id, uint64_t value) { return up(id) && ProposeValue(nodes_.at(id), value); }
+  // Values proposed and not (yet) acknowledged, oldest first.
+  std::vector<uint64_t> Unacked() const;
   Expected<raft::Proposed, raft::Errc> ChangeConfig(NodeId id, raft::ConfigChange change);
   Expected<raft::Ready, raft::Errc> Transfer(NodeId id, NodeId target);
   void Compact(NodeId id);
@@ -82,8 +99,22 @@ class SimCluster {
   uint64_t LocalNow(NodeId id) const;
 
   const std::set<uint64_t>& acked() const { return acked_; }
+  // Simulated time at which `value` was first acknowledged (0: not yet).
+  uint64_t AckTime(uint64_t value) const {
+    auto it = ack_time_.find(value);
+    return it == ack_time_.end() ? 0 : it->second;
+  }
   size_t committed_count() const { return committed_.size(); }
   bool IsCommittedValue(uint64_t value) const;
+  // How many times `value` took effect (committed and not a duplicate).
+  size_t AppliedCount(uint64_t value) const;
+  // Acknowledged values that never took effect, and values that took
+  // effect more than once.
+  struct Outcome {
+    size_t lost = 0;
+    size_t duplicated = 0;
+  };
+  Outcome CheckOutcome() const;
   // Full checks: every log against the committed record (and every
   // leader holding it), log matching between every pair of live logs;
   // every acknowledged value committed exactly once.
@@ -103,6 +134,11 @@ class SimCluster {
     uint64_t messages_dropped = 0;
     uint64_t writes_held = 0;       // timestamp mode, during transfers
     uint64_t held_forward_failed = 0;  // held writes the new leader did not take
+    uint64_t retries = 0;              // client retries of unacknowledged writes
+    uint64_t duplicates_suppressed = 0;  // committed retries not applied again
+    uint64_t snapshot_chunks_sent = 0;
+    uint64_t snapshot_bytes_sent = 0;    // chunk bytes, resends included
+    size_t largest_snapshot_chunk = 0;
     size_t leader_terms = 0;  // terms that had a leader
   };
   Stats stats() const {
@@ -121,7 +157,11 @@ class SimCluster {
     uint64_t epoch = 0;
     uint64_t starts = 0;
     std::unique_ptr<raft::Raft> raft{};
-    // Durable state, as the disk holds it.
+    // Durable state, as the disk holds it: a plain model, and the same
+    // through RaftStore on a StorageEngine (restarts read the engine and
+    // check it against the model).
+    std::unique_ptr<persistence::MemoryEngine> engine{};
+    std::unique_ptr<raft::RaftStore> store{};
     raft::HardState hard_state{};
     raft::Snapshot snapshot{};
     std::vector<raft::Entry> log{};  // after snapshot.index
@@ -131,7 +171,6 @@ class SimCluster {
     Index applied = 0;
     uint64_t state = 0;
     std::map<Index, std::pair<Term, uint64_t>> pending;  // proposals: index -> (term, value)
-    std::deque<uint64_t> held;  // values raft holds during a transfer
     int64_t drift_ppm = 0;
     uint64_t clock_offset = 0;
   };
@@ -140,6 +179,7 @@ class SimCluster {
     std::vector<uint8_t> data{};
     uint64_t state = 0;  // state machine hash after applying
     Term known_by = 0;   // highest term any node had when first applied
+    bool duplicate = false;  // a retry the de-duplication window suppressed
   };
   struct Event {
     uint64_t time = 0;
@@ -157,13 +197,13 @@ class SimCluster {
 
   uint64_t NextRandom();
   void StartNode(Node& node);
-  raft::Storage StorageOf(const Node& node) const;
+  raft::Storage StorageOf(Node& node);
   void Enqueue(Node& node, raft::Ready ready);
   void Process(const Event& event);
   void CompleteDiskWrite(Node& node);
   void Persist(Node& node, const raft::Ready& ready);
   void Send(const raft::Message& message);
-  void ApplyEntry(Node& node, const raft::Entry& entry);
+  void ApplyEntry(Node& node, const raft::Entry& entry, bool duplicate);
   void ForwardHeld(Node& node, const raft::Ready& ready);
   void DeliverForward(const Event& event);
   bool ProposeValue(Node& node, uint64_t value);
@@ -188,6 +228,8 @@ class SimCluster {
   raft::Config committed_config_;  // from the newest committed config entry
   Index committed_config_index_ = 0;
   std::set<uint64_t> acked_;
+  std::set<uint64_t> proposed_;
+  std::map<uint64_t, uint64_t> ack_time_;
   std::vector<std::string> violations_;
   Stats stats_;
   std::FILE* message_trace_ = nullptr;
@@ -195,6 +237,8 @@ class SimCluster {
 
 // Encodes a client value as entry data and back (0 if not a client entry).
 std::vector<uint8_t> EncodeValue(uint64_t value);
+// The write id a client gives value `value` (16 producers, sequence = value).
+raft::WriteId WriteIdOf(uint64_t value);
 uint64_t DecodeValue(const std::vector<uint8_t>& data);
 
 }  // namespace estuary::sim

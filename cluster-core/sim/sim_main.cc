@@ -11,6 +11,10 @@
 #include <string>
 #include <string_view>
 
+#include <algorithm>
+#include <vector>
+
+#include "cluster-core/sim/experiment.h"
 #include "cluster-core/sim/scenario.h"
 
 namespace {
@@ -18,8 +22,12 @@ namespace {
 constexpr const char* kUsage =
     "usage: estuary-sim [--seeds K] [--seed N] [--voters V] [--mode plain|timestamp]\n"
     "                   [--steps S] [--quiet] [--trace]\n"
+    "                   [--experiment switch|crash|cut|all]\n"
     "Runs K random fault scenarios (seeds N..N+K-1; default K=1000, N=1) over\n"
-    "a simulated raft cluster of V voters (default 3) and reports failing seeds.\n";
+    "a simulated raft cluster of V voters (default 3) and reports failing seeds.\n"
+    "--experiment runs one disruption per seed under client load instead and\n"
+    "prints the unavailability window, time to a new leader and write outcomes\n"
+    "(`all`: both modes, 3 and 5 voters, every disruption; docs/raft.md).\n";
 
 bool ParseNumber(std::string_view text, uint64_t& out) {
   auto [end, error] = std::from_chars(text.data(), text.data() + text.size(), out);
@@ -38,6 +46,81 @@ extern "C" void OnAbort(int) {
   std::_Exit(1);
 }
 
+uint64_t Percentile(std::vector<uint64_t> values, double p) {
+  if (values.empty()) return 0;
+  std::sort(values.begin(), values.end());
+  const auto rank = static_cast<size_t>(p * static_cast<double>(values.size() - 1) + 0.5);
+  return values[std::min(rank, values.size() - 1)];
+}
+
+// One row of the experiment table; returns the number of failed seeds.
+uint64_t RunExperimentRow(estuary::sim::ExperimentOptions options, uint64_t first_seed,
+                          uint64_t seeds) {
+  std::vector<uint64_t> unavailable;
+  std::vector<uint64_t> new_leader;
+  uint64_t lost = 0, duplicated = 0, failed = 0, held = 0, bad = 0;
+  for (uint64_t seed = first_seed; seed < first_seed + seeds; ++seed) {
+    options.seed = seed;
+    g_current_seed = static_cast<std::sig_atomic_t>(seed);
+    const auto result = estuary::sim::RunExperiment(options);
+    if (!result.ok) {
+      ++bad;
+      std::printf("FAIL %s\n", result.failure.c_str());
+    }
+    unavailable.push_back(result.unavailable_ms);
+    new_leader.push_back(result.new_leader_ms);
+    lost += result.lost;
+    duplicated += result.duplicated;
+    failed += result.failed;
+    held += result.held;
+  }
+  std::printf("| %-9s | %-6s | %zu | %5llu | %5llu | %5llu | %5llu | %4llu | %5llu | %6llu | %5llu |\n",
+              options.mode == estuary::raft::Mode::kTimestamp ? "timestamp" : "plain",
+              std::string(estuary::sim::DisruptionName(options.disruption)).c_str(),
+              options.voters,
+              static_cast<unsigned long long>(Percentile(unavailable, 0.5)),
+              static_cast<unsigned long long>(Percentile(unavailable, 0.99)),
+              static_cast<unsigned long long>(Percentile(new_leader, 0.5)),
+              static_cast<unsigned long long>(Percentile(new_leader, 0.99)),
+              static_cast<unsigned long long>(lost), static_cast<unsigned long long>(duplicated),
+              static_cast<unsigned long long>(failed), static_cast<unsigned long long>(held));
+  std::fflush(stdout);
+  return bad;
+}
+
+int RunExperiments(std::string_view which, estuary::sim::ExperimentOptions base,
+                   bool all_shapes, uint64_t first_seed, uint64_t seeds) {
+  using estuary::sim::Disruption;
+  std::vector<Disruption> disruptions;
+  if (which == "switch" || which == "all") disruptions.push_back(Disruption::kSwitch);
+  if (which == "crash" || which == "all") disruptions.push_back(Disruption::kCrash);
+  if (which == "cut" || which == "all") disruptions.push_back(Disruption::kCut);
+  std::printf("seeds %llu..%llu; milliseconds of simulated time; outcomes summed over seeds\n",
+              static_cast<unsigned long long>(first_seed),
+              static_cast<unsigned long long>(first_seed + seeds - 1));
+  std::printf("| mode      | event  | V | unavailable p50 | p99 | new leader p50 | p99 | lost | "
+              "duplicated | failed | held |\n");
+  std::printf("|---|---|---|---|---|---|---|---|---|---|---|\n");
+  std::vector<estuary::raft::Mode> modes{base.mode};
+  std::vector<size_t> shapes{base.voters};
+  if (all_shapes) {
+    modes = {estuary::raft::Mode::kPlain, estuary::raft::Mode::kTimestamp};
+    shapes = {3, 5};
+  }
+  uint64_t bad = 0;
+  for (Disruption disruption : disruptions) {
+    for (size_t voters : shapes) {
+      for (estuary::raft::Mode mode : modes) {
+        base.disruption = disruption;
+        base.voters = voters;
+        base.mode = mode;
+        bad += RunExperimentRow(base, first_seed, seeds);
+      }
+    }
+  }
+  return bad == 0 ? 0 : 1;
+}
+
 int BadFlag(const std::string& what) {
   std::fprintf(stderr, "estuary-sim: %s\n", what.c_str());
   return 2;
@@ -51,6 +134,7 @@ int main(int argc, char** argv) {
   bool seed_given = false;
   bool seeds_given = false;
   bool quiet = false;
+  std::string experiment;
   estuary::sim::ScenarioOptions options;
   for (int i = 1; i < argc; ++i) {
     const std::string_view flag = argv[i];
@@ -69,7 +153,12 @@ int main(int argc, char** argv) {
     if (i + 1 >= argc) return BadFlag("missing value for " + std::string(flag));
     const std::string_view value = argv[++i];
     uint64_t number = 0;
-    if (flag == "--mode") {
+    if (flag == "--experiment") {
+      if (value != "switch" && value != "crash" && value != "cut" && value != "all") {
+        return BadFlag("bad --experiment " + std::string(value));
+      }
+      experiment = value;
+    } else if (flag == "--mode") {
       if (value == "plain") {
         options.mode = estuary::raft::Mode::kPlain;
       } else if (value == "timestamp") {
@@ -96,6 +185,10 @@ int main(int argc, char** argv) {
   }
   if (seed_given && !seeds_given) seeds = 1;
   std::signal(SIGABRT, OnAbort);
+  if (!experiment.empty()) {
+    estuary::sim::ExperimentOptions base{.voters = options.voters, .mode = options.mode};
+    return RunExperiments(experiment, base, experiment == "all", first_seed, seeds);
+  }
   uint64_t failed = 0;
   estuary::sim::SimCluster::Stats total;
   uint64_t acked = 0;
@@ -111,6 +204,8 @@ int main(int argc, char** argv) {
     total.leader_terms += result.stats.leader_terms;
     total.writes_held += result.stats.writes_held;
     total.held_forward_failed += result.stats.held_forward_failed;
+    total.retries += result.stats.retries;
+    total.duplicates_suppressed += result.stats.duplicates_suppressed;
     if (!result.ok) {
       ++failed;
       std::printf("FAIL %s\n", result.failure.c_str());
@@ -135,6 +230,9 @@ int main(int argc, char** argv) {
     std::printf("  writes held during transfers %llu, of which the new leader did not take %llu\n",
                 static_cast<unsigned long long>(total.writes_held),
                 static_cast<unsigned long long>(total.held_forward_failed));
+    std::printf("  client retries %llu, committed retries suppressed by de-duplication %llu\n",
+                static_cast<unsigned long long>(total.retries),
+                static_cast<unsigned long long>(total.duplicates_suppressed));
   }
   return failed == 0 ? 0 : 1;
 }
