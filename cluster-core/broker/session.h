@@ -7,6 +7,12 @@
 // A connection attaches as the session's SessionSink; the session tells it
 // when deliveries are waiting and the connection pulls them within its flow
 // control window. Owned by ShardBroker; touched only by its shard's thread.
+//
+// Durability: with a store (a node with a data dir) a session whose expiry
+// interval is above 0 is durable, and every change made through the methods
+// below (not through the raw accessors) is written to the store: the record
+// (expiry, will, disconnect time), QoS 1/2 queue entries, in-flight
+// deliveries and inbound QoS 2 ids. Subscriptions are written by ShardBroker.
 #include <cstdint>
 #include <deque>
 #include <map>
@@ -20,6 +26,10 @@
 #include "model/message.h"
 
 namespace estuary::core {
+
+namespace store {
+class ShardStore;
+}
 
 struct SubscriptionOptions {
   QoS max_qos = QoS::kAtMostOnce;
@@ -36,6 +46,7 @@ struct Delivery {
   QoS qos = QoS::kAtMostOnce;  // min(published QoS, granted QoS)
   bool retain = false;         // the retain flag as delivered
   std::vector<uint32_t> subscription_ids;
+  uint64_t store_seq = 0;  // its queue key when stored (durable sessions), else 0
 };
 
 enum class InflightPhase : uint8_t {
@@ -95,9 +106,17 @@ class Session {
   uint16_t NextPacketId();  // skips ids in flight; 0 when all 65535 are used
   uint64_t NextSendOrder() { return ++send_order_; }
   std::map<uint16_t, InflightDelivery>& inflight() { return inflight_; }
+  // A QoS 1/2 delivery was sent with `packet_id`.
+  void AddInflight(uint16_t packet_id, InflightDelivery inflight);
+  // PUBREC arrived: awaiting PUBCOMP, the message itself is no longer needed.
+  void MarkReleased(uint16_t packet_id);
+  // PUBACK or PUBCOMP arrived (or the delivery was abandoned).
+  bool RemoveInflight(uint16_t packet_id);
   // Inbound exactly-once: packet ids whose PUBLISH was taken and whose
   // PUBREL has not arrived.
   std::set<uint16_t>& inbound_qos2() { return inbound_qos2_; }
+  void AddInboundQos2(uint16_t packet_id);
+  bool RemoveInboundQos2(uint16_t packet_id);
 
   SessionSink* sink() const { return sink_; }
   void set_sink(SessionSink* sink) { sink_ = sink; }
@@ -105,9 +124,23 @@ class Session {
 
   // Seconds the session outlives its connection; UINT32_MAX = never.
   uint32_t expiry_interval() const { return expiry_interval_; }
-  void set_expiry_interval(uint32_t seconds) { expiry_interval_ = seconds; }
+  // Becoming durable writes the whole session; ceasing to be deletes it.
+  void set_expiry_interval(uint32_t seconds);
 
   std::optional<WillMessage>& will() { return will_; }
+  void set_will(std::optional<WillMessage> will);
+
+  // --- durability (see above) ---------------------------------------------
+  void set_store(store::ShardStore* store) { store_ = store; }
+  bool durable() const { return store_ != nullptr && expiry_interval_ != 0; }
+  // Wall-clock ms of the last disconnect; 0 while connected.
+  int64_t disconnected_at_ms() const { return disconnected_at_ms_; }
+  void set_disconnected_at_ms(int64_t wall_ms) { disconnected_at_ms_ = wall_ms; }
+  // Writes the session record (expiry, will, disconnect time) if durable.
+  void SaveRecord();
+  // Recovery: state read back from the store, not written again.
+  void RestoreQueued(Delivery delivery);
+  void RestoreInflight(uint16_t packet_id, InflightDelivery inflight);
 
   // Congestion: at or above half of either queue limit while connected.
   bool Congested(const SessionLimits& limits) const {
@@ -143,6 +176,10 @@ class Session {
   std::set<FlowRef> paused_publishers_;
   uint64_t dropped_ = 0;
   uint64_t generation_ = 0;
+  store::ShardStore* store_ = nullptr;
+  int64_t disconnected_at_ms_ = 0;
+  uint64_t next_store_seq_ = 0;
+  void PersistAll();
 };
 
 }  // namespace estuary::core

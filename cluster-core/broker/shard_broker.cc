@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstdint>
 
+#include "cluster-core/store/shard_store.h"
 #include "model/topic.h"
 
 namespace estuary::core {
@@ -27,6 +28,10 @@ bool Expired(const Message& message, int64_t now_wall_ms) {
 uint16_t ShardForClientId(std::string_view client_id, uint16_t shard_count) {
   if (shard_count <= 1) return 0;
   return static_cast<uint16_t>(Fnv1a(client_id) % shard_count);
+}
+
+uint16_t ShardForTopic(std::string_view topic, uint16_t shard_count) {
+  return ShardForClientId(topic, shard_count);
 }
 
 ShardBroker::ShardBroker(ShardConfig config, io::Loop& loop, ShardLink& link, ShardMetrics& metrics)
@@ -65,10 +70,12 @@ ShardBroker::AttachResult ShardBroker::Attach(const std::string& client_id, bool
   if (session == nullptr) {
     auto owned = std::make_unique<Session>(client_id);
     session = owned.get();
+    session->set_store(store_.get());
     sessions_.emplace(client_id, std::move(owned));
     ShardMetrics::Add(metrics_.sessions);
   }
   session->set_sink(sink);
+  session->set_disconnected_at_ms(0);  // written with the expiry the connection sets next
   return {session, present};
 }
 
@@ -85,25 +92,28 @@ void ShardBroker::Disconnect(Session* session, SessionSink* sink, bool publish_w
     return;
   }
   if (will && will->delay_seconds == 0) PublishWill(*session);
-  if (will) {
-    const uint64_t generation = session->generation();
-    const std::string client_id = session->client_id();
-    const int64_t delay_ms = int64_t{will->delay_seconds} * 1000;
-    loop_.AddTimer(delay_ms, [this, client_id, generation] {
-      Session* current = FindSession(client_id);
-      if (current != nullptr && current->generation() == generation && current->will()) {
-        PublishWill(*current);
-      }
-    });
-  }
+  session->set_disconnected_at_ms(loop_.clock().WallMs());
+  session->SaveRecord();
+  if (will) ScheduleWill(*session, int64_t{will->delay_seconds} * 1000);
   ScheduleExpiry(*session);
 }
 
-void ShardBroker::ScheduleExpiry(Session& session) {
+void ShardBroker::ScheduleWill(Session& session, int64_t delay_ms) {
+  const uint64_t generation = session.generation();
+  const std::string client_id = session.client_id();
+  loop_.AddTimer(delay_ms, [this, client_id, generation] {
+    Session* current = FindSession(client_id);
+    if (current != nullptr && current->generation() == generation && current->will()) {
+      PublishWill(*current);
+    }
+  });
+}
+
+void ShardBroker::ScheduleExpiry(Session& session, std::optional<int64_t> delay) {
   if (session.expiry_interval() == UINT32_MAX) return;
   const uint64_t generation = session.generation();
   const std::string client_id = session.client_id();
-  const int64_t delay_ms = int64_t{session.expiry_interval()} * 1000;
+  const int64_t delay_ms = delay.value_or(int64_t{session.expiry_interval()} * 1000);
   loop_.AddTimer(delay_ms, [this, client_id, generation] {
     Session* current = FindSession(client_id);
     if (current == nullptr || current->generation() != generation) return;
@@ -123,6 +133,7 @@ void ShardBroker::RemoveSession(Session* session) {
   ShardMetrics::Sub(metrics_.queued_messages, session->queued_messages());
   ShardMetrics::Sub(metrics_.inflight_messages, session->inflight().size());
   ShardMetrics::Sub(metrics_.sessions);
+  if (session->durable()) store_->DeleteSession(session->client_id());
   sessions_.erase(session->client_id());
 }
 
@@ -135,6 +146,7 @@ void ShardBroker::RemoveAllSubscriptions(Session& session) {
 void ShardBroker::PublishWill(Session& session) {
   WillMessage will = std::move(*session.will());
   session.will().reset();
+  session.SaveRecord();
   auto message = std::make_shared<Message>(*will.message);
   message->id = NextMessageId();
   if (will.expiry_interval) {
@@ -154,7 +166,12 @@ MessageId ShardBroker::NextMessageId() {
 
 void ShardBroker::Publish(MessagePtr message, std::function<void()> on_safe, FlowId flow) {
   current_publisher_ = FlowRef{config_.shard_id, flow};
+  // With a store, on_safe waits for every durable write the publish causes.
+  const uint64_t safe_token = store_ && on_safe ? BeginSafe(std::move(on_safe)) : 0;
   if (message->retain) {
+    if (store_ && ShardForTopic(message->topic, config_.shard_count) == config_.shard_id) {
+      PersistRetained(*message);
+    }
     retained_.Apply(message);
     metrics_.retained_messages.store(retained_.size(), std::memory_order_relaxed);
     Broadcast([message](ShardBroker& shard) { shard.ApplyRetained(message); });
@@ -200,12 +217,21 @@ void ShardBroker::Publish(MessagePtr message, std::function<void()> on_safe, Flo
     ShardMetrics::Add(metrics_.forwards_out);
     ChargeForward(flow);
     const FlowRef publisher = current_publisher_;
-    link_.Post(destination, [message, plain, keys = std::move(keys), publisher](ShardBroker& shard) {
-      shard.DeliverForwarded(message, plain, keys, publisher);
+    if (safe_token != 0) AddSafeStep(safe_token);
+    link_.Post(destination, [message, plain, keys = std::move(keys), publisher, safe_token](ShardBroker& shard) {
+      shard.DeliverForwarded(message, plain, keys, publisher, safe_token);
     });
   }
   current_publisher_ = FlowRef{};
-  if (on_safe) {
+  if (safe_token != 0) {
+    AddSafeStep(safe_token);
+    store_->WhenDurable([this, safe_token] { OnForwardSafe(safe_token); });
+    if (message->retain) {
+      AddSafeStep(safe_token);
+      WhenRoutesVisible([this, safe_token] { OnForwardSafe(safe_token); });
+    }
+    OnForwardSafe(safe_token);  // the step Publish itself held
+  } else if (on_safe) {
     if (message->retain) {
       WhenRoutesVisible(std::move(on_safe));
     } else {
@@ -349,6 +375,7 @@ bool ShardBroker::Subscribe(Session* session, const std::string& filter,
   auto& subscriptions = session->subscriptions();
   auto it = subscriptions.find(filter);
   const bool existed = it != subscriptions.end();
+  if (session->durable()) store_->PutSubscription(session->client_id(), filter, options);
   if (existed) {
     it->second = options;  // the router points at this entry: updated in place
     return true;
@@ -382,6 +409,7 @@ bool ShardBroker::Unsubscribe(Session* session, const std::string& filter) {
   }
   subscriptions.erase(it);
   ShardMetrics::Sub(metrics_.subscriptions);
+  if (session->durable()) store_->DeleteSubscription(session->client_id(), filter);
   return true;
 }
 
@@ -418,8 +446,11 @@ void ShardBroker::Broadcast(std::function<void(ShardBroker&)> work) {
     link_.Post(shard, [work, from, sequence](ShardBroker& target) {
       work(target);
       const uint16_t by = target.config_.shard_id;
-      target.link_.Post(from, [by, sequence](ShardBroker& origin) {
-        origin.OnBroadcastApplied(by, sequence);
+      // Acknowledged once durable there (a retained message it stores).
+      target.AfterDurable([&target, by, from, sequence] {
+        target.link_.Post(from, [by, sequence](ShardBroker& origin) {
+          origin.OnBroadcastApplied(by, sequence);
+        });
       });
     });
   }
@@ -439,6 +470,10 @@ void ShardBroker::OnBroadcastApplied(uint16_t from_shard, uint64_t sequence) {
 }
 
 void ShardBroker::WhenRoutesVisible(std::function<void()> done) {
+  if (store_) {
+    // A SUBSCRIBE is answered once its subscription is durable here too.
+    done = [this, inner = std::move(done)]() mutable { AfterDurable(std::move(inner)); };
+  }
   uint64_t visible = broadcast_sequence_;
   for (uint16_t shard = 0; shard < config_.shard_count; ++shard) {
     if (shard != config_.shard_id) visible = std::min(visible, acknowledged_[shard]);
@@ -453,12 +488,16 @@ void ShardBroker::WhenRoutesVisible(std::function<void()> done) {
 void ShardBroker::ApplyRouteUpdate(const RouteUpdate& update) { router_.ApplyRemote(update); }
 
 void ShardBroker::ApplyRetained(const MessagePtr& message) {
+  if (store_ && ShardForTopic(message->topic, config_.shard_count) == config_.shard_id) {
+    PersistRetained(*message);
+  }
   retained_.Apply(message);
   metrics_.retained_messages.store(retained_.size(), std::memory_order_relaxed);
 }
 
 void ShardBroker::DeliverForwarded(const MessagePtr& message, bool match_plain,
-                                   const std::vector<std::string>& shared_keys, FlowRef publisher) {
+                                   const std::vector<std::string>& shared_keys, FlowRef publisher,
+                                   uint64_t safe_token) {
   current_publisher_ = publisher;
   if (match_plain) {
     MatchResult& match = match_scratch_;
@@ -476,6 +515,12 @@ void ShardBroker::DeliverForwarded(const MessagePtr& message, bool match_plain,
   }
   current_publisher_ = FlowRef{};
   CreditForward(publisher);
+  if (safe_token != 0) {
+    const uint16_t origin = publisher.shard;
+    AfterDurable([this, origin, safe_token] {
+      link_.Post(origin, [safe_token](ShardBroker& shard) { shard.OnForwardSafe(safe_token); });
+    });
+  }
 }
 
 void ShardBroker::ChargeForward(FlowId flow) {

@@ -9,11 +9,18 @@
 // Broadcasts are acknowledged, so a SUBSCRIBE is answered, and a retained
 // PUBLISH acknowledged, only once every shard has applied the change.
 //
+// Durability (optional, AttachStore): the shard's persistent sessions,
+// their queues and in-flight state, and the retained messages whose topic
+// hashes to this shard are written to its ShardStore, and a publish's
+// on_safe waits until every shard it reached has made its writes durable
+// (docs/storage.md). Without a store nothing is written.
+//
 // Everything here runs on the shard's own thread.
 #include <cstdint>
 #include <deque>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -26,8 +33,19 @@
 #include "cluster-core/router/router.h"
 #include "io/loop.h"
 #include "model/hlc.h"
+#include "model/result.h"
+
+namespace estuary::persistence {
+class StorageEngine;
+}
 
 namespace estuary::core {
+
+namespace store {
+class ShardStore;
+struct RecoveredShard;
+struct RecoveredSession;
+}  // namespace store
 
 class ShardBroker;
 
@@ -40,6 +58,8 @@ class ShardLink {
 
 // Which shard owns a client id's session.
 uint16_t ShardForClientId(std::string_view client_id, uint16_t shard_count);
+// Which shard stores a retained topic.
+uint16_t ShardForTopic(std::string_view topic, uint16_t shard_count);
 
 struct ShardConfig {
   uint16_t node_id = 1;
@@ -101,8 +121,11 @@ class ShardBroker {
   // --- cross-shard (called through ShardLink) -----------------------------
   void ApplyRouteUpdate(const RouteUpdate& update);
   void ApplyRetained(const MessagePtr& message);
+  // `safe_token` (0 = none): reported back to the publisher's shard once
+  // the deliveries made here are durable.
   void DeliverForwarded(const MessagePtr& message, bool match_plain,
-                        const std::vector<std::string>& shared_keys, FlowRef publisher);
+                        const std::vector<std::string>& shared_keys, FlowRef publisher,
+                        uint64_t safe_token = 0);
   void PauseLocalFlow(FlowId id);
   void ResumeLocalFlow(FlowId id);
   // Credit back for forwards delivered on another shard: (flow, count).
@@ -111,6 +134,31 @@ class ShardBroker {
 
   // Periodic upkeep: expires retained messages (wall clock).
   void Housekeeping();
+
+  // --- durability (durable_recovery.cc) ------------------------------------
+  // Writes durable state to `engine` from now on (it must outlive the broker).
+  void AttachStore(persistence::StorageEngine& engine);
+  struct RecoveryCounts {
+    size_t sessions = 0;
+    size_t subscriptions = 0;
+    size_t queued = 0;
+    size_t inflight = 0;
+    size_t inbound_qos2 = 0;
+    size_t wills = 0;
+    size_t retained = 0;
+    size_t skipped = 0;
+  };
+  // Reads the store back (sessions, routes, queues, in-flight, retained,
+  // will and expiry timers counted from the stored disconnect time). Call
+  // once after AttachStore, before any client. Route and retained updates
+  // reach the other shards through the ShardLink.
+  Expected<RecoveryCounts, std::string> Recover();
+  // Writes what is pending now (shutdown).
+  void FlushStore();
+  store::ShardStore* durable_store() { return store_.get(); }
+  // Runs `fn` once every write made so far is durable (at once without a store).
+  void AfterDurable(std::function<void()> fn);
+  void OnForwardSafe(uint64_t token);
 
   const ShardConfig& config() const { return config_; }
   const SessionLimits& session_limits() const { return config_.limits.session; }
@@ -131,7 +179,12 @@ class ShardBroker {
   void ReleasePublishers(Session& session);
   void RemoveSession(Session* session);
   void PublishWill(Session& session);
-  void ScheduleExpiry(Session& session);
+  void ScheduleExpiry(Session& session, std::optional<int64_t> delay_ms = std::nullopt);
+  void ScheduleWill(Session& session, int64_t delay_ms);
+  void PersistRetained(const Message& message);
+  uint64_t BeginSafe(std::function<void()> on_safe);
+  void AddSafeStep(uint64_t token);
+  void RestoreSession(store::RecoveredSession& recovered, RecoveryCounts& counts);
   void RemoveAllSubscriptions(Session& session);
   void ApplyLocalRouteChange(const std::optional<RouteUpdate>& update);
   uint16_t PickSharedDestination(const std::string& key, std::vector<uint16_t>& shards);
@@ -164,6 +217,11 @@ class ShardBroker {
   uint64_t broadcast_sequence_ = 0;
   std::vector<uint64_t> acknowledged_;
   std::deque<std::pair<uint64_t, std::function<void()>>> waiting_for_routes_;
+  // Durability: the store, and publishes waiting for durable writes here and
+  // on the shards they were forwarded to (token -> steps left, on_safe).
+  std::unique_ptr<store::ShardStore> store_;
+  std::unordered_map<uint64_t, std::pair<uint32_t, std::function<void()>>> safe_waiters_;
+  uint64_t next_safe_token_ = 1;
 };
 
 }  // namespace estuary::core

@@ -1,0 +1,129 @@
+// ShardBroker's durable side: attaching a store, reading it back at start,
+// and the bookkeeping that holds a publisher's acknowledgement until the
+// writes it caused are durable on every shard (docs/storage.md).
+#include <fmt/format.h>
+
+#include <algorithm>
+
+#include "cluster-core/broker/shard_broker.h"
+#include "cluster-core/store/shard_store.h"
+
+namespace estuary::core {
+
+void ShardBroker::AttachStore(persistence::StorageEngine& engine) {
+  store_ = std::make_unique<store::ShardStore>(engine, loop_);
+}
+
+void ShardBroker::FlushStore() {
+  if (store_) (void)store_->FlushNow();
+}
+
+void ShardBroker::AfterDurable(std::function<void()> fn) {
+  if (store_) {
+    store_->WhenDurable(std::move(fn));
+  } else {
+    fn();
+  }
+}
+
+uint64_t ShardBroker::BeginSafe(std::function<void()> on_safe) {
+  const uint64_t token = next_safe_token_++;
+  safe_waiters_.emplace(token, std::make_pair(1u, std::move(on_safe)));
+  return token;
+}
+
+void ShardBroker::AddSafeStep(uint64_t token) { ++safe_waiters_.at(token).first; }
+
+void ShardBroker::OnForwardSafe(uint64_t token) {
+  auto it = safe_waiters_.find(token);
+  if (it == safe_waiters_.end()) return;
+  if (--it->second.first != 0) return;
+  auto on_safe = std::move(it->second.second);
+  safe_waiters_.erase(it);
+  on_safe();
+}
+
+void ShardBroker::PersistRetained(const Message& message) {
+  if (message.PayloadSize() == 0) {
+    store_->DeleteRetained(message.topic);  // [MQTT-3.3.1-10] clears the topic
+  } else {
+    store_->PutRetained(message);
+  }
+}
+
+Expected<ShardBroker::RecoveryCounts, std::string> ShardBroker::Recover() {
+  RecoveryCounts counts;
+  if (!store_) return counts;
+  auto loaded = store_->Load();
+  if (!loaded) {
+    return MakeError(fmt::format("shard {}: reading the store: {}", config_.shard_id, loaded.error().message));
+  }
+  counts.skipped = loaded->skipped_records;
+  for (store::RecoveredSession& recovered : loaded->sessions) RestoreSession(recovered, counts);
+  const int64_t now = loop_.clock().WallMs();
+  for (MessagePtr& message : loaded->retained) {
+    if (message->properties.expiry_at_ms && *message->properties.expiry_at_ms <= now) {
+      store_->DeleteRetained(message->topic);
+      continue;
+    }
+    retained_.Apply(message);
+    Broadcast([message](ShardBroker& shard) { shard.ApplyRetained(message); });
+    ++counts.retained;
+  }
+  metrics_.retained_messages.store(retained_.size(), std::memory_order_relaxed);
+  return counts;
+}
+
+void ShardBroker::RestoreSession(store::RecoveredSession& recovered, RecoveryCounts& counts) {
+  auto owned = std::make_unique<Session>(recovered.client_id);
+  Session& session = *owned;
+  sessions_.emplace(recovered.client_id, std::move(owned));
+  ShardMetrics::Add(metrics_.sessions);
+  ++counts.sessions;
+  // No store yet: what is restored is not written back.
+  session.set_expiry_interval(recovered.record.expiry_interval);
+  session.will() = std::move(recovered.record.will);
+  for (const auto& [filter, options] : recovered.subscriptions) Subscribe(&session, filter, options);
+  counts.subscriptions += recovered.subscriptions.size();
+  for (Delivery& delivery : recovered.queued) session.RestoreQueued(std::move(delivery));
+  ShardMetrics::Add(metrics_.queued_messages, recovered.queued.size());
+  counts.queued += recovered.queued.size();
+  for (auto& [packet_id, inflight] : recovered.inflight) {
+    session.RestoreInflight(packet_id, std::move(inflight));
+  }
+  ShardMetrics::Add(metrics_.inflight_messages, recovered.inflight.size());
+  counts.inflight += recovered.inflight.size();
+  for (uint16_t packet_id : recovered.inbound_qos2) session.inbound_qos2().insert(packet_id);
+  counts.inbound_qos2 += recovered.inbound_qos2.size();
+  session.set_store(store_.get());
+
+  // Expiry and will delay run from the stored disconnect; a session that
+  // was connected when the node died lost its connection now.
+  const int64_t now = loop_.clock().WallMs();
+  const bool was_connected = recovered.record.disconnected_at_ms == 0;
+  const int64_t disconnected_at = was_connected ? now : recovered.record.disconnected_at_ms;
+  session.set_disconnected_at_ms(disconnected_at);
+  if (was_connected) session.SaveRecord();
+  int64_t will_delay_ms = -1;
+  if (session.will()) {
+    ++counts.wills;
+    will_delay_ms = std::max<int64_t>(0, disconnected_at + int64_t{session.will()->delay_seconds} * 1000 - now);
+  }
+  std::optional<int64_t> expiry_ms;
+  if (session.expiry_interval() != UINT32_MAX) {
+    expiry_ms = std::max<int64_t>(0, disconnected_at + int64_t{session.expiry_interval()} * 1000 - now);
+  }
+  // Armed after the first loop iteration has applied the other shards'
+  // recovered routes, so a will published at once still reaches them.
+  const std::string client_id = recovered.client_id;
+  std::weak_ptr<int> alive = lifetime_;
+  loop_.Post([this, alive, client_id, will_delay_ms, expiry_ms] {
+    if (!alive.lock()) return;
+    Session* current = FindSession(client_id);
+    if (current == nullptr || current->connected()) return;
+    if (will_delay_ms >= 0) ScheduleWill(*current, will_delay_ms);
+    if (expiry_ms) ScheduleExpiry(*current, expiry_ms);
+  });
+}
+
+}  // namespace estuary::core

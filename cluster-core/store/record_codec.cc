@@ -1,0 +1,327 @@
+#include "cluster-core/store/record_codec.h"
+
+#include <utility>
+#include <vector>
+
+namespace estuary::core::store {
+namespace {
+
+constexpr uint8_t kFormatVersion = 1;
+
+class Writer {
+ public:
+  void U8(uint8_t v) { out_.push_back(static_cast<char>(v)); }
+  void U16(uint16_t v) { BigEndian(v, 2); }
+  void U32(uint32_t v) { BigEndian(v, 4); }
+  void U64(uint64_t v) { BigEndian(v, 8); }
+  void Bytes(std::string_view v) {
+    U32(static_cast<uint32_t>(v.size()));
+    out_.append(v);
+  }
+  void OptBytes(const std::optional<std::string>& v) {
+    U8(v ? 1 : 0);
+    if (v) Bytes(*v);
+  }
+  std::string Take() { return std::move(out_); }
+
+ private:
+  void BigEndian(uint64_t v, int n) {
+    for (int i = n - 1; i >= 0; --i) out_.push_back(static_cast<char>((v >> (8 * i)) & 0xFF));
+  }
+  std::string out_;
+};
+
+// Reads fail soft: after the first short read every later read fails too,
+// and ok() tells the caller to discard the value.
+class Reader {
+ public:
+  explicit Reader(std::string_view in) : in_(in) {}
+  uint8_t U8() { return static_cast<uint8_t>(Fixed(1)); }
+  uint16_t U16() { return static_cast<uint16_t>(Fixed(2)); }
+  uint32_t U32() { return static_cast<uint32_t>(Fixed(4)); }
+  uint64_t U64() { return Fixed(8); }
+  std::string Bytes() {
+    const uint32_t n = U32();
+    if (!ok_ || in_.size() < n) {
+      ok_ = false;
+      return {};
+    }
+    std::string v(in_.substr(0, n));
+    in_.remove_prefix(n);
+    return v;
+  }
+  std::optional<std::string> OptBytes() {
+    if (U8() == 0) return std::nullopt;
+    return Bytes();
+  }
+  bool ok() const { return ok_; }
+  bool done() const { return ok_ && in_.empty(); }
+
+ private:
+  uint64_t Fixed(size_t n) {
+    if (!ok_ || in_.size() < n) {
+      ok_ = false;
+      return 0;
+    }
+    const uint64_t v = DecodeBigEndian(in_.substr(0, n));
+    in_.remove_prefix(n);
+    return v;
+  }
+  std::string_view in_;
+  bool ok_ = true;
+};
+
+void AppendBigEndian(std::string& out, uint64_t v, int n) {
+  for (int i = n - 1; i >= 0; --i) out.push_back(static_cast<char>((v >> (8 * i)) & 0xFF));
+}
+
+void WriteMessage(Writer& w, const Message& m) {
+  w.U16(m.id.node);
+  w.U64(m.id.timestamp);
+  w.U32(m.id.sequence);
+  w.Bytes(m.topic);
+  w.U8(m.payload ? 1 : 0);
+  if (m.payload) w.Bytes(*m.payload);
+  w.U8(static_cast<uint8_t>(static_cast<uint8_t>(m.qos) | (m.retain ? 4 : 0) | (m.durable ? 8 : 0)));
+  const MessageProperties& p = m.properties;
+  w.OptBytes(p.content_type);
+  w.OptBytes(p.response_topic);
+  w.OptBytes(p.correlation_data);
+  w.U8(p.payload_format ? 1 : 0);
+  if (p.payload_format) w.U8(*p.payload_format);
+  w.U8(p.expiry_at_ms ? 1 : 0);
+  if (p.expiry_at_ms) w.U64(static_cast<uint64_t>(*p.expiry_at_ms));
+  w.U32(static_cast<uint32_t>(p.user_properties.size()));
+  for (const auto& property : p.user_properties) {
+    w.Bytes(property.key);
+    w.Bytes(property.value);
+  }
+  w.U8(static_cast<uint8_t>(m.origin.protocol));
+  w.Bytes(m.origin.client_id);
+  w.U16(m.origin.node);
+  w.U8(m.amqp_extras ? 1 : 0);
+  if (m.amqp_extras) w.Bytes(*m.amqp_extras);
+}
+
+std::shared_ptr<Message> ReadMessage(Reader& r) {
+  auto m = std::make_shared<Message>();
+  m->id.node = r.U16();
+  m->id.timestamp = r.U64();
+  m->id.sequence = r.U32();
+  m->topic = r.Bytes();
+  if (r.U8() != 0) m->payload = MakePayload(r.Bytes());
+  const uint8_t flags = r.U8();
+  if ((flags & 3) > 2) return nullptr;
+  m->qos = static_cast<QoS>(flags & 3);
+  m->retain = (flags & 4) != 0;
+  m->durable = (flags & 8) != 0;
+  MessageProperties& p = m->properties;
+  p.content_type = r.OptBytes();
+  p.response_topic = r.OptBytes();
+  p.correlation_data = r.OptBytes();
+  if (r.U8() != 0) p.payload_format = r.U8();
+  if (r.U8() != 0) p.expiry_at_ms = static_cast<int64_t>(r.U64());
+  const uint32_t count = r.U32();
+  for (uint32_t i = 0; i < count && r.ok(); ++i) {
+    std::string key = r.Bytes();
+    std::string value = r.Bytes();
+    p.user_properties.push_back({std::move(key), std::move(value)});
+  }
+  const uint8_t protocol = r.U8();
+  if (protocol > static_cast<uint8_t>(Protocol::kInternal)) return nullptr;
+  m->origin.protocol = static_cast<Protocol>(protocol);
+  m->origin.client_id = r.Bytes();
+  m->origin.node = r.U16();
+  if (r.U8() != 0) m->amqp_extras = MakePayload(r.Bytes());
+  return r.ok() ? m : nullptr;
+}
+
+void WriteDeliveryFields(Writer& w, const Delivery& d) {
+  w.U8(static_cast<uint8_t>(d.qos));
+  w.U8(d.retain ? 1 : 0);
+  w.U32(static_cast<uint32_t>(d.subscription_ids.size()));
+  for (uint32_t id : d.subscription_ids) w.U32(id);
+  w.U8(d.message ? 1 : 0);
+  if (d.message) WriteMessage(w, *d.message);
+}
+
+bool ReadDeliveryFields(Reader& r, Delivery& d) {
+  const uint8_t qos = r.U8();
+  if (qos > 2) return false;
+  d.qos = static_cast<QoS>(qos);
+  d.retain = r.U8() != 0;
+  const uint32_t count = r.U32();
+  for (uint32_t i = 0; i < count && r.ok(); ++i) d.subscription_ids.push_back(r.U32());
+  if (r.U8() != 0) {
+    d.message = ReadMessage(r);
+    if (!d.message) return false;
+  }
+  return r.ok();
+}
+
+bool VersionOk(Reader& r) { return r.U8() == kFormatVersion && r.ok(); }
+
+}  // namespace
+
+uint64_t DecodeBigEndian(std::string_view bytes) {
+  uint64_t v = 0;
+  for (unsigned char c : bytes) v = (v << 8) | c;
+  return v;
+}
+
+std::string SessionPrefix(char tag, std::string_view client_id) {
+  std::string key(1, tag);
+  AppendBigEndian(key, client_id.size(), 2);
+  key.append(client_id);
+  return key;
+}
+
+std::string SessionKey(std::string_view client_id) { return SessionPrefix(kSessionTag, client_id); }
+
+std::string SubscriptionKey(std::string_view client_id, std::string_view filter) {
+  return SessionPrefix(kSubscriptionTag, client_id).append(filter);
+}
+
+std::string QueuedKey(std::string_view client_id, uint64_t seq) {
+  std::string key = SessionPrefix(kQueuedTag, client_id);
+  AppendBigEndian(key, seq, 8);
+  return key;
+}
+
+std::string InflightKey(std::string_view client_id, uint16_t packet_id) {
+  std::string key = SessionPrefix(kInflightTag, client_id);
+  AppendBigEndian(key, packet_id, 2);
+  return key;
+}
+
+std::string InboundKey(std::string_view client_id, uint16_t packet_id) {
+  std::string key = SessionPrefix(kInboundTag, client_id);
+  AppendBigEndian(key, packet_id, 2);
+  return key;
+}
+
+std::string RetainedKey(std::string_view topic) { return std::string(1, kRetainedTag).append(topic); }
+
+std::optional<ParsedKey> ParseSessionKey(std::string_view key) {
+  if (key.size() < 3) return std::nullopt;
+  const size_t length = DecodeBigEndian(key.substr(1, 2));
+  if (key.size() < 3 + length) return std::nullopt;
+  ParsedKey parsed;
+  parsed.tag = key[0];
+  parsed.client_id = std::string(key.substr(3, length));
+  parsed.rest = std::string(key.substr(3 + length));
+  return parsed;
+}
+
+std::string EncodeSession(const SessionRecord& record) {
+  Writer w;
+  w.U8(kFormatVersion);
+  w.U32(record.expiry_interval);
+  w.U64(static_cast<uint64_t>(record.disconnected_at_ms));
+  w.U8(record.will ? 1 : 0);
+  if (record.will) {
+    w.U32(record.will->delay_seconds);
+    w.U8(record.will->expiry_interval ? 1 : 0);
+    if (record.will->expiry_interval) w.U32(*record.will->expiry_interval);
+    WriteMessage(w, *record.will->message);
+  }
+  return w.Take();
+}
+
+std::optional<SessionRecord> DecodeSession(std::string_view bytes) {
+  Reader r(bytes);
+  if (!VersionOk(r)) return std::nullopt;
+  SessionRecord record;
+  record.expiry_interval = r.U32();
+  record.disconnected_at_ms = static_cast<int64_t>(r.U64());
+  if (r.U8() != 0) {
+    WillMessage will;
+    will.delay_seconds = r.U32();
+    if (r.U8() != 0) will.expiry_interval = r.U32();
+    will.message = ReadMessage(r);
+    if (!will.message) return std::nullopt;
+    record.will = std::move(will);
+  }
+  if (!r.done()) return std::nullopt;
+  return record;
+}
+
+std::string EncodeOptions(const SubscriptionOptions& options) {
+  Writer w;
+  w.U8(kFormatVersion);
+  w.U8(static_cast<uint8_t>(options.max_qos));
+  w.U8(static_cast<uint8_t>((options.no_local ? 1 : 0) | (options.retain_as_published ? 2 : 0)));
+  w.U8(options.retain_handling);
+  w.U32(options.subscription_id);
+  return w.Take();
+}
+
+std::optional<SubscriptionOptions> DecodeOptions(std::string_view bytes) {
+  Reader r(bytes);
+  if (!VersionOk(r)) return std::nullopt;
+  SubscriptionOptions options;
+  const uint8_t qos = r.U8();
+  const uint8_t flags = r.U8();
+  options.retain_handling = r.U8();
+  options.subscription_id = r.U32();
+  if (!r.done() || qos > 2 || options.retain_handling > 2) return std::nullopt;
+  options.max_qos = static_cast<QoS>(qos);
+  options.no_local = (flags & 1) != 0;
+  options.retain_as_published = (flags & 2) != 0;
+  return options;
+}
+
+std::string EncodeDelivery(const Delivery& delivery) {
+  Writer w;
+  w.U8(kFormatVersion);
+  WriteDeliveryFields(w, delivery);
+  return w.Take();
+}
+
+std::optional<Delivery> DecodeDelivery(std::string_view bytes) {
+  Reader r(bytes);
+  if (!VersionOk(r)) return std::nullopt;
+  Delivery delivery;
+  if (!ReadDeliveryFields(r, delivery) || !r.done() || !delivery.message) return std::nullopt;
+  return delivery;
+}
+
+std::string EncodeInflight(const InflightDelivery& inflight) {
+  Writer w;
+  w.U8(kFormatVersion);
+  w.U8(static_cast<uint8_t>(inflight.phase));
+  w.U64(inflight.sent_order);
+  WriteDeliveryFields(w, inflight.delivery);
+  return w.Take();
+}
+
+std::optional<InflightDelivery> DecodeInflight(std::string_view bytes) {
+  Reader r(bytes);
+  if (!VersionOk(r)) return std::nullopt;
+  InflightDelivery inflight;
+  const uint8_t phase = r.U8();
+  if (phase > static_cast<uint8_t>(InflightPhase::kAwaitingPubcomp)) return std::nullopt;
+  inflight.phase = static_cast<InflightPhase>(phase);
+  inflight.sent_order = r.U64();
+  if (!ReadDeliveryFields(r, inflight.delivery) || !r.done()) return std::nullopt;
+  // Only a QoS 2 delivery past PUBREC may have dropped its message.
+  if (!inflight.delivery.message && inflight.phase != InflightPhase::kAwaitingPubcomp) return std::nullopt;
+  return inflight;
+}
+
+std::string EncodeMessage(const Message& message) {
+  Writer w;
+  w.U8(kFormatVersion);
+  WriteMessage(w, message);
+  return w.Take();
+}
+
+std::optional<MessagePtr> DecodeMessage(std::string_view bytes) {
+  Reader r(bytes);
+  if (!VersionOk(r)) return std::nullopt;
+  auto message = ReadMessage(r);
+  if (!message || !r.done()) return std::nullopt;
+  return MessagePtr(std::move(message));
+}
+
+}  // namespace estuary::core::store

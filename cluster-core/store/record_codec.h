@@ -1,0 +1,74 @@
+#pragma once
+// The durable layer's key layout and value encodings (docs/storage.md,
+// "What a node stores"). Pure functions: bytes in, bytes out.
+//
+// Keys (one StorageEngine per shard; bytewise order):
+//   's' L id                      session record (expiry, will, disconnect time)
+//   'b' L id filter               a subscription's options
+//   'q' L id seq(u64 BE)          a queued QoS 1/2 delivery, in queue order
+//   'f' L id packet-id(u16 BE)    an outbound delivery in flight
+//   'i' L id packet-id(u16 BE)    an inbound QoS 2 packet id awaiting PUBREL
+//   'r' topic                     a retained message (on the shard owning the topic)
+// where L is the client id's length as u16 big-endian, so one session's keys
+// of one kind share a prefix and never collide with a longer id's.
+// Values start with a format version byte.
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+
+#include "cluster-core/broker/session.h"
+#include "model/message.h"
+
+namespace estuary::core::store {
+
+inline constexpr char kSessionTag = 's';
+inline constexpr char kSubscriptionTag = 'b';
+inline constexpr char kQueuedTag = 'q';
+inline constexpr char kInflightTag = 'f';
+inline constexpr char kInboundTag = 'i';
+inline constexpr char kRetainedTag = 'r';
+
+// The prefix of every key of `tag` for one client id.
+std::string SessionPrefix(char tag, std::string_view client_id);
+std::string SessionKey(std::string_view client_id);
+std::string SubscriptionKey(std::string_view client_id, std::string_view filter);
+std::string QueuedKey(std::string_view client_id, uint64_t seq);
+std::string InflightKey(std::string_view client_id, uint16_t packet_id);
+std::string InboundKey(std::string_view client_id, uint16_t packet_id);
+std::string RetainedKey(std::string_view topic);
+
+// A per-session key split into its parts; nullopt when malformed.
+struct ParsedKey {
+  char tag = 0;
+  std::string client_id;
+  std::string rest;  // filter, BE seq or BE packet id
+};
+std::optional<ParsedKey> ParseSessionKey(std::string_view key);
+uint64_t DecodeBigEndian(std::string_view bytes);  // up to 8 bytes
+
+// The session record.
+struct SessionRecord {
+  uint32_t expiry_interval = 0;
+  int64_t disconnected_at_ms = 0;  // wall clock; 0 = connected when written
+  std::optional<WillMessage> will;
+};
+
+std::string EncodeSession(const SessionRecord& record);
+std::optional<SessionRecord> DecodeSession(std::string_view bytes);
+
+std::string EncodeOptions(const SubscriptionOptions& options);
+std::optional<SubscriptionOptions> DecodeOptions(std::string_view bytes);
+
+// A delivery with its message (store_seq is not part of the value).
+std::string EncodeDelivery(const Delivery& delivery);
+std::optional<Delivery> DecodeDelivery(std::string_view bytes);
+
+// An in-flight delivery; after PUBREC the message is gone (null).
+std::string EncodeInflight(const InflightDelivery& inflight);
+std::optional<InflightDelivery> DecodeInflight(std::string_view bytes);
+
+std::string EncodeMessage(const Message& message);
+std::optional<MessagePtr> DecodeMessage(std::string_view bytes);
+
+}  // namespace estuary::core::store

@@ -1,0 +1,338 @@
+// A node that survives kill -9 (issue 4): a real estuaryd on a temp data
+// dir, SIGKILLed in the middle of a stream of QoS 1 publishes, restarted on
+// the same dir; the persistent subscriber must then get every message whose
+// PUBACK the publisher saw (duplicates allowed for QoS 1, none lost).
+// Repeated for both engines. docs/storage.md says what is stored and when
+// a PUBLISH is acknowledged.
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <stdlib.h>
+
+#include <chrono>
+#include <filesystem>
+#include <map>
+#include <memory>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "conformance/mqtt/paho_client.h"
+#include "conformance/support/broker_process.h"
+#include "conformance/support/raw_client.h"
+
+namespace estuary::conformance {
+namespace {
+
+using std::chrono::milliseconds;
+using std::chrono::seconds;
+using testing::BrokerProcess;
+using testing::RawClient;
+
+constexpr uint16_t kShards = 2;
+
+// The broker's client id -> shard hash (FNV-1a), so the test can put the
+// publisher and the subscriber on different shards.
+uint16_t ShardOf(const std::string& client_id) {
+  uint32_t hash = 2166136261u;
+  for (unsigned char c : client_id) {
+    hash ^= c;
+    hash *= 16777619u;
+  }
+  return static_cast<uint16_t>(hash % kShards);
+}
+
+std::string IdOnShard(const std::string& base, uint16_t shard) {
+  for (int suffix = 0;; ++suffix) {
+    std::string id = base + "-" + std::to_string(suffix);
+    if (ShardOf(id) == shard) return id;
+  }
+}
+
+class TempDir {
+ public:
+  TempDir() {
+    std::string pattern = (std::filesystem::temp_directory_path() / "estuary-durability-XXXXXX").string();
+    path_ = ::mkdtemp(pattern.data()) != nullptr ? pattern : std::string();
+  }
+  ~TempDir() {
+    std::error_code ignored;
+    if (!path_.empty()) std::filesystem::remove_all(path_, ignored);
+  }
+  const std::string& path() const { return path_; }
+
+ private:
+  std::string path_;
+};
+
+class DurabilityTest : public ::testing::TestWithParam<std::string> {
+ protected:
+  void SetUp() override { ASSERT_FALSE(dir_.path().empty()); }
+
+  std::unique_ptr<BrokerProcess> StartNode(std::vector<std::string> extra = {}) {
+    std::vector<std::string> flags = {"--data-dir", dir_.path(), "--storage", GetParam(), "--sync",
+                                      "always", "--shards", std::to_string(kShards),
+                                      "--sys-interval", "0", "--log-level", "warn"};
+    flags.insert(flags.end(), extra.begin(), extra.end());
+    std::string error;
+    auto node = BrokerProcess::Start(flags, &error, seconds(30));
+    EXPECT_NE(node, nullptr) << error;
+    return node;
+  }
+  static void Kill9(BrokerProcess& node) {
+    ASSERT_EQ(::kill(node.pid(), SIGKILL), 0);
+    EXPECT_EQ(node.Stop(), 128 + SIGKILL);
+  }
+  static mqtt::Properties Expiry(uint32_t interval_s) {
+    mqtt::Properties properties;
+    properties.session_expiry_interval = interval_s;
+    return properties;
+  }
+  static std::unique_ptr<RawClient> Connect(BrokerProcess& node, const std::string& client_id,
+                                            bool clean_start, uint32_t expiry, bool* present = nullptr) {
+    auto client = std::make_unique<RawClient>();
+    if (!client->Open(node.host(), node.mqtt_port())) return nullptr;
+    auto connack = client->Connect(client_id, clean_start, Expiry(expiry));
+    if (!connack || connack->reason != mqtt::ReasonCode::kSuccess) return nullptr;
+    if (present != nullptr) *present = connack->session_present;
+    return client;
+  }
+  static bool Subscribe(RawClient& client, const std::string& filter, uint8_t qos) {
+    mqtt::SubscribePacket subscribe;
+    subscribe.packet_id = 1;
+    subscribe.subscriptions.push_back({filter, mqtt::SubscribeOptions{qos}});
+    client.Send(subscribe);
+    auto suback = client.ReceiveAs<mqtt::SubackPacket>();
+    return suback && suback->reasons.size() == 1 && static_cast<uint8_t>(suback->reasons[0]) == qos;
+  }
+  static mqtt::PublishPacket Publish(const std::string& topic, const std::string& payload, uint8_t qos,
+                                     uint16_t packet_id, bool retain = false) {
+    mqtt::PublishPacket publish;
+    publish.topic = topic;
+    publish.payload = payload;
+    publish.qos = qos;
+    publish.packet_id = packet_id;
+    publish.retain = retain;
+    return publish;
+  }
+  static void Ack(RawClient& client, mqtt::PacketType type, uint16_t packet_id) {
+    mqtt::AckPacket ack;
+    ack.type = type;
+    ack.packet_id = packet_id;
+    client.Send(ack);
+  }
+  // Receives QoS 1 PUBLISHes, acknowledging each, until every payload in
+  // `wanted` came or nothing arrives for `quiet`. Returns payload -> count.
+  static std::map<std::string, int> ReceiveAll(RawClient& client, const std::set<std::string>& wanted,
+                                               milliseconds quiet = milliseconds(10'000)) {
+    std::map<std::string, int> got;
+    size_t missing = wanted.size();
+    while (missing > 0) {
+      auto publish = client.ReceiveAs<mqtt::PublishPacket>(quiet);
+      if (!publish) break;
+      if (publish->qos == 1) Ack(client, mqtt::PacketType::kPuback, publish->packet_id);
+      if (++got[publish->payload] == 1 && wanted.count(publish->payload) != 0) --missing;
+    }
+    return got;
+  }
+
+  TempDir dir_;
+};
+
+TEST_P(DurabilityTest, EveryAcknowledgedQos1MessageSurvivesKill9) {
+  const std::string sub_id = IdOnShard("durable-sub", 0);
+  const std::string pub_id = IdOnShard("durable-pub", 1);
+  auto node = StartNode();
+  ASSERT_NE(node, nullptr);
+  {
+    auto subscriber = Connect(*node, sub_id, true, 3600);
+    ASSERT_NE(subscriber, nullptr);
+    ASSERT_TRUE(Subscribe(*subscriber, "dur/#", 1));
+  }  // closed: the session waits offline
+
+  auto publisher = Connect(*node, pub_id, true, 0);
+  ASSERT_NE(publisher, nullptr);
+  std::set<std::string> acknowledged;
+  auto take_acks = [&](size_t until, milliseconds wait) {
+    while (acknowledged.size() < until) {
+      auto ack = publisher->ReceiveAs<mqtt::AckPacket>(wait);
+      if (!ack) break;
+      acknowledged.insert("m" + std::to_string(ack->packet_id));
+    }
+  };
+  constexpr uint16_t kBatch = 100;
+  constexpr uint16_t kBatches = 5;
+  uint16_t next = 1;
+  for (uint16_t batch = 0; batch < kBatches; ++batch) {
+    for (uint16_t i = 0; i < kBatch; ++i, ++next) {
+      publisher->Send(Publish("dur/" + std::to_string(next % 7), "m" + std::to_string(next), 1, next));
+    }
+    take_acks(size_t{next} - 1, seconds(10));
+  }
+  ASSERT_EQ(acknowledged.size(), size_t{kBatch} * kBatches);
+  // One more batch, and kill -9 while it is being written and acknowledged.
+  for (uint16_t i = 0; i < kBatch; ++i, ++next) {
+    publisher->Send(Publish("dur/x", "m" + std::to_string(next), 1, next));
+  }
+  take_acks(acknowledged.size() + 10, seconds(10));  // the node is mid-stream now
+  Kill9(*node);
+  take_acks(size_t{next} - 1, milliseconds(500));  // PUBACKs that left before the kill
+  publisher.reset();
+  const size_t sent = size_t{next} - 1;
+  std::printf("durability(%s): sent %zu, acknowledged %zu before kill -9\n", GetParam().c_str(), sent,
+              acknowledged.size());
+
+  node = StartNode();
+  ASSERT_NE(node, nullptr);
+  bool present = false;
+  auto subscriber = Connect(*node, sub_id, false, 3600, &present);
+  ASSERT_NE(subscriber, nullptr);
+  EXPECT_TRUE(present) << "the persistent session is back [MQTT-3.2.2-2]";
+  auto got = ReceiveAll(*subscriber, acknowledged);
+  size_t lost = 0;
+  size_t duplicates = 0;
+  for (const auto& payload : acknowledged) lost += got.count(payload) == 0 ? 1 : 0;
+  for (const auto& [payload, count] : got) duplicates += static_cast<size_t>(count - 1);
+  std::printf("durability(%s): delivered %zu distinct, lost %zu, duplicated %zu\n", GetParam().c_str(),
+              got.size(), lost, duplicates);
+  EXPECT_EQ(lost, 0u);
+  EXPECT_LE(got.size(), sent);
+  EXPECT_EQ(node->Stop(), 0);
+}
+
+TEST_P(DurabilityTest, RetainedMessageSurvivesKill9) {
+  auto node = StartNode();
+  ASSERT_NE(node, nullptr);
+  auto publisher = Connect(*node, "retainer", true, 0);
+  ASSERT_NE(publisher, nullptr);
+  for (uint16_t i = 1; i <= 10; ++i) {
+    publisher->Send(Publish("keep/" + std::to_string(i), "r" + std::to_string(i), 1, i, true));
+  }
+  publisher->Send(Publish("keep/10", "", 1, 11, true));  // cleared again
+  for (int i = 0; i < 11; ++i) ASSERT_TRUE(publisher->ReceiveAs<mqtt::AckPacket>()) << i;
+  Kill9(*node);
+
+  node = StartNode();
+  ASSERT_NE(node, nullptr);
+  auto subscriber = Connect(*node, "reader", true, 0);
+  ASSERT_NE(subscriber, nullptr);
+  ASSERT_TRUE(Subscribe(*subscriber, "keep/#", 1));
+  std::set<std::string> wanted;
+  for (int i = 1; i <= 9; ++i) wanted.insert("r" + std::to_string(i));
+  auto got = ReceiveAll(*subscriber, wanted, milliseconds(3'000));
+  std::set<std::string> distinct;
+  for (const auto& entry : got) distinct.insert(entry.first);
+  EXPECT_EQ(distinct, wanted);
+}
+
+TEST_P(DurabilityTest, Qos2InflightResumesWithPubrelAfterKill9) {
+  const std::string sub_id = IdOnShard("exactly-once", 1);
+  auto node = StartNode();
+  ASSERT_NE(node, nullptr);
+  {
+    auto subscriber = Connect(*node, sub_id, true, 3600);
+    ASSERT_NE(subscriber, nullptr);
+    ASSERT_TRUE(Subscribe(*subscriber, "once", 2));
+  }
+  {
+    auto publisher = Connect(*node, IdOnShard("once-pub", 0), true, 0);
+    ASSERT_NE(publisher, nullptr);
+    publisher->Send(Publish("once", "first", 2, 1));
+    publisher->Send(Publish("once", "second", 2, 2));
+    for (uint16_t id = 1; id <= 2; ++id) {
+      auto pubrec = publisher->ReceiveAs<mqtt::AckPacket>();
+      ASSERT_TRUE(pubrec && pubrec->type == mqtt::PacketType::kPubrec);
+    }
+    for (uint16_t id = 1; id <= 2; ++id) Ack(*publisher, mqtt::PacketType::kPubrel, id);
+    for (uint16_t id = 1; id <= 2; ++id) {
+      auto pubcomp = publisher->ReceiveAs<mqtt::AckPacket>();
+      ASSERT_TRUE(pubcomp && pubcomp->type == mqtt::PacketType::kPubcomp);
+    }
+  }
+  uint16_t first_id = 0;
+  {
+    auto subscriber = Connect(*node, sub_id, false, 3600);
+    ASSERT_NE(subscriber, nullptr);
+    auto first = subscriber->ReceiveAs<mqtt::PublishPacket>();
+    auto second = subscriber->ReceiveAs<mqtt::PublishPacket>();
+    ASSERT_TRUE(first && second);
+    ASSERT_EQ(first->payload, "first");
+    first_id = first->packet_id;
+    // "first" reaches PUBREC/PUBREL; "second" is received but not yet acknowledged.
+    Ack(*subscriber, mqtt::PacketType::kPubrec, first_id);
+    auto pubrel = subscriber->ReceiveAs<mqtt::AckPacket>();
+    ASSERT_TRUE(pubrel && pubrel->type == mqtt::PacketType::kPubrel);
+  }
+  Kill9(*node);
+
+  node = StartNode();
+  ASSERT_NE(node, nullptr);
+  bool present = false;
+  auto subscriber = Connect(*node, sub_id, false, 3600, &present);
+  ASSERT_NE(subscriber, nullptr);
+  EXPECT_TRUE(present);
+  // [MQTT-4.4.0-1] resent in order: PUBREL for "first" (never its PUBLISH
+  // again), then "second" with DUP set.
+  auto pubrel = subscriber->ReceiveAs<mqtt::AckPacket>();
+  ASSERT_TRUE(pubrel) << "expected PUBREL first";
+  EXPECT_EQ(pubrel->type, mqtt::PacketType::kPubrel);
+  EXPECT_EQ(pubrel->packet_id, first_id);
+  auto resent = subscriber->ReceiveAs<mqtt::PublishPacket>();
+  ASSERT_TRUE(resent);
+  EXPECT_EQ(resent->payload, "second");
+  EXPECT_TRUE(resent->dup);
+  EXPECT_EQ(resent->qos, 2);
+}
+
+// Eclipse Paho (MQTT 5): QoS 2 messages queued for an offline persistent
+// session are delivered exactly once after kill -9 and a restart.
+TEST_P(DurabilityTest, PahoQos2QueuedMessagesArriveExactlyOnceAfterKill9) {
+  auto node = StartNode();
+  ASSERT_NE(node, nullptr);
+  PahoClient::ConnectOptions persistent;
+  persistent.clean = true;
+  persistent.properties = Props({paho::property(paho::property::SESSION_EXPIRY_INTERVAL, 3600)});
+  {
+    PahoClient subscriber(node->mqtt_uri(), "paho-durable", MQTTVERSION_5);
+    subscriber.Connect(persistent);
+    ASSERT_EQ(subscriber.Subscribe("paho/#", 2).at(0), paho::ReasonCode::GRANTED_QOS_2);
+    subscriber.Disconnect();
+  }
+  {
+    PahoClient publisher(node->mqtt_uri(), "paho-publisher", MQTTVERSION_5);
+    publisher.Connect();
+    for (int i = 0; i < 50; ++i) publisher.Publish("paho/" + std::to_string(i % 3), "q" + std::to_string(i), 2);
+    publisher.Disconnect();
+  }
+  Kill9(*node);
+
+  node = StartNode();
+  ASSERT_NE(node, nullptr);
+  PahoClient subscriber(node->mqtt_uri(), "paho-durable", MQTTVERSION_5);
+  persistent.clean = false;
+  EXPECT_TRUE(subscriber.Connect(persistent).is_session_present());
+  auto messages = subscriber.Take(50, seconds(15));
+  std::map<std::string, int> counts;
+  for (const auto& message : messages) ++counts[message->to_string()];
+  EXPECT_EQ(counts.size(), 50u);
+  for (const auto& [payload, count] : counts) EXPECT_EQ(count, 1) << payload;
+  EXPECT_EQ(subscriber.Next(std::chrono::milliseconds(500)), nullptr) << "nothing more, no duplicate";
+}
+
+TEST_P(DurabilityTest, RefusesADataDirWrittenWithAnotherShardCount) {
+  auto node = StartNode();
+  ASSERT_NE(node, nullptr);
+  EXPECT_EQ(node->Stop(), 0);
+  std::string error;
+  auto other = BrokerProcess::Start({"--data-dir", dir_.path(), "--storage", GetParam(), "--shards", "3"},
+                                    &error, seconds(10));
+  EXPECT_EQ(other, nullptr);
+  node = StartNode();  // the original shard count still starts
+  ASSERT_NE(node, nullptr);
+}
+
+std::string EngineName(const ::testing::TestParamInfo<std::string>& param) { return param.param; }
+
+INSTANTIATE_TEST_SUITE_P(Engines, DurabilityTest, ::testing::Values("bitcask", "rocksdb"), EngineName);
+
+}  // namespace
+}  // namespace estuary::conformance

@@ -1,0 +1,32 @@
+#pragma once
+// The node's durable storage (docs/storage.md): one StorageEngine per shard
+// in <data-dir>/shard-<n>, chosen by --storage and --sync. The data dir
+// records the shard count and engine it was written with
+// (<data-dir>/estuary.meta); a node refuses to start on a data dir written
+// with another shard count or engine, since sessions live on the shard their
+// client id hashes to and retained topics on the shard their topic hashes to.
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "io/loop.h"
+#include "model/result.h"
+#include "persistence/storage_engine.h"
+#include "server/config.h"
+
+namespace estuary::server {
+
+// False for --storage memory or an empty --data-dir: nothing is written and
+// nothing survives a restart (the broker behaves as before persistence).
+bool StorageEnabled(const NodeConfig& config);
+
+// Creates the data dir, or checks that its recorded shard count and engine
+// match the config; records them on first use.
+Expected<void, std::string> PrepareDataDir(const NodeConfig& config);
+
+// Opens shard `shard`'s engine on the shard's loop (group commit and the
+// interval timer run there).
+Expected<std::unique_ptr<persistence::StorageEngine>, std::string> OpenShardEngine(
+    const NodeConfig& config, uint16_t shard, io::Loop& loop);
+
+}  // namespace estuary::server
