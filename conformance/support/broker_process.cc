@@ -144,7 +144,9 @@ bool BrokerProcess::ParseReadyLine(const std::string& line) {
   if (line.rfind("estuaryd ready ", 0) != 0) return false;
   ready_line_ = line;
   std::string admin_host;
-  return ParseEndpoint(line, "mqtt", host_, mqtt_port_) && ParseEndpoint(line, "admin", admin_host, admin_port_);
+  std::string amqp_host;
+  return ParseEndpoint(line, "mqtt", host_, mqtt_port_) && ParseEndpoint(line, "admin", admin_host, admin_port_) &&
+         ParseEndpoint(line, "amqp", amqp_host, amqp_port_);
 }
 
 std::string BrokerProcess::mqtt_uri() const { return "tcp://" + host_ + ":" + std::to_string(mqtt_port_); }

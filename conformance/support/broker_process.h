@@ -40,6 +40,7 @@ class BrokerProcess {
   const std::string& host() const { return host_; }
   uint16_t mqtt_port() const { return mqtt_port_; }
   uint16_t admin_port() const { return admin_port_; }
+  uint16_t amqp_port() const { return amqp_port_; }
   // "tcp://127.0.0.1:PORT", as Paho wants it.
   std::string mqtt_uri() const;
   const std::string& ready_line() const { return ready_line_; }
@@ -57,6 +58,7 @@ class BrokerProcess {
   std::string host_ = "127.0.0.1";
   uint16_t mqtt_port_ = 0;
   uint16_t admin_port_ = 0;
+  uint16_t amqp_port_ = 0;
   std::string ready_line_;
 };
 

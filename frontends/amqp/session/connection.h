@@ -1,0 +1,209 @@
+#pragma once
+// AmqpConnection: the server side of one AMQP 1.0 network connection,
+// driven through a proton::io::connection_driver on the owning shard's
+// loop (no Proton container, no Proton threads).
+//
+// Bytes from the socket go into the driver, events are dispatched to this
+// handler, and whatever the driver wants to write is copied to the Stream
+// (batched by the stream per loop iteration). `tick()` drives idle-timeout
+// heartbeats and dead-peer detection from a loop timer.
+//
+// Links map onto the broker (docs/amqp.md):
+//  - a client receiver (we send) with source address F is a subscription
+//    to topic filter F, on a core::Session of its own; a durable source
+//    (terminus durable, expiry-policy never) keeps that session across
+//    detach and reattach, keyed by container-id and link name;
+//  - a client sender (we receive) with target address T publishes to
+//    topic T (an anonymous target publishes to each message's `to`).
+//
+// Ownership and threads: owned by the shard that owns the socket
+// (shared_ptr, so deferred callbacks hold weak references); every Proton
+// object here is touched only by that shard's thread. A connection may be
+// moved once, right after the client's open, to the shard its container-id
+// hashes to (handed_off(), then Resume() on the new shard).
+#include <proton/connection.hpp>
+#include <proton/connection_options.hpp>
+#include <proton/delivery.hpp>
+#include <proton/error_condition.hpp>
+#include <proton/link.hpp>
+#include <proton/receiver.hpp>
+#include <proton/sender.hpp>
+#include <proton/session.hpp>
+#include <proton/tracker.hpp>
+#include <proton/transport.hpp>
+#include <proton/io/connection_driver.hpp>
+#include <proton/message.hpp>
+#include <proton/messaging_handler.hpp>
+
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+#include <vector>
+
+#include "cluster-core/broker/authenticator.h"
+#include "cluster-core/broker/shard_broker.h"
+#include "frontends/amqp/session/sasl.h"
+#include "io/stream.h"
+
+namespace estuary::amqp {
+
+struct AmqpSettings {
+  core::Authenticator* authenticator = nullptr;  // null = allow all
+  std::string container_id = "estuary";          // ours, in the open frame
+  uint32_t idle_timeout_ms = 60'000;             // advertised; 0 = none
+  uint32_t max_frame_size = 64 * 1024;
+  uint16_t max_sessions = 64;   // channel-max + 1
+  uint32_t max_links = 256;     // per connection, both directions
+  uint32_t link_credit = 256;   // credit window per client sender (capped by receive-maximum)
+  // Connections over the node's limit are refused with this returning false.
+  std::function<bool()> admit_connection;
+  // Called once with the client's container-id when its open arrives. If it
+  // returns true the connection must move to another shard: it stops (see
+  // handed_off()) without answering the open.
+  std::function<bool(const std::string& container_id)> route_open;
+};
+
+// Error conditions (AMQP 1.0 §2.8.15, §2.8.16, §2.8.17).
+inline constexpr const char* kNotFound = "amqp:not-found";
+inline constexpr const char* kInvalidField = "amqp:invalid-field";
+inline constexpr const char* kNotImplemented = "amqp:not-implemented";
+inline constexpr const char* kUnauthorizedAccess = "amqp:unauthorized-access";
+inline constexpr const char* kResourceLimitExceeded = "amqp:resource-limit-exceeded";
+inline constexpr const char* kDecodeError = "amqp:decode-error";
+inline constexpr const char* kConnectionForced = "amqp:connection:forced";
+inline constexpr const char* kMessageSizeExceeded = "amqp:link:message-size-exceeded";
+inline constexpr const char* kLinkStolen = "amqp:link:stolen";
+
+// The core::Session id of a durable subscription link. The leading NUL
+// cannot occur in an MQTT client id [MQTT-1.5.4-2], so the two never meet.
+std::string DurableSessionId(std::string_view container_id, std::string_view link_name);
+
+class AmqpConnection final : public proton::messaging_handler,
+                             public core::PublisherFlow,
+                             public std::enable_shared_from_this<AmqpConnection> {
+ public:
+  AmqpConnection(core::ShardBroker& broker, io::Stream& stream, AmqpSettings settings);
+  ~AmqpConnection() override;
+  AmqpConnection(const AmqpConnection&) = delete;
+  AmqpConnection& operator=(const AmqpConnection&) = delete;
+
+  // Accepts the transport (SASL, then AMQP). Call once after construction.
+  void Start();
+  // Bytes from the network.
+  void OnBytes(std::string_view bytes);
+  // The network connection is gone (peer closed, error, or our Close done).
+  void OnStreamClosed();
+  // The stream's write queue drained: resume sending.
+  void OnWritable();
+  // Server-initiated close: connection close with amqp:connection:forced.
+  void Shutdown(std::string_view description);
+
+  // True once route_open moved the connection: the socket must be detached
+  // and handed, with this object, to the owning shard, which calls Resume.
+  bool handed_off() const { return handed_off_; }
+  // On the new shard: rebinds to its broker and stream, answers the open
+  // and runs what arrived meanwhile (sessions and links begun with it).
+  void Resume(core::ShardBroker& broker, io::Stream& stream);
+
+  bool closed() const { return state_ == State::kClosed; }
+  const std::string& remote_container_id() const { return container_id_; }
+  size_t link_count() const { return outgoing_.size() + incoming_.size(); }
+
+  // core::PublisherFlow: a subscriber we feed is congested (or relieved):
+  // stop (resume) granting credit to our client senders.
+  void PauseIngress() override;
+  void ResumeIngress() override;
+
+  // Deliveries stop, and reading stops, while this much output is queued.
+  static constexpr size_t kOutputHighWatermark = 1024 * 1024;
+
+ private:
+  enum class State : uint8_t { kOpening, kOpen, kClosed };
+  struct OutgoingLink;
+  struct IncomingLink;
+  friend struct OutgoingLink;
+
+  // connection.cc: driving the driver, open/close
+  void Process();
+  void ScheduleProcess();
+  void RenameDecodeFailure();
+  void WriteOut();
+  void ArmTick(int64_t deadline_ms);
+  void AnswerOpen();
+  void CloseStream();
+  void Teardown();
+  void UpdateReading();
+  void Defer(std::function<void()> work);
+  bool CheckAuthorized();
+
+  // proton::messaging_handler
+  void on_connection_open(proton::connection& connection) override;
+  void on_connection_close(proton::connection& connection) override;
+  void on_transport_close(proton::transport& transport) override;
+  void on_transport_error(proton::transport& transport) override;
+  void on_connection_error(proton::connection& connection) override;
+  void on_error(const proton::error_condition& condition) override;
+  void on_session_open(proton::session& session) override;
+  void on_receiver_open(proton::receiver& receiver) override;
+  void on_sender_open(proton::sender& sender) override;
+  void on_receiver_detach(proton::receiver& receiver) override;
+  void on_receiver_close(proton::receiver& receiver) override;
+  void on_sender_detach(proton::sender& sender) override;
+  void on_sender_close(proton::sender& sender) override;
+  void on_message(proton::delivery& delivery, proton::message& message) override;
+  void on_sendable(proton::sender& sender) override;
+  void on_sender_drain_start(proton::sender& sender) override;
+  void on_tracker_accept(proton::tracker& tracker) override;
+  void on_tracker_reject(proton::tracker& tracker) override;
+  void on_tracker_release(proton::tracker& tracker) override;
+  void on_tracker_settle(proton::tracker& tracker) override;
+
+  // incoming.cc: client senders -> publish
+  void OpenIncoming(proton::receiver receiver);
+  void OnSafe(pn_link_t* link, uint64_t sequence);
+  void TopUpCredit(IncomingLink& link);
+  void CheckOversized();
+  void Reject(proton::delivery& delivery, const std::string& condition, const std::string& description);
+
+  // outgoing.cc: subscriptions -> client receivers
+  void OpenOutgoing(proton::sender sender);
+  void AttachSubscription(proton::sender sender, std::string filter, bool durable, bool dynamic);
+  // Answers the attach once routes are visible: resends what was in flight
+  // at the last detach, then retained messages for a new subscription.
+  void StartSending(OutgoingLink& link, const core::SubscriptionOptions* new_subscription, bool existed);
+  void Pump(OutgoingLink& link);
+  void PumpAll();
+  void Settle(proton::tracker& tracker, bool redeliver);
+  void DetachOutgoing(pn_link_t* link, bool closed);
+  void OnLinkDetached(OutgoingLink& link, core::DetachReason reason);
+  bool RefuseLink(proton::link link, const char* condition, const std::string& description);
+
+  core::ShardBroker* broker_;
+  io::Stream* stream_;
+  AmqpSettings settings_;
+  SaslState sasl_;  // before driver_: Proton keeps pointers into it
+  proton::io::connection_driver driver_;
+  State state_ = State::kOpening;
+  std::string container_id_;
+  bool processing_ = false;
+  bool process_posted_ = false;
+  bool handed_off_ = false;
+  bool reading_ = true;
+  std::vector<std::function<void()>> deferred_;  // events held while handing off
+  std::string pending_input_;                     // bytes read after the open, while handing off
+  core::FlowId flow_id_ = 0;
+  uint32_t ingress_pauses_ = 0;
+  io::TimerId tick_timer_ = 0;
+  int64_t tick_deadline_ms_ = 0;
+  uint64_t next_sequence_ = 0;
+  proton::message scratch_;  // reused for every outgoing message
+  // After driver_: links hold Proton objects and are destroyed first.
+  std::unordered_map<pn_link_t*, std::unique_ptr<OutgoingLink>> outgoing_;
+  std::unordered_map<pn_link_t*, std::unique_ptr<IncomingLink>> incoming_;
+};
+
+}  // namespace estuary::amqp

@@ -1,0 +1,48 @@
+#pragma once
+// The per-link state of an AmqpConnection (internal to this library).
+#include <proton/delivery.hpp>
+#include <proton/receiver.hpp>
+#include <proton/sender.hpp>
+
+#include <deque>
+#include <map>
+#include <string>
+#include <unordered_map>
+
+#include "frontends/amqp/session/connection.h"
+
+namespace estuary::amqp {
+
+// A client receiver: we send. Its deliveries come from a core::Session of
+// its own; the link is that session's sink.
+struct AmqpConnection::OutgoingLink final : public core::SessionSink {
+  OutgoingLink(AmqpConnection& owner, proton::sender link) : connection(&owner), sender(link) {}
+  void OnDeliveriesReady() override;
+  void OnDetached(core::DetachReason reason) override;
+
+  AmqpConnection* connection;
+  proton::sender sender;
+  core::Session* session = nullptr;
+  std::string session_id;
+  std::string filter;
+  bool durable = false;
+  bool presettled = false;  // the client asked for snd-settle-mode settled
+  bool opened = false;      // our attach was sent (routes visible)
+  bool pumping = false;
+  // Released deliveries, sent again before the session's queue.
+  std::deque<core::Delivery> redeliver;
+  // Unsettled transfers on this link -> their in-flight id in the session.
+  // Keyed by the Proton delivery, not its tag: ids are reused once settled.
+  std::unordered_map<pn_delivery_t*, uint16_t> unsettled;
+};
+
+// A client sender: we receive and publish.
+struct AmqpConnection::IncomingLink {
+  explicit IncomingLink(proton::receiver link) : receiver(link) {}
+  proton::receiver receiver;
+  std::string topic;  // empty: anonymous relay, each message's `to`
+  // Unsettled deliveries published and waiting for the broker's on_safe.
+  std::map<uint64_t, proton::delivery> awaiting;
+};
+
+}  // namespace estuary::amqp

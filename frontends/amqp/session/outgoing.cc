@@ -1,0 +1,320 @@
+// Client receivers: a subscription per link, on a core::Session of its
+// own, sent within the link credit. Durable sources keep their session
+// across detach/reattach (keyed by container-id and link name).
+#include <proton/binary.hpp>
+#include <proton/delivery.h>
+#include <proton/disposition.h>
+#include <proton/error_condition.hpp>
+#include <proton/sender_options.hpp>
+#include <proton/source.hpp>
+#include <proton/terminus.h>
+#include <proton/tracker.hpp>
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+#include <atomic>
+
+#include "frontends/amqp/mapping/mapping.h"
+#include "frontends/amqp/session/c_access.h"
+#include "frontends/amqp/session/links.h"
+#include "model/topic.h"
+
+namespace estuary::amqp {
+namespace {
+
+using core::ShardMetrics;
+
+// Session ids of non-durable links: unique within the process.
+std::string EphemeralSessionId(uint16_t shard) {
+  static std::atomic<uint64_t> counter{0};
+  return std::string(1, '\0') + "amqp-link/" + std::to_string(shard) + "/" + std::to_string(++counter);
+}
+
+std::string DynamicAddress(uint16_t node, uint16_t shard) {
+  static std::atomic<uint64_t> counter{0};
+  return "tmp/amqp/" + std::to_string(node) + "/" + std::to_string(shard) + "/" +
+         std::to_string(++counter);
+}
+
+proton::binary TagOf(uint16_t packet_id) {
+  return proton::binary(std::string{static_cast<char>(packet_id >> 8), static_cast<char>(packet_id & 0xFF)});
+}
+
+bool IsValidFilter(const std::string& filter) {
+  if (IsSharedFilter(filter)) return ParseSharedFilter(filter).has_value();
+  return ValidateTopicFilter(filter).has_value();
+}
+
+}  // namespace
+
+void AmqpConnection::OutgoingLink::OnDeliveriesReady() {
+  if (pumping) return;
+  connection->Pump(*this);
+  connection->ScheduleProcess();
+}
+
+void AmqpConnection::OutgoingLink::OnDetached(core::DetachReason reason) {
+  session = nullptr;  // no longer ours: do not touch it
+  connection->OnLinkDetached(*this, reason);
+}
+
+void AmqpConnection::OnLinkDetached(OutgoingLink& link, core::DetachReason reason) {
+  if (reason == core::DetachReason::kTakenOver) {
+    // §2.6.1 / §2.8.16: the same durable link attached elsewhere.
+    link.sender.close(proton::error_condition(kLinkStolen, "the link was attached by another connection"));
+  } else {
+    link.sender.close(proton::error_condition(kConnectionForced, "server shutting down"));
+  }
+  outgoing_.erase(CObject::Of(link.sender));
+  ScheduleProcess();
+}
+
+void AmqpConnection::on_sender_open(proton::sender& sender) {
+  if (handed_off_) {
+    Defer([this, sender] { OpenOutgoing(sender); });
+    return;
+  }
+  OpenOutgoing(sender);
+}
+
+void AmqpConnection::OpenOutgoing(proton::sender sender) {
+  if (state_ != State::kOpen) return;
+  if (link_count() >= settings_.max_links) {
+    RefuseLink(sender, kResourceLimitExceeded, "too many links on this connection");
+    return;
+  }
+  proton::source source = sender.source();
+  const bool dynamic = source.dynamic();
+  std::string filter = dynamic ? DynamicAddress(broker_->config().node_id, broker_->config().shard_id)
+                               : source.address();
+  if (filter.empty()) {
+    RefuseLink(sender, kInvalidField, "a source address (a topic filter) is required");
+    return;
+  }
+  if (!IsValidFilter(filter)) {
+    RefuseLink(sender, kInvalidField, "source address '" + filter + "' is not a valid topic filter");
+    return;
+  }
+  // §3.5.3, §3.5.6: a durable terminus that never expires is a durable subscription.
+  const bool durable = !dynamic && source.durability_mode() != proton::terminus::NONDURABLE &&
+                       source.expiry_policy() == proton::terminus::NEVER;
+  AttachSubscription(sender, std::move(filter), durable, dynamic);
+}
+
+void AmqpConnection::AttachSubscription(proton::sender sender, std::string filter, bool durable, bool dynamic) {
+  pn_link_t* link = CObject::Of(sender);
+  auto owned = std::make_unique<OutgoingLink>(*this, sender);
+  OutgoingLink& out = *owned;
+  out.filter = filter;
+  out.durable = durable;
+  out.presettled = pn_link_remote_snd_settle_mode(link) == PN_SND_SETTLED;
+  out.session_id = durable ? DurableSessionId(container_id_, sender.name())
+                           : EphemeralSessionId(broker_->config().shard_id);
+  outgoing_[link] = std::move(owned);
+
+  auto attached = broker_->Attach(out.session_id, !durable, &out);
+  core::Session* session = attached.session;
+  out.session = session;
+  const core::BrokerLimits& limits = broker_->config().limits;
+  session->set_expiry_interval(durable ? limits.max_session_expiry : 0);
+  core::SubscriptionOptions options;
+  options.max_qos = out.presettled ? QoS::kAtMostOnce
+                                   : std::min(QoS::kAtLeastOnce, static_cast<QoS>(limits.maximum_qos));
+  auto& subscriptions = session->subscriptions();
+  auto existing = subscriptions.find(filter);
+  const bool resubscribe = existing == subscriptions.end() || !(existing->second == options);
+  std::vector<std::string> stale;
+  for (const auto& entry : subscriptions) {
+    if (entry.first != filter) stale.push_back(entry.first);
+  }
+  for (const auto& old : stale) broker_->Unsubscribe(session, old);
+  bool existed = false;
+  if (resubscribe) existed = broker_->Subscribe(session, filter, options);
+
+  pn_link_set_snd_settle_mode(link, out.presettled ? PN_SND_SETTLED : PN_SND_UNSETTLED);
+  // rcv-settle-mode second: the receiver settles after us, and we settle
+  // when its outcome arrives (Settle), as we do in mode first.
+  pn_link_set_rcv_settle_mode(link, pn_link_remote_rcv_settle_mode(link));
+  if (dynamic) {
+    // The assigned address, with `dynamic` unset, or Proton erases it.
+    pn_terminus_t* local = pn_link_source(link);
+    pn_terminus_set_dynamic(local, false);
+    pn_terminus_set_address(local, filter.c_str());
+  }
+  // Attach once every shard routes the filter: a message published after
+  // the client saw our attach reaches it (and retained ones follow it).
+  std::weak_ptr<AmqpConnection> weak = weak_from_this();
+  broker_->WhenRoutesVisible([weak, link, options, resubscribe, existed] {
+    auto self = weak.lock();
+    if (!self || self->state_ != State::kOpen) return;
+    auto it = self->outgoing_.find(link);
+    if (it == self->outgoing_.end()) return;
+    self->StartSending(*it->second, resubscribe ? &options : nullptr, existed);
+  });
+}
+
+void AmqpConnection::StartSending(OutgoingLink& link, const core::SubscriptionOptions* new_subscription,
+                                  bool existed) {
+  link.sender.open(proton::sender_options().auto_settle(false));  // Settle() settles, once
+  link.opened = true;
+  if (link.session == nullptr) return;
+  // Deliveries the client had not settled before it detached: sent again
+  // first, in the order first sent.
+  auto& inflight = link.session->inflight();
+  std::vector<std::pair<uint64_t, uint16_t>> order;
+  for (const auto& [packet_id, entry] : inflight) order.emplace_back(entry.sent_order, packet_id);
+  std::sort(order.begin(), order.end());
+  for (const auto& [sent_order, packet_id] : order) {
+    link.redeliver.push_back(inflight[packet_id].delivery);
+    link.session->RemoveInflight(packet_id);
+    ShardMetrics::Sub(broker_->metrics().inflight_messages);
+  }
+  if (new_subscription != nullptr) {
+    broker_->DeliverRetained(link.session, link.filter, *new_subscription, existed);
+  }
+  Pump(link);
+  ScheduleProcess();
+}
+
+void AmqpConnection::PumpAll() {
+  for (auto& entry : outgoing_) Pump(*entry.second);
+}
+
+void AmqpConnection::Pump(OutgoingLink& link) {
+  if (state_ != State::kOpen || !link.opened || link.session == nullptr || link.pumping) return;
+  link.pumping = true;
+  core::Session& session = *link.session;
+  ShardMetrics& metrics = broker_->metrics();
+  const int64_t now = broker_->loop().clock().WallMs();
+  while (link.sender.credit() > 0 && stream_->queued_bytes() <= kOutputHighWatermark) {
+    core::Delivery delivery;
+    bool redelivery = false;
+    if (!link.redeliver.empty()) {
+      delivery = std::move(link.redeliver.front());
+      link.redeliver.pop_front();
+      redelivery = true;
+    } else if (session.HasQueued()) {
+      delivery = session.PopQueued();
+      broker_->OnDequeued(session);
+    } else {
+      break;
+    }
+    const auto& expiry = delivery.message->properties.expiry_at_ms;
+    if (expiry && *expiry <= now) {
+      ShardMetrics::Add(metrics.messages_dropped);
+      continue;
+    }
+    FromModel(delivery, now, scratch_);
+    if (redelivery) {
+      scratch_.delivery_count(scratch_.delivery_count() + 1);
+      scratch_.first_acquirer(false);
+    }
+    if (link.presettled) {
+      link.sender.send(scratch_);  // settled by Proton: snd-settle-mode settled
+    } else {
+      const uint16_t packet_id = session.NextPacketId();
+      if (packet_id == 0) {
+        link.redeliver.push_front(std::move(delivery));
+        break;
+      }
+      proton::tracker tracker = link.sender.send(scratch_, TagOf(packet_id));
+      link.unsettled[CObject::Of(tracker)] = packet_id;
+      session.AddInflight(packet_id, core::InflightDelivery{std::move(delivery), core::InflightPhase::kAwaitingPuback,
+                                                             session.NextSendOrder()});
+      ShardMetrics::Add(metrics.inflight_messages);
+    }
+    ShardMetrics::Add(metrics.messages_out);
+  }
+  // §2.6.7: a drain with nothing left to send uses up the credit.
+  if (link.sender.draining() && link.redeliver.empty() && !session.HasQueued()) {
+    link.sender.return_credit();
+  }
+  link.pumping = false;
+}
+
+void AmqpConnection::on_sendable(proton::sender& sender) {
+  auto it = outgoing_.find(CObject::Of(sender));
+  if (it != outgoing_.end()) Pump(*it->second);
+}
+
+void AmqpConnection::on_sender_drain_start(proton::sender& sender) {
+  auto it = outgoing_.find(CObject::Of(sender));
+  if (it != outgoing_.end()) {
+    Pump(*it->second);
+  } else if (sender.draining()) {
+    sender.return_credit();
+  }
+}
+
+void AmqpConnection::Settle(proton::tracker& tracker, bool redeliver) {
+  auto it = outgoing_.find(CObject::Of(tracker.sender()));
+  if (it == outgoing_.end() || it->second->session == nullptr) return;
+  OutgoingLink& link = *it->second;
+  // The first outcome (or settlement) of a transfer decides; we settle then.
+  auto entry = link.unsettled.find(CObject::Of(tracker));
+  if (entry == link.unsettled.end()) return;
+  const uint16_t packet_id = entry->second;
+  link.unsettled.erase(entry);
+  tracker.settle();
+  auto& inflight = link.session->inflight();
+  auto found = inflight.find(packet_id);
+  if (found == inflight.end()) return;
+  if (redeliver) link.redeliver.push_back(std::move(found->second.delivery));
+  link.session->RemoveInflight(packet_id);
+  ShardMetrics::Sub(broker_->metrics().inflight_messages);
+  Pump(link);
+}
+
+void AmqpConnection::on_tracker_accept(proton::tracker& tracker) { Settle(tracker, false); }
+
+void AmqpConnection::on_tracker_reject(proton::tracker& tracker) {
+  // Rejected: the receiver will never take it (§3.4.2); dropped.
+  ShardMetrics::Add(broker_->metrics().messages_dropped);
+  Settle(tracker, false);
+}
+
+void AmqpConnection::on_tracker_release(proton::tracker& tracker) {
+  // Released, or modified (§3.4.4, §3.4.5): sent again, unless the
+  // receiver marked it undeliverable-here, the only receiver it has.
+  pn_delivery_t* d = CObject::Of(tracker);
+  const bool undeliverable = pn_delivery_remote_state(d) == PN_MODIFIED &&
+                             pn_disposition_is_undeliverable(pn_delivery_remote(d));
+  if (undeliverable) ShardMetrics::Add(broker_->metrics().messages_dropped);
+  Settle(tracker, !undeliverable);
+}
+
+void AmqpConnection::on_tracker_settle(proton::tracker& tracker) {
+  // Settled with no outcome: done with, as if accepted (no-op when an
+  // outcome already settled it).
+  Settle(tracker, false);
+}
+
+void AmqpConnection::DetachOutgoing(pn_link_t* link, bool closed) {
+  auto it = outgoing_.find(link);
+  if (it == outgoing_.end()) return;
+  OutgoingLink& out = *it->second;
+  if (out.session != nullptr) {
+    // Released deliveries not yet sent again go back to the session first.
+    for (auto& delivery : out.redeliver) {
+      const uint16_t packet_id = out.session->NextPacketId();
+      if (packet_id == 0) break;
+      out.session->AddInflight(packet_id, core::InflightDelivery{std::move(delivery),
+                                                                 core::InflightPhase::kAwaitingPuback,
+                                                                 out.session->NextSendOrder()});
+      ShardMetrics::Add(broker_->metrics().inflight_messages);
+    }
+    out.redeliver.clear();
+    // A close (or a non-durable link) ends the subscription; a detach of a
+    // durable one keeps it, and its queue, for the reattach.
+    if (closed || !out.durable) out.session->set_expiry_interval(0);
+    broker_->Disconnect(out.session, &out, false);
+    out.session = nullptr;
+  }
+  outgoing_.erase(it);
+}
+
+void AmqpConnection::on_sender_detach(proton::sender& sender) { DetachOutgoing(CObject::Of(sender), false); }
+
+void AmqpConnection::on_sender_close(proton::sender& sender) { DetachOutgoing(CObject::Of(sender), true); }
+
+}  // namespace estuary::amqp

@@ -1,0 +1,138 @@
+// ShardRuntime's AMQP 1.0 side: the listener, one AmqpConnection per
+// socket, and the move of a connection to the shard its container-id hashes
+// to (so that durable subscriptions, keyed by container-id, always live on
+// one shard).
+#include <spdlog/spdlog.h>
+#include <unistd.h>
+
+#include "server/shard_runtime.h"
+
+namespace estuary::server {
+
+Expected<uint16_t, std::string> ShardRuntime::ListenAmqp(const io::Endpoint& at, amqp::AmqpSettings settings) {
+  amqp_settings_ = std::move(settings);
+  auto listener = io::TcpListener::Listen(loop_, at, [this](int fd) {
+    proxy_gate_.Accept(fd, [this](int accepted, std::string client) { AcceptAmqp(accepted, std::move(client)); });
+  });
+  if (!listener) return MakeError(listener.error());
+  amqp_listener_ = std::move(*listener);
+  return amqp_listener_->port();
+}
+
+void ShardRuntime::AcceptAmqp(int fd, std::string client_address) {
+  if (shutting_down_) {
+    ::close(fd);
+    return;
+  }
+  auto tcp = io::TcpConnection::Adopt(loop_, fd);
+  if (!tcp) return;
+  shared_.connections.fetch_add(1);
+  core::ShardMetrics::Add(broker_.metrics().connections_total);
+  StartAmqpPeer(std::move(tcp), nullptr, std::move(client_address));
+}
+
+void ShardRuntime::AdoptAmqp(int fd, std::shared_ptr<amqp::AmqpConnection> connection) {
+  // Counted node-wide by the shard that accepted it.
+  auto tcp = shutting_down_ ? nullptr : io::TcpConnection::Adopt(loop_, fd);
+  if (!tcp) {
+    if (shutting_down_) ::close(fd);
+    shared_.connections.fetch_sub(1);
+    return;
+  }
+  StartAmqpPeer(std::move(tcp), std::move(connection));
+}
+
+void ShardRuntime::StartAmqpPeer(std::shared_ptr<io::TcpConnection> tcp,
+                                 std::shared_ptr<amqp::AmqpConnection> connection, std::string client_address) {
+  auto owned = std::make_unique<AmqpPeer>();
+  AmqpPeer* peer = owned.get();
+  peer->tcp = std::move(tcp);
+  peer->stream = std::make_unique<TcpStream>(peer->tcp);
+  peer->stream->set_client_address(std::move(client_address));
+  const bool adopted = connection != nullptr;
+  if (!adopted) {
+    amqp::AmqpSettings settings = amqp_settings_;
+    settings.authenticator = shared_.authenticator;
+    const core::ShardConfig& config = broker_.config();
+    settings.route_open = [config, peer](const std::string& container_id) {
+      peer->handoff_target = core::ShardForClientId(container_id, config.shard_count);
+      return peer->handoff_target != config.shard_id;
+    };
+    settings.admit_connection = [this] { return shared_.connections.load() <= shared_.max_connections; };
+    connection = std::make_shared<amqp::AmqpConnection>(broker_, *peer->stream, std::move(settings));
+  }
+  peer->amqp = std::move(connection);
+  amqp_peers_.emplace(peer, std::move(owned));
+  core::ShardMetrics::Add(broker_.metrics().connections);
+
+  io::TcpConnection::Handlers handlers;
+  handlers.on_data = [this, peer](std::string_view bytes) {
+    peer->amqp->OnBytes(bytes);
+    if (peer->amqp->handed_off()) {
+      peer->tcp->StopReading();
+      loop_.Post([this, peer] { HandOffAmqp(peer); });
+    }
+  };
+  handlers.on_close = [this, peer](int) {
+    if (amqp_peers_.count(peer) == 0) return;
+    peer->amqp->OnStreamClosed();
+    RemoveAmqp(peer);
+  };
+  handlers.on_drain = [this, peer] {
+    if (amqp_peers_.count(peer) != 0) peer->amqp->OnWritable();
+  };
+  peer->tcp->SetHandlers(std::move(handlers));
+  if (adopted) {
+    peer->amqp->Resume(broker_, *peer->stream);
+  } else {
+    peer->amqp->Start();
+  }
+  if (amqp_peers_.count(peer) != 0 && !peer->amqp->closed()) peer->tcp->StartReading();
+}
+
+void ShardRuntime::HandOffAmqp(AmqpPeer* peer) {
+  if (amqp_peers_.count(peer) == 0) return;
+  const int fd = peer->tcp->Detach();
+  core::ShardMetrics::Sub(broker_.metrics().connections);
+  auto owned = std::move(amqp_peers_[peer]);
+  amqp_peers_.erase(peer);
+  if (fd < 0) {
+    spdlog::warn("amqp: could not hand a connection to its shard; closing it");
+    owned->tcp->Abort();
+    shared_.connections.fetch_sub(1);
+    return;
+  }
+  amqp_handoff_(owned->handoff_target, fd, std::move(owned->amqp));
+  // The TcpConnection is closed by Detach; the stream dies with `owned`.
+  std::shared_ptr<AmqpPeer> doomed(std::move(owned));
+  loop_.Post([doomed] {});
+}
+
+void ShardRuntime::RemoveAmqp(AmqpPeer* peer) {
+  auto it = amqp_peers_.find(peer);
+  if (it == amqp_peers_.end()) return;
+  core::ShardMetrics::Sub(broker_.metrics().connections);
+  shared_.connections.fetch_sub(1);
+  // Destroy after the current callback: the TcpConnection is still in it.
+  std::shared_ptr<AmqpPeer> doomed(std::move(it->second));
+  amqp_peers_.erase(it);
+  loop_.Post([doomed] {});
+  CheckStopped();
+}
+
+void ShardRuntime::ShutdownAmqp() {
+  if (amqp_listener_) amqp_listener_->Close();
+  std::vector<AmqpPeer*> peers;
+  for (auto& entry : amqp_peers_) peers.push_back(entry.first);
+  for (AmqpPeer* peer : peers) {
+    if (amqp_peers_.count(peer) != 0) peer->amqp->Shutdown("server shutting down");
+  }
+}
+
+void ShardRuntime::AbortAmqp() {
+  std::vector<AmqpPeer*> left;
+  for (auto& entry : amqp_peers_) left.push_back(entry.first);
+  for (AmqpPeer* peer : left) peer->tcp->Abort();
+}
+
+}  // namespace estuary::server
