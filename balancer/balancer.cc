@@ -1,0 +1,395 @@
+#include "balancer/balancer.h"
+
+#include "balancer/http_probe.h"
+
+#include <fmt/format.h>
+#include <spawn.h>
+#include <spdlog/spdlog.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+
+extern char** environ;
+
+namespace estuary::balancer {
+namespace {
+
+constexpr int64_t kPairTickMs = 20;
+constexpr size_t kMaxDatagram = 64 * 1024;
+constexpr size_t kMaxNodes = 1024;  // nodes a partner's heartbeats may add
+
+Expected<sockaddr_storage, std::string> NumericSockaddr(const io::Endpoint& at) {
+  sockaddr_storage out{};
+  const std::string host = at.host == "localhost" ? "127.0.0.1" : at.host;
+  if (uv_ip4_addr(host.c_str(), at.port, reinterpret_cast<sockaddr_in*>(&out)) == 0) return out;
+  if (uv_ip6_addr(host.c_str(), at.port, reinterpret_cast<sockaddr_in6*>(&out)) == 0) return out;
+  return MakeError(at.ToString() + ": not a numeric address");
+}
+
+std::string FormatSockaddr(const sockaddr* address) {
+  char host[INET6_ADDRSTRLEN] = {};
+  if (address->sa_family == AF_INET) {
+    const auto* in = reinterpret_cast<const sockaddr_in*>(address);
+    uv_ip4_name(in, host, sizeof(host));
+    return fmt::format("{}:{}", host, ntohs(in->sin_port));
+  }
+  const auto* in6 = reinterpret_cast<const sockaddr_in6*>(address);
+  uv_ip6_name(in6, host, sizeof(host));
+  return fmt::format("[{}]:{}", host, ntohs(in6->sin6_port));
+}
+
+uint16_t BoundPort(int fd) {
+  sockaddr_storage bound{};
+  socklen_t length = sizeof(bound);
+  ::getsockname(fd, reinterpret_cast<sockaddr*>(&bound), &length);
+  return ntohs(bound.ss_family == AF_INET6 ? reinterpret_cast<sockaddr_in6*>(&bound)->sin6_port
+                                           : reinterpret_cast<sockaddr_in*>(&bound)->sin_port);
+}
+
+// Runs a short command (ip addr ...) to completion; start-up and takeover
+// paths only. Returns its exit status, or -1 if it could not run.
+int RunCommand(const std::vector<std::string>& argv) {
+  std::vector<char*> args;
+  for (const auto& arg : argv) args.push_back(const_cast<char*>(arg.c_str()));
+  args.push_back(nullptr);
+  pid_t pid = -1;
+  if (posix_spawnp(&pid, args[0], nullptr, nullptr, args.data(), environ) != 0) return -1;
+  int status = 0;
+  while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+  }
+  return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+}
+
+// Starts a command and forgets it; libuv reaps it and the handle is freed in
+// its close callback.
+void SpawnDetached(io::UvLoop& loop, const std::vector<std::string>& argv) {
+  std::vector<char*> args;
+  for (const auto& arg : argv) args.push_back(const_cast<char*>(arg.c_str()));
+  args.push_back(nullptr);
+  auto* process = new uv_process_t{};
+  uv_stdio_container_t stdio[3] = {};
+  for (auto& slot : stdio) slot.flags = UV_IGNORE;
+  uv_process_options_t options{};
+  options.file = args[0];
+  options.args = args.data();
+  options.stdio = stdio;
+  options.stdio_count = 3;
+  options.exit_cb = [](uv_process_t* handle, int64_t status, int) {
+    spdlog::info("gratuitous ARP sender exited with status {}", status);
+    uv_close(reinterpret_cast<uv_handle_t*>(handle), [](uv_handle_t* h) { delete reinterpret_cast<uv_process_t*>(h); });
+  };
+  const int rc = uv_spawn(loop.raw(), process, &options);
+  if (rc != 0) {
+    spdlog::warn("cannot run {}: {}", argv[0], uv_strerror(rc));
+    uv_close(reinterpret_cast<uv_handle_t*>(process), [](uv_handle_t* h) { delete reinterpret_cast<uv_process_t*>(h); });
+  }
+}
+
+}  // namespace
+
+Balancer::Balancer(io::UvLoop& loop, BalancerConfig config, std::function<void(const std::string&)> announce)
+    : loop_(loop), config_(std::move(config)), announce_(std::move(announce)), table_(config_.selection) {
+  for (const auto& node : config_.nodes) table_.AddNode(node.ToString());
+  for (const auto& admin : config_.drain) table_.SetDrained(admin, true);
+  peer_ = config_.peer;
+  host_.choose = [this](Service service, std::string_view client_id, const std::vector<std::string>& exclude) {
+    return Choose(service, client_id, exclude);
+  };
+  host_.dial_failed = [this](const std::string& admin, int status) {
+    spdlog::warn("node {}: connect failed ({}); no new connections until it answers a probe", admin,
+                 uv_err_name(status));
+    table_.OnFailure(admin, std::string("connect: ") + uv_err_name(status));
+  };
+  host_.finished = [this](ProxyConnection* connection, const ProxyStats& stats) {
+    connections_.erase(connection);
+    if (stats.node.empty() || stats.outcome.rfind("dropped", 0) == 0 || stats.outcome.rfind("no node", 0) == 0) {
+      ++refused_total_;
+    }
+    spdlog::debug("client {} via node {}: {} ({} bytes up, {} down)", stats.client, stats.node, stats.outcome,
+                  stats.bytes_to_node, stats.bytes_to_client);
+    if (stopping_ && connections_.empty() && on_stopped_) {
+      auto done = std::move(on_stopped_);
+      on_stopped_ = nullptr;
+      loop_.Post(std::move(done));
+    }
+  };
+}
+
+Balancer::~Balancer() {
+  // Connections still open (Stop() not called or not finished) must not
+  // report to this balancer from their close callbacks.
+  std::vector<ProxyConnection*> open(connections_.begin(), connections_.end());
+  for (ProxyConnection* connection : open) connection->CloseForShutdown();
+  CloseListeners();
+  if (mqtt_reserved_ >= 0) ::close(mqtt_reserved_);
+  if (amqp_reserved_ >= 0) ::close(amqp_reserved_);
+  for (io::TimerId timer : {poll_timer_, heartbeat_timer_, tick_timer_}) {
+    if (timer != 0) loop_.CancelTimer(timer);
+  }
+  if (udp_ != nullptr) {
+    uv_close(reinterpret_cast<uv_handle_t*>(udp_), [](uv_handle_t* handle) { delete reinterpret_cast<uv_udp_t*>(handle); });
+  }
+}
+
+Expected<void, std::string> Balancer::Start() {
+  if (auto bound = BindHeartbeat(); !bound) return bound;
+  pair_.emplace(config_.role, config_.heartbeat.ToString(), config_.pair, loop_.NowMs());
+  if (config_.vip.empty()) {
+    if (auto reserved = Reserve(config_.mqtt, mqtt_reserved_); !reserved) return reserved;
+    if (auto reserved = Reserve(config_.amqp, amqp_reserved_); !reserved) return reserved;
+  }
+  if (auto admin = StartAdmin(); !admin) return admin;
+  PollNodes();
+  SendHeartbeat();
+  tick_timer_ = loop_.AddTimer(kPairTickMs, [this] { TickPair(); });
+  TickPair();
+  return {};
+}
+
+// ---- service ports ---------------------------------------------------------
+
+// Binds without listening: the port is ours (port 0 resolves now, for the
+// ready line) but connections to it are refused until the balancer is active.
+Expected<void, std::string> Balancer::Reserve(io::Endpoint& at, int& fd) {
+  auto address = NumericSockaddr(at);
+  if (!address) return MakeError(address.error());
+  fd = ::socket(address->ss_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  int one = 1;
+  ::setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+  ::setsockopt(fd, SOL_SOCKET, SO_REUSEPORT, &one, sizeof(one));
+  const socklen_t length = address->ss_family == AF_INET6 ? sizeof(sockaddr_in6) : sizeof(sockaddr_in);
+  if (::bind(fd, reinterpret_cast<const sockaddr*>(&*address), length) != 0) {
+    const int error = errno;
+    ::close(fd);
+    fd = -1;
+    return MakeError(fmt::format("bind {}: {}", at.ToString(), std::strerror(error)));
+  }
+  at.port = BoundPort(fd);
+  return {};
+}
+
+bool Balancer::OpenListeners() {
+  if (mqtt_listener_ && amqp_listener_) return true;
+  if (!config_.vip.empty()) RunVipCommand(true);
+  auto listen = [this](const io::Endpoint& at, Service service, std::unique_ptr<io::TcpListener>& out) {
+    if (out) return true;
+    auto listener = io::TcpListener::Listen(loop_, at, [this, service](int fd) { Accept(fd, service); });
+    if (!listener) {
+      spdlog::error("cannot accept on {}: {}", at.ToString(), listener.error());
+      return false;
+    }
+    out = std::move(*listener);
+    return true;
+  };
+  return listen(config_.mqtt, Service::kMqtt, mqtt_listener_) && listen(config_.amqp, Service::kAmqp, amqp_listener_);
+}
+
+void Balancer::CloseListeners() {
+  mqtt_listener_.reset();
+  amqp_listener_.reset();
+}
+
+void Balancer::RunVipCommand(bool add) {
+  const std::string address = config_.vip;
+  const int status = RunCommand({"ip", "addr", add ? "add" : "del", address, "dev", config_.vip_interface});
+  spdlog::info("virtual IP {} {} {}: ip exit status {}", address, add ? "added to" : "removed from",
+               config_.vip_interface, status);
+  if (!add || status != 0) return;
+  // Gratuitous ARP, as keepalived sends, so neighbours update their caches.
+  const std::string ip = address.substr(0, address.find('/'));
+  // arping waits for its own deadline: run it beside the loop, not in it.
+  SpawnDetached(loop_, {"arping", "-q", "-U", "-c", "1", "-w", "1", "-I", config_.vip_interface, ip});
+}
+
+void Balancer::Accept(int fd, Service service) {
+  if (stopping_ || pair_->role() != Role::kActive) {
+    ::close(fd);
+    ++refused_total_;
+    return;
+  }
+  ++accepted_total_;
+  ProxyOptions options = config_.proxy;
+  const std::string name = service == Service::kMqtt ? "mqtt" : "amqp";
+  options.send_proxy_header =
+      std::find(config_.proxy_header.begin(), config_.proxy_header.end(), name) != config_.proxy_header.end();
+  connections_.insert(ProxyConnection::Start(loop_, fd, service, options, host_));
+}
+
+std::optional<Choice> Balancer::Choose(Service service, std::string_view client_id,
+                                       const std::vector<std::string>& exclude) {
+  auto choice = table_.Pick(service, client_id, loop_.NowMs(), exclude);
+  if (!choice) spdlog::warn("no eligible node for a new {} connection", service == Service::kMqtt ? "MQTT" : "AMQP");
+  return choice;
+}
+
+// ---- node probes -----------------------------------------------------------
+
+void Balancer::PollNodes() {
+  poll_timer_ = loop_.AddTimer(config_.poll_interval_ms, [this] { PollNodes(); });
+  for (const NodeState& node : table_.nodes()) Probe(node.admin);
+}
+
+void Balancer::Probe(const std::string& admin) {
+  if (probing_.count(admin) != 0) return;
+  auto endpoint = io::ParseEndpoint(admin);
+  if (!endpoint) return;
+  probing_.insert(admin);
+  auto fail = [this, admin](const std::string& why) {
+    probing_.erase(admin);
+    for (const NodeState& node : table_.nodes()) {
+      if (node.admin == admin && node.probe_ok) spdlog::warn("node {} unhealthy: {}", admin, why);
+    }
+    table_.OnFailure(admin, why);
+  };
+  HttpGet(loop_, *endpoint, "GET", "/healthz", config_.probe_timeout_ms,
+          [this, admin, endpoint = *endpoint, fail](const HttpAnswer& health) {
+            if (stopping_) return;
+            if (health.status != 200 || health.body.rfind("ok", 0) != 0) {
+              return fail(health.status == 0 ? health.error : fmt::format("/healthz answered {}", health.status));
+            }
+            HttpGet(loop_, endpoint, "GET", "/api/load", config_.probe_timeout_ms,
+                    [this, admin, fail](const HttpAnswer& load) {
+                      if (stopping_) return;
+                      if (load.status != 200) return fail(load.status == 0 ? load.error : "/api/load failed");
+                      auto report = ParseLoadReport(load.body);
+                      if (!report) return fail(report.error());
+                      probing_.erase(admin);
+                      bool was_ok = false;
+                      for (const NodeState& node : table_.nodes()) {
+                        if (node.admin == admin) was_ok = node.probe_ok;
+                      }
+                      if (!was_ok) spdlog::info("node {} (id {}) healthy", admin, report->node_id);
+                      table_.OnReport(admin, std::move(*report), loop_.NowMs());
+                    });
+          });
+}
+
+// ---- the pair --------------------------------------------------------------
+
+Expected<void, std::string> Balancer::BindHeartbeat() {
+  auto address = NumericSockaddr(config_.heartbeat);
+  if (!address) return MakeError("heartbeat: " + address.error());
+  udp_ = new uv_udp_t;
+  uv_udp_init(loop_.raw(), udp_);
+  udp_->data = this;
+  int rc = uv_udp_bind(udp_, reinterpret_cast<const sockaddr*>(&*address), UV_UDP_REUSEADDR);
+  if (rc != 0) return MakeError(fmt::format("heartbeat {}: {}", config_.heartbeat.ToString(), uv_strerror(rc)));
+  sockaddr_storage bound{};
+  int length = sizeof(bound);
+  uv_udp_getsockname(udp_, reinterpret_cast<sockaddr*>(&bound), &length);
+  config_.heartbeat.port = ntohs(bound.ss_family == AF_INET6 ? reinterpret_cast<sockaddr_in6*>(&bound)->sin6_port
+                                                              : reinterpret_cast<sockaddr_in*>(&bound)->sin_port);
+  rc = uv_udp_recv_start(
+      udp_,
+      [](uv_handle_t*, size_t, uv_buf_t* buf) {
+        static char buffer[kMaxDatagram];
+        *buf = uv_buf_init(buffer, sizeof(buffer));
+      },
+      [](uv_udp_t* handle, ssize_t nread, const uv_buf_t* buf, const sockaddr* from, unsigned) {
+        if (nread <= 0 || from == nullptr) return;
+        static_cast<Balancer*>(handle->data)->OnDatagram(std::string_view(buf->base, size_t(nread)), from);
+      });
+  if (rc != 0) return MakeError(fmt::format("heartbeat: {}", uv_strerror(rc)));
+  return {};
+}
+
+void Balancer::SendHeartbeat() {
+  heartbeat_timer_ = loop_.AddTimer(config_.heartbeat_interval_ms, [this] { SendHeartbeat(); });
+  if (peer_.empty() || stopping_) return;
+  Heartbeat heartbeat{pair_->epoch(), pair_->role(), pair_->priority(), pair_->id(), {}};
+  for (const NodeState& node : table_.nodes()) {
+    heartbeat.nodes.push_back({node.admin, table_.Eligible(node, Service::kMqtt, loop_.NowMs()),
+                               node.drained_here || (node.report && node.report->draining), table_.ScoreOf(node)});
+  }
+  auto endpoint = io::ParseEndpoint(peer_);
+  if (!endpoint) return;
+  auto address = NumericSockaddr(*endpoint);
+  if (!address) return;
+  const std::string bytes = EncodeHeartbeat(heartbeat);
+  uv_buf_t buf = uv_buf_init(const_cast<char*>(bytes.data()), static_cast<unsigned>(bytes.size()));
+  uv_udp_try_send(udp_, &buf, 1, reinterpret_cast<const sockaddr*>(&*address));
+}
+
+void Balancer::OnDatagram(std::string_view bytes, const sockaddr* from) {
+  auto heartbeat = DecodeHeartbeat(bytes);
+  if (!heartbeat) {
+    spdlog::debug("ignored a datagram from {}: {}", FormatSockaddr(from), heartbeat.error());
+    return;
+  }
+  if (config_.peer.empty()) peer_ = FormatSockaddr(from);
+  for (const SharedNode& node : heartbeat->nodes) {
+    // Share the node list, within a bound: the datagram is not authenticated.
+    if (table_.nodes().size() < kMaxNodes && io::ParseEndpoint(node.admin)) table_.AddNode(node.admin);
+  }
+  if (pair_->OnHeartbeat(*heartbeat, loop_.NowMs())) OnRoleChange();
+  if (!ready_announced_ && !pair_->deciding()) OnRoleChange();
+}
+
+void Balancer::TickPair() {
+  tick_timer_ = loop_.AddTimer(kPairTickMs, [this] { TickPair(); });
+  if (stopping_) return;
+  const bool changed = pair_->Tick(loop_.NowMs());
+  if (changed || (!ready_announced_ && !pair_->deciding())) OnRoleChange();
+  if (pair_->role() == Role::kActive && !(mqtt_listener_ && amqp_listener_)) OpenListeners();
+}
+
+void Balancer::OnRoleChange() {
+  if (pair_->role() == Role::kActive) {
+    OpenListeners();
+    if (mqtt_reserved_ >= 0) ::close(mqtt_reserved_);
+    if (amqp_reserved_ >= 0) ::close(amqp_reserved_);
+    mqtt_reserved_ = amqp_reserved_ = -1;
+  } else if (mqtt_listener_ || amqp_listener_) {
+    CloseListeners();
+    if (!config_.vip.empty()) RunVipCommand(false);
+    if (config_.vip.empty()) {
+      Reserve(config_.mqtt, mqtt_reserved_);
+      Reserve(config_.amqp, amqp_reserved_);
+    }
+  }
+  spdlog::info("role {} at epoch {}", ToString(pair_->role()), pair_->epoch());
+  if (!ready_announced_) {
+    ready_announced_ = true;
+    announce_(ReadyLine());
+  } else {
+    announce_(fmt::format("estuary-lb role={} epoch={}", ToString(pair_->role()), pair_->epoch()));
+  }
+}
+
+std::string Balancer::ReadyLine() const {
+  std::string line = fmt::format("estuary-lb ready role={} mqtt={} amqp={} heartbeat={}", ToString(pair_->role()),
+                                 config_.mqtt.ToString(), config_.amqp.ToString(), config_.heartbeat.ToString());
+  if (admin_) line += fmt::format(" admin={}", io::ParseEndpoint(config_.admin)->host + ":" + std::to_string(admin_port_));
+  return line;
+}
+
+void Balancer::Stop(std::function<void()> done) {
+  if (stopping_) return;
+  stopping_ = true;
+  const bool was_active = mqtt_listener_ || amqp_listener_;
+  CloseListeners();
+  if (admin_) admin_->Close();
+  if (was_active && !config_.vip.empty()) RunVipCommand(false);
+  for (io::TimerId* timer : {&poll_timer_, &heartbeat_timer_, &tick_timer_}) {
+    if (*timer != 0) loop_.CancelTimer(*timer);
+    *timer = 0;
+  }
+  if (udp_ != nullptr) {
+    uv_close(reinterpret_cast<uv_handle_t*>(udp_), [](uv_handle_t* handle) { delete reinterpret_cast<uv_udp_t*>(handle); });
+    udp_ = nullptr;
+  }
+  on_stopped_ = std::move(done);
+  std::vector<ProxyConnection*> open(connections_.begin(), connections_.end());
+  for (ProxyConnection* connection : open) connection->Abort();
+  if (connections_.empty() && on_stopped_) {
+    auto callback = std::move(on_stopped_);
+    on_stopped_ = nullptr;
+    loop_.Post(std::move(callback));
+  }
+}
+
+}  // namespace estuary::balancer

@@ -1,0 +1,92 @@
+// estuary-lb's admin pages: /healthz, /api/nodes (the node table as the
+// balancer sees it, JSON) and /metrics (Prometheus text).
+#include <fmt/format.h>
+
+#include <nlohmann/json.hpp>
+
+#include "balancer/balancer.h"
+
+namespace estuary::balancer {
+
+Expected<void, std::string> Balancer::StartAdmin() {
+  if (config_.admin.empty()) return {};
+  auto endpoint = io::ParseEndpoint(config_.admin);
+  if (!endpoint) return MakeError(endpoint.error());
+  auto server = io::HttpServer::Start(loop_, *endpoint, [this](const std::string& method, const std::string& path) {
+    return ServeAdmin(method, path);
+  });
+  if (!server) return MakeError("admin " + config_.admin + ": " + server.error());
+  admin_ = std::move(*server);
+  admin_port_ = admin_->port();
+  return {};
+}
+
+io::HttpResponse Balancer::ServeAdmin(const std::string& method, const std::string& path) {
+  if (method != "GET" && method != "HEAD") return {405, "text/plain; charset=utf-8", "method not allowed\n"};
+  if (path == "/healthz") {
+    return {200, "text/plain; charset=utf-8", fmt::format("ok {} epoch={}\n", ToString(role()), epoch())};
+  }
+  if (path == "/api/nodes") return {200, "application/json", NodesJson()};
+  if (path == "/metrics") return {200, "text/plain; version=0.0.4; charset=utf-8", MetricsText()};
+  return {404, "text/plain; charset=utf-8", "not found\n"};
+}
+
+std::string Balancer::NodesJson() const {
+  const int64_t now = loop_.NowMs();
+  nlohmann::json nodes = nlohmann::json::array();
+  for (const NodeState& node : table_.nodes()) {
+    nlohmann::json entry = {
+        {"admin", node.admin},
+        {"eligible", table_.Eligible(node, Service::kMqtt, now)},
+        {"probe_ok", node.probe_ok},
+        {"drained_here", node.drained_here},
+        {"draining", node.report ? node.report->draining : false},
+        {"score", node.report ? table_.ScoreOf(node) : -1.0},
+        {"sent_since_report", node.sent_since_report},
+        {"sent_total", node.sent_total},
+        {"last_ok_ms_ago", node.last_ok_ms < 0 ? -1 : now - node.last_ok_ms},
+        {"last_error", node.last_error},
+    };
+    if (node.report) {
+      entry["node"] = node.report->node_id;
+      entry["connections"] = node.report->connections;
+      entry["mqtt"] = ServiceAddress(node, Service::kMqtt);
+      entry["amqp"] = ServiceAddress(node, Service::kAmqp);
+    }
+    nodes.push_back(std::move(entry));
+  }
+  nlohmann::json out = {{"role", ToString(role())},
+                        {"epoch", epoch()},
+                        {"connections", connections_.size()},
+                        {"nodes", std::move(nodes)}};
+  return out.dump();
+}
+
+std::string Balancer::MetricsText() const {
+  std::string out = fmt::format(
+      "# HELP estuary_lb_active 1 while this balancer is the active one.\n# TYPE estuary_lb_active gauge\n"
+      "estuary_lb_active {}\n"
+      "# HELP estuary_lb_epoch The pair's epoch as this balancer knows it.\n# TYPE estuary_lb_epoch gauge\n"
+      "estuary_lb_epoch {}\n"
+      "# HELP estuary_lb_connections Client connections being proxied.\n# TYPE estuary_lb_connections gauge\n"
+      "estuary_lb_connections {}\n"
+      "# HELP estuary_lb_accepted_total Client connections accepted.\n# TYPE estuary_lb_accepted_total counter\n"
+      "estuary_lb_accepted_total {}\n"
+      "# HELP estuary_lb_refused_total Clients closed without reaching a node.\n"
+      "# TYPE estuary_lb_refused_total counter\nestuary_lb_refused_total {}\n"
+      "# HELP estuary_lb_node_sent_total Connections sent to each node.\n# TYPE estuary_lb_node_sent_total counter\n",
+      role() == Role::kActive ? 1 : 0, epoch(), connections_.size(), accepted_total_, refused_total_);
+  for (const NodeState& node : table_.nodes()) {
+    fmt::format_to(std::back_inserter(out), "estuary_lb_node_sent_total{{node=\"{}\"}} {}\n", node.admin,
+                   node.sent_total);
+  }
+  out += "# HELP estuary_lb_node_eligible 1 while a node may receive new connections.\n"
+         "# TYPE estuary_lb_node_eligible gauge\n";
+  for (const NodeState& node : table_.nodes()) {
+    fmt::format_to(std::back_inserter(out), "estuary_lb_node_eligible{{node=\"{}\"}} {}\n", node.admin,
+                   table_.Eligible(node, Service::kMqtt, loop_.NowMs()) ? 1 : 0);
+  }
+  return out;
+}
+
+}  // namespace estuary::balancer

@@ -1,0 +1,151 @@
+#include "balancer/lb_config.h"
+
+#include <CLI/CLI.hpp>
+
+#include <cstdio>
+#include <iostream>
+
+namespace estuary::balancer {
+namespace {
+
+CLI::Option* AddEndpoint(CLI::App& app, const std::string& name, io::Endpoint& target, const std::string& help) {
+  return app
+      .add_option_function<std::string>(
+          name,
+          [&target, name](const std::string& text) {
+            auto endpoint = io::ParseEndpoint(text);
+            if (!endpoint) throw CLI::ValidationError(name, endpoint.error());
+            target = *endpoint;
+          },
+          help)
+      ->default_str(target.ToString())
+      ->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);  // a later flag wins
+}
+
+void AddSelection(CLI::App& app, BalancerConfig& config) {
+  ScoreWeights& w = config.selection.weights;
+  app.add_option("--weight-connections", w.connections, "Score weight per connection")->capture_default_str();
+  app.add_option("--weight-messages", w.messages, "Score weight per 1000 messages/s in+out")->capture_default_str();
+  app.add_option("--weight-queued", w.queued, "Score weight per 1000 queued messages")->capture_default_str();
+  app.add_option("--weight-cpu", w.cpu, "Score weight per 100 % CPU")->capture_default_str();
+  app.add_option("--weight-memory", w.memory, "Score weight per GiB resident")->capture_default_str();
+  app.add_option("--mqtt-affinity", config.selection.mqtt_affinity,
+                 "Send MQTT clients to the node placing their session partition")
+      ->capture_default_str();
+  app.add_option("--partitions", config.selection.ring.partitions, "Partitions of the placement ring")
+      ->capture_default_str()
+      ->check(CLI::Range(1u, 65536u));
+  app.add_option("--replicas", config.selection.ring.replicas, "Replicas per partition on the ring")
+      ->capture_default_str()
+      ->check(CLI::Range(1u, 16u));
+  app.add_option("--stale-after", config.selection.stale_after_ms,
+                 "Milliseconds without a good probe before a node gets no connections")
+      ->capture_default_str();
+  app.add_option("--drain", config.drain, "Admin addresses of nodes that get no new connections")
+      ->delimiter(',');
+}
+
+void AddProxy(CLI::App& app, BalancerConfig& config) {
+  ProxyOptions& p = config.proxy;
+  app.add_option("--buffer-bytes", p.high_watermark, "Bytes queued per direction before reading pauses")
+      ->capture_default_str()
+      ->check(CLI::Range(size_t(4096), size_t(1) << 30));
+  app.add_option("--connect-max-bytes", p.connect_max_bytes, "Largest MQTT CONNECT read before choosing")
+      ->capture_default_str();
+  app.add_option("--connect-timeout", p.connect_timeout_ms, "Milliseconds allowed for the MQTT CONNECT")
+      ->capture_default_str();
+  app.add_option("--dial-timeout", p.dial_timeout_ms, "Milliseconds allowed to connect to a node")
+      ->capture_default_str();
+  app.add_option("--dial-attempts", p.dial_attempts, "Nodes tried per client before giving up")
+      ->capture_default_str()
+      ->check(CLI::Range(1u, 64u));
+  app.add_option("--proxy-protocol", config.proxy_header,
+                 "Services whose node connections start with a PROXY v2 header (mqtt,amqp or none)")
+      ->delimiter(',')
+      ->check(CLI::IsMember({"mqtt", "amqp", "none"}))
+      ->default_str("mqtt,amqp");
+}
+
+void BuildApp(CLI::App& app, BalancerConfig& config) {
+  app.set_config("--config", "", "TOML configuration file (keys named like the flags)");
+  app.allow_config_extras(CLI::config_extras_mode::error);
+  AddEndpoint(app, "--mqtt", config.mqtt, "MQTT service address HOST:PORT (port 0 picks a free port)");
+  AddEndpoint(app, "--amqp", config.amqp, "AMQP service address HOST:PORT");
+  app.add_option_function<std::vector<std::string>>(
+         "--nodes",
+         [&config](const std::vector<std::string>& nodes) {
+           for (const auto& text : nodes) {
+             auto endpoint = io::ParseEndpoint(text);
+             if (!endpoint) throw CLI::ValidationError("--nodes", endpoint.error());
+             config.nodes.push_back(*endpoint);
+           }
+         },
+         "The nodes' admin addresses HOST:PORT,...")
+      ->delimiter(',');
+  AddEndpoint(app, "--heartbeat", config.heartbeat, "This balancer's pair address (UDP) HOST:PORT");
+  app.add_option("--peer", config.peer, "The partner's heartbeat HOST:PORT (default: learnt from its heartbeats)")
+      ->check([](const std::string& text) {
+        auto endpoint = io::ParseEndpoint(text);
+        return endpoint ? std::string() : endpoint.error();
+      });
+  app.add_option_function<std::string>(
+         "--role", [&config](const std::string& role) { config.role = role == "standby" ? Role::kStandby : Role::kActive; },
+         "Role to start in")
+      ->check(CLI::IsMember({"active", "standby"}))
+      ->default_str("active");
+  app.add_option("--log-level", config.log_level, "trace|debug|info|warn|error|critical|off")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"trace", "debug", "info", "warn", "error", "critical", "off"}));
+  app.add_option("--poll-interval", config.poll_interval_ms, "Milliseconds between probes of each node")
+      ->capture_default_str()
+      ->check(CLI::Range(int64_t(10), int64_t(60000)));
+  app.add_option("--probe-timeout", config.probe_timeout_ms, "Milliseconds a probe may take")
+      ->capture_default_str();
+  app.add_option("--heartbeat-interval", config.heartbeat_interval_ms, "Milliseconds between heartbeats")
+      ->capture_default_str()
+      ->check(CLI::Range(int64_t(10), int64_t(10000)));
+  app.add_option("--takeover-timeout", config.pair.takeover_timeout_ms,
+                 "Milliseconds of partner silence before a standby takes over")
+      ->capture_default_str();
+  app.add_option("--startup-wait", config.pair.startup_wait_ms,
+                 "Milliseconds a balancer started as active listens for an active partner first")
+      ->capture_default_str();
+  app.add_option("--admin", config.admin, "Admin HTTP HOST:PORT: /healthz, /api/nodes, /metrics (default: off)")
+      ->check([](const std::string& text) {
+        auto endpoint = io::ParseEndpoint(text);
+        return endpoint ? std::string() : endpoint.error();
+      });
+  app.add_option("--vip", config.vip, "Virtual-IP mode: ADDRESS/PREFIX held by the active (needs root)");
+  app.add_option("--vip-interface", config.vip_interface, "Interface for --vip");
+  AddSelection(app, config);
+  AddProxy(app, config);
+}
+
+}  // namespace
+
+ParseOutcome ParseCommandLine(int argc, const char* const* argv) {
+  BalancerConfig config;
+  CLI::App app{"estuary-lb: the Estuary load balancer (active/standby pair in front of estuaryd nodes)",
+               "estuary-lb"};
+  BuildApp(app, config);
+  try {
+    app.parse(argc, argv);
+    if (!config.vip.empty() && config.vip_interface.empty()) {
+      throw CLI::ValidationError("--vip", "needs --vip-interface");
+    }
+    if (!config.vip.empty() && (config.mqtt.port == 0 || config.amqp.port == 0)) {
+      throw CLI::ValidationError("--vip", "needs fixed --mqtt and --amqp ports");
+    }
+  } catch (const CLI::CallForHelp&) {
+    std::cout << app.help();
+    return ExitRequest{0};
+  } catch (const CLI::ParseError& error) {
+    std::fprintf(stderr, "estuary-lb: error: %s\n", error.what());
+    return ExitRequest{2};
+  }
+  if (app.count("--proxy-protocol") == 0) config.proxy_header = {"mqtt", "amqp"};
+  config.proxy.low_watermark = std::min(config.proxy.low_watermark, config.proxy.high_watermark / 4);
+  return config;
+}
+
+}  // namespace estuary::balancer

@@ -1,0 +1,43 @@
+#pragma once
+// estuary-lb's configuration: flags and a TOML file (--config) whose keys
+// are named like the flags, as for estuaryd (docs/balancer.md lists them).
+#include <cstdint>
+#include <string>
+#include <variant>
+#include <vector>
+
+#include "balancer/node_table.h"
+#include "balancer/pair_state.h"
+#include "balancer/proxy_connection.h"
+#include "io/uv/tcp.h"
+
+namespace estuary::balancer {
+
+struct BalancerConfig {
+  io::Endpoint mqtt{"127.0.0.1", 1883};
+  io::Endpoint amqp{"127.0.0.1", 5672};
+  std::vector<io::Endpoint> nodes;  // admin addresses
+  io::Endpoint heartbeat{"127.0.0.1", 7946};
+  std::string peer;  // HOST:PORT, "" = learn it from the first heartbeat received
+  Role role = Role::kActive;
+  std::string log_level = "info";
+  int64_t poll_interval_ms = 250;
+  int64_t probe_timeout_ms = 500;
+  int64_t heartbeat_interval_ms = 100;
+  PairOptions pair;
+  SelectionOptions selection;
+  ProxyOptions proxy;
+  std::vector<std::string> drain;         // admin addresses drained by this balancer
+  std::vector<std::string> proxy_header;  // services that get a PROXY v2 header
+  std::string vip;                        // "ADDRESS/PREFIX": virtual-IP mode
+  std::string vip_interface;
+  std::string admin;  // HOST:PORT of the balancer's own admin HTTP, "" = none
+};
+
+struct ExitRequest {
+  int status = 0;
+};
+using ParseOutcome = std::variant<BalancerConfig, ExitRequest>;
+ParseOutcome ParseCommandLine(int argc, const char* const* argv);
+
+}  // namespace estuary::balancer

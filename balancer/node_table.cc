@@ -1,0 +1,191 @@
+#include "balancer/node_table.h"
+
+#include <algorithm>
+#include <limits>
+#include <nlohmann/json.hpp>
+
+namespace estuary::balancer {
+namespace {
+
+constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
+
+std::string HostOf(const std::string& address) {
+  const size_t colon = address.rfind(':');
+  return colon == std::string::npos ? address : address.substr(0, colon);
+}
+
+bool Contains(const std::vector<std::string>& list, const std::string& value) {
+  return std::find(list.begin(), list.end(), value) != list.end();
+}
+
+}  // namespace
+
+Expected<LoadReport, std::string> ParseLoadReport(std::string_view json) {
+  auto parsed = nlohmann::json::parse(json, nullptr, /*allow_exceptions=*/false);
+  if (parsed.is_discarded() || !parsed.is_object()) return MakeError(std::string("load report is not a JSON object"));
+  LoadReport report;
+  auto number = [&](const char* key, auto& field) {
+    using Field = std::decay_t<decltype(field)>;
+    auto it = parsed.find(key);
+    if (it == parsed.end() || !it->is_number()) return;
+    if constexpr (std::is_floating_point_v<Field>) {
+      field = it->template get<Field>();
+    } else if (it->is_number_unsigned()) {
+      field = static_cast<Field>(it->template get<uint64_t>());
+    }
+  };
+  auto text = [&](const char* key, std::string& field) {
+    auto it = parsed.find(key);
+    if (it != parsed.end() && it->is_string()) field = it->get<std::string>();
+  };
+  if (!parsed.contains("node") || !parsed["node"].is_number_unsigned()) {
+    return MakeError(std::string("load report has no node id"));
+  }
+  number("node", report.node_id);
+  number("connections", report.connections);
+  number("messages_in_per_second", report.messages_in_per_second);
+  number("messages_out_per_second", report.messages_out_per_second);
+  number("queued_messages", report.queued_messages);
+  number("cpu_percent", report.cpu_percent);
+  number("memory_bytes", report.memory_bytes);
+  text("mqtt", report.mqtt);
+  text("amqp", report.amqp);
+  if (auto it = parsed.find("draining"); it != parsed.end() && it->is_boolean()) report.draining = it->get<bool>();
+  return report;
+}
+
+double Score(const LoadReport& report, uint64_t sent_since_report, const ScoreWeights& w) {
+  return double(report.connections + sent_since_report) * w.connections +
+         (report.messages_in_per_second + report.messages_out_per_second) / 1000.0 * w.messages +
+         double(report.queued_messages) / 1000.0 * w.queued + report.cpu_percent / 100.0 * w.cpu +
+         double(report.memory_bytes) / kGiB * w.memory;
+}
+
+std::string ServiceAddress(const NodeState& node, Service service) {
+  if (!node.report) return {};
+  const std::string& reported = service == Service::kMqtt ? node.report->mqtt : node.report->amqp;
+  if (reported.empty()) return {};
+  const std::string host = HostOf(reported);
+  if (host == "0.0.0.0" || host == "[::]" || host == "::") {
+    return HostOf(node.admin) + reported.substr(reported.rfind(':'));
+  }
+  return reported;
+}
+
+NodeTable::NodeTable(SelectionOptions options) : options_(std::move(options)) {}
+
+NodeState* NodeTable::Find(const std::string& admin) {
+  for (NodeState& node : nodes_) {
+    if (node.admin == admin) return &node;
+  }
+  return nullptr;
+}
+
+void NodeTable::AddNode(const std::string& admin) {
+  if (Find(admin) == nullptr) nodes_.push_back(NodeState{.admin = admin});
+}
+
+void NodeTable::OnReport(const std::string& admin, LoadReport report, int64_t now_ms) {
+  AddNode(admin);
+  NodeState& node = *Find(admin);
+  const bool id_changed = !node.report || node.report->node_id != report.node_id;
+  node.report = std::move(report);
+  node.probe_ok = true;
+  node.last_ok_ms = now_ms;
+  node.last_error.clear();
+  node.sent_since_report = 0;
+  if (id_changed) RebuildRing();
+}
+
+void NodeTable::OnFailure(const std::string& admin, std::string why) {
+  AddNode(admin);
+  NodeState& node = *Find(admin);
+  node.probe_ok = false;
+  node.last_error = std::move(why);
+}
+
+void NodeTable::SetDrained(const std::string& admin, bool drained) {
+  AddNode(admin);
+  Find(admin)->drained_here = drained;
+}
+
+bool NodeTable::Eligible(const NodeState& node, Service service, int64_t now_ms) const {
+  if (!node.probe_ok || !node.report || node.drained_here || node.report->draining) return false;
+  if (now_ms - node.last_ok_ms > options_.stale_after_ms) return false;
+  return !ServiceAddress(node, service).empty();
+}
+
+double NodeTable::ScoreOf(const NodeState& node) const {
+  if (!node.report) return std::numeric_limits<double>::infinity();
+  return Score(*node.report, node.sent_since_report, options_.weights);
+}
+
+// The ring is placed over the ids of every node that ever reported, not only
+// the healthy ones: a node that fails keeps its place, and its sessions go
+// to the next replica, as the cluster's own failover would.
+void NodeTable::RebuildRing() {
+  std::vector<std::string> ids;
+  for (const NodeState& node : nodes_) {
+    if (node.report) ids.push_back(std::to_string(node.report->node_id));
+  }
+  std::sort(ids.begin(), ids.end());
+  if (ids == ring_ids_) return;
+  ring_ids_ = ids;
+  ring_.reset();
+  if (ids.empty() || std::adjacent_find(ids.begin(), ids.end()) != ids.end()) return;
+  auto built = ring::Ring::Build(ids, options_.ring);
+  if (built) ring_ = std::move(*built);
+}
+
+std::string NodeTable::AffinityNode(std::string_view client_id) const {
+  if (!ring_ || client_id.empty()) return {};
+  const std::uint32_t partition = ring_->PartitionOf("session/" + std::string(client_id));
+  const std::string& leader = ring_->Leader(partition);
+  for (const NodeState& node : nodes_) {
+    if (node.report && std::to_string(node.report->node_id) == leader) return node.admin;
+  }
+  return {};
+}
+
+Choice NodeTable::Take(NodeState& node, Service service, bool by_affinity) {
+  ++node.sent_since_report;
+  ++node.sent_total;
+  return Choice{node.admin, ServiceAddress(node, service), by_affinity};
+}
+
+std::optional<Choice> NodeTable::ByAffinity(Service service, std::string_view client_id, int64_t now_ms,
+                                            const std::vector<std::string>& exclude) {
+  if (!options_.mqtt_affinity || service != Service::kMqtt || client_id.empty() || !ring_) return std::nullopt;
+  const std::uint32_t partition = ring_->PartitionOf("session/" + std::string(client_id));
+  for (const std::string& id : ring_->Replicas(partition)) {
+    for (NodeState& node : nodes_) {
+      if (!node.report || std::to_string(node.report->node_id) != id) continue;
+      if (Eligible(node, service, now_ms) && !Contains(exclude, node.admin)) return Take(node, service, true);
+    }
+  }
+  return std::nullopt;
+}
+
+std::optional<Choice> NodeTable::Pick(Service service, std::string_view client_id, int64_t now_ms,
+                                      const std::vector<std::string>& exclude) {
+  if (auto chosen = ByAffinity(service, client_id, now_ms, exclude)) return chosen;
+  NodeState* best = nullptr;
+  double best_score = 0;
+  // Start the scan at a rotating cursor so that ties do not always go to
+  // the first node listed.
+  const size_t count = nodes_.size();
+  for (size_t i = 0; i < count; ++i) {
+    NodeState& node = nodes_[(cursor_ + i) % count];
+    if (!Eligible(node, service, now_ms) || Contains(exclude, node.admin)) continue;
+    const double score = ScoreOf(node);
+    if (best == nullptr || score < best_score) {
+      best = &node;
+      best_score = score;
+    }
+  }
+  if (count > 0) cursor_ = (cursor_ + 1) % count;
+  if (best == nullptr) return std::nullopt;
+  return Take(*best, service, false);
+}
+
+}  // namespace estuary::balancer

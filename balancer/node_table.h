@@ -1,0 +1,122 @@
+#pragma once
+// NodeTable: what estuary-lb knows about each broker node (its last load
+// report and health) and the choice of a node for a new connection. Pure:
+// no IO, no clock (callers pass `now_ms`); owned by the balancer's loop.
+//
+// Score (docs/balancer.md), lower is better:
+//   score = (connections + sent_since_report) * w_connections
+//         + (messages_in + messages_out per second) / 1000 * w_messages
+//         + queued_messages / 1000 * w_queued
+//         + cpu_percent / 100 * w_cpu
+//         + memory_bytes / GiB * w_memory
+// `sent_since_report` counts the connections this balancer sent to the node
+// since its last report, so a burst spreads instead of landing on the node
+// that looked lightest a moment ago.
+//
+// Eligible: the last probe succeeded, within `stale_after_ms`, and the node
+// is not draining (by its own report or by the balancer's configuration).
+// MQTT affinity: with a client id and known node ids, the session key
+// `session/<client-id>` is placed with cluster-core/ring (the nodes' ids,
+// the configured partitions and replicas); the first eligible replica of its
+// partition (the preferred leader first) wins; otherwise the least score.
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "cluster-core/ring/ring.h"
+#include "model/result.h"
+
+namespace estuary::balancer {
+
+// A node's /api/load answer.
+struct LoadReport {
+  uint32_t node_id = 0;
+  uint64_t connections = 0;
+  double messages_in_per_second = 0;
+  double messages_out_per_second = 0;
+  uint64_t queued_messages = 0;
+  double cpu_percent = 0;
+  uint64_t memory_bytes = 0;
+  std::string mqtt;  // "host:port" of the node's MQTT listener, "" if not reported
+  std::string amqp;
+  bool draining = false;
+};
+Expected<LoadReport, std::string> ParseLoadReport(std::string_view json);
+
+struct ScoreWeights {
+  double connections = 1.0;
+  double messages = 1.0;  // per 1000 messages/s
+  double queued = 1.0;    // per 1000 queued messages
+  double cpu = 20.0;      // per core's worth (100 %)
+  double memory = 10.0;   // per GiB resident
+};
+double Score(const LoadReport& report, uint64_t sent_since_report, const ScoreWeights& weights);
+
+struct SelectionOptions {
+  ScoreWeights weights;
+  int64_t stale_after_ms = 1000;  // no successful probe for this long: unhealthy
+  bool mqtt_affinity = true;
+  ring::RingOptions ring;
+};
+
+enum class Service { kMqtt, kAmqp };
+
+struct NodeState {
+  std::string admin;  // the node's admin HOST:PORT, its key here
+  std::optional<LoadReport> report = std::nullopt;
+  bool probe_ok = false;
+  int64_t last_ok_ms = -1;
+  std::string last_error = {};
+  bool drained_here = false;  // drained by the balancer's configuration
+  uint64_t sent_since_report = 0;
+  uint64_t sent_total = 0;
+};
+
+struct Choice {
+  std::string admin;
+  std::string address;  // the service HOST:PORT to connect to
+  bool by_affinity = false;
+};
+
+class NodeTable {
+ public:
+  explicit NodeTable(SelectionOptions options = {});
+
+  void AddNode(const std::string& admin);  // idempotent
+  void OnReport(const std::string& admin, LoadReport report, int64_t now_ms);
+  void OnFailure(const std::string& admin, std::string why);
+  void SetDrained(const std::string& admin, bool drained);
+
+  bool Eligible(const NodeState& node, Service service, int64_t now_ms) const;
+  double ScoreOf(const NodeState& node) const;
+  // Picks a node for a new connection and counts it as sent there. `exclude`
+  // lists admin addresses already tried for this connection.
+  std::optional<Choice> Pick(Service service, std::string_view client_id, int64_t now_ms,
+                             const std::vector<std::string>& exclude = {});
+  // The node the ring prefers for `client_id` ("" when unknown), for tests and logs.
+  std::string AffinityNode(std::string_view client_id) const;
+
+  const std::vector<NodeState>& nodes() const { return nodes_; }
+  const SelectionOptions& options() const { return options_; }
+
+ private:
+  NodeState* Find(const std::string& admin);
+  void RebuildRing();
+  std::optional<Choice> ByAffinity(Service service, std::string_view client_id, int64_t now_ms,
+                                   const std::vector<std::string>& exclude);
+  Choice Take(NodeState& node, Service service, bool by_affinity);
+
+  SelectionOptions options_;
+  std::vector<NodeState> nodes_;
+  std::optional<ring::Ring> ring_;
+  std::vector<std::string> ring_ids_;  // node ids the ring was built from
+  size_t cursor_ = 0;                  // rotates ties
+};
+
+// The address to dial for `service`: the reported listener, with an
+// unspecified host (0.0.0.0, ::) replaced by the admin address's host.
+std::string ServiceAddress(const NodeState& node, Service service);
+
+}  // namespace estuary::balancer
