@@ -290,7 +290,7 @@ void MqttClient::Disconnect() {
 
 bool MqttClient::open() const { return connection_ && !socket_closed_; }
 
-bool MqttClient::above_high_watermark() const {
+bool MqttClient::blocked() const {
   return connection_ && connection_->above_high_watermark();
 }
 

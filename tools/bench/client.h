@@ -22,10 +22,11 @@
 
 #include "frontends/mqtt/codec/packet.h"
 #include "io/uv/tcp.h"
+#include "tools/bench/bench_client.h"
 
 namespace estuary::bench {
 
-class MqttClient : public std::enable_shared_from_this<MqttClient> {
+class MqttClient final : public BenchClient, public std::enable_shared_from_this<MqttClient> {
  public:
   struct Config {
     io::Endpoint broker;
@@ -37,33 +38,25 @@ class MqttClient : public std::enable_shared_from_this<MqttClient> {
     int subscribe_qos = 0;
     size_t max_queued_bytes = 1 << 20;  // high watermark; low is half
   };
-  struct Handlers {
-    std::function<void()> on_ready;  // CONNACK accepted, and SUBACK granted if subscribing
-    std::function<void(const std::string& error)> on_failed;
-    // A PUBLISH from the broker: its payload and the time its bytes arrived.
-    std::function<void(std::string_view payload, int64_t arrival_ns)> on_message;
-    // The end of a QoS 1/2 publish: PUBACK or PUBCOMP (ok), or an error reason.
-    std::function<void(uint16_t packet_id, bool ok)> on_publish_done;
-    std::function<void()> on_drain;  // queued bytes fell below the low watermark
-  };
+  using Handlers = BenchClient::Handlers;
 
   static std::shared_ptr<MqttClient> Create(io::UvLoop& loop, Config config, Handlers handlers);
-  ~MqttClient();
+  ~MqttClient() override;
   MqttClient(const MqttClient&) = delete;
   MqttClient& operator=(const MqttClient&) = delete;
 
-  void Start();
+  void Start() override;
   // `fields` carries topic, QoS and packet id; its payload member is ignored.
-  void Publish(const mqtt::PublishPacket& fields, std::string_view payload);
-  void Ping();
+  void Publish(const mqtt::PublishPacket& fields, std::string_view payload) override;
+  void Ping() override;
   // Sends DISCONNECT and closes after flushing. No handler is called after.
-  void Disconnect();
+  void Disconnect() override;
 
-  bool ready() const { return state_ == State::kReady; }
-  bool open() const;  // the socket is not closed yet
-  bool above_high_watermark() const;
+  bool ready() const override { return state_ == State::kReady; }
+  bool open() const override;  // the socket is not closed yet
+  bool blocked() const override;  // above the socket's high watermark
   // The broker's Receive Maximum (MQTT 5 CONNACK), else 65535.
-  uint16_t server_receive_maximum() const { return server_receive_maximum_; }
+  uint16_t server_receive_maximum() const override { return server_receive_maximum_; }
 
  private:
   enum class State { kIdle, kConnecting, kAwaitingConnack, kAwaitingSuback, kReady, kClosed };

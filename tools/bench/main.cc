@@ -1,4 +1,4 @@
-// estuary-bench: the MQTT load generator. See tools/bench/README.md.
+// estuary-bench: the MQTT and AMQP 1.0 load generator. See tools/bench/README.md.
 #include <csignal>
 #include <cstdio>
 
@@ -12,14 +12,15 @@ int main(int argc, char** argv) {
     std::fprintf(options.error().exit_code == 0 ? stdout : stderr, "%s\n", options.error().text.c_str());
     return options.error().exit_code;
   }
-  auto broker = estuary::io::ParseEndpoint(options->broker);
-  if (!broker) {
-    std::fprintf(stderr, "estuary-bench: --broker: %s\n", broker.error().c_str());
+  auto publish = estuary::io::ParseEndpoint(options->publish_broker);
+  auto subscribe = estuary::io::ParseEndpoint(options->subscribe_broker);
+  if (!publish || !subscribe) {
+    std::fprintf(stderr, "estuary-bench: --broker: %s\n", (publish ? subscribe : publish).error().c_str());
     return 2;
   }
   // A broker closing a socket mid-write must surface as an error, not kill us.
   std::signal(SIGPIPE, SIG_IGN);
   estuary::bench::StopEarlyOnSignal();
-  return options->idle ? estuary::bench::RunIdle(*options, *broker)
-                       : estuary::bench::RunTraffic(*options, *broker);
+  return options->idle ? estuary::bench::RunIdle(*options, *publish)
+                       : estuary::bench::RunTraffic(*options, {*publish, *subscribe});
 }

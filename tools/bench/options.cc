@@ -13,6 +13,11 @@ namespace {
 constexpr size_t kMaxPayload = 64 << 20;
 
 struct RawFlags {
+  std::string broker = "127.0.0.1:1883";
+  std::string publish_broker;
+  std::string subscribe_broker;
+  std::string protocol = "mqtt";
+  std::string amqp_sasl = "anonymous";
   std::string version = "3.1.1";
   std::string pattern = "one-topic";
   std::string local_addresses;
@@ -23,12 +28,19 @@ struct RawFlags {
 void AddFlags(CLI::App& app, Options& o, RawFlags& raw) {
   // A flag given twice takes its last value, so scripts can append overrides.
   app.option_defaults()->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
-  app.add_option("-b,--broker", o.broker, "Broker address HOST:PORT")->capture_default_str();
+  app.add_option("-b,--broker", raw.broker,
+                 "Broker URL [mqtt://|amqp://]HOST:PORT (no scheme: --protocol)")->capture_default_str();
+  app.add_option("--publish-broker", raw.publish_broker,
+                 "Publishers' broker URL, for mixed runs (default --broker)");
+  app.add_option("--subscribe-broker", raw.subscribe_broker,
+                 "Subscribers' broker URL, for mixed runs (default --broker)");
+  app.add_option("--protocol", raw.protocol, "Protocol of broker URLs without a scheme: mqtt or amqp")
+      ->capture_default_str();
   app.add_option("-V,--mqtt-version", raw.version, "MQTT version: 3.1.1 or 5")->capture_default_str();
   app.add_option("-P,--publishers", o.publishers, "Publisher connections")->capture_default_str();
   app.add_option("-S,--subscribers", o.subscribers, "Subscriber connections (0: publish only)")
       ->capture_default_str();
-  app.add_option("-q,--qos", o.qos, "QoS of publishes and subscriptions: 0, 1 or 2")->capture_default_str();
+  app.add_option("-q,--qos", o.qos, "QoS of publishes and subscriptions: 0, 1 or 2 (AMQP: 0 pre-settled, 1 unsettled)")->capture_default_str();
   app.add_option("-s,--payload", o.payload_size, "Payload bytes (>= 24: sequence and timestamp)")
       ->capture_default_str();
   app.add_option("-r,--rate", o.rate, "Messages/s over all publishers, paced by timers; 0: as fast as possible")
@@ -40,7 +52,7 @@ void AddFlags(CLI::App& app, Options& o, RawFlags& raw) {
                  "Topics: one-topic | fan-out (= one-topic) | per-publisher | fan-in (PREFIX/i, subscribers on PREFIX/+)")
       ->capture_default_str();
   app.add_option("-t,--topic", o.topic_prefix, "Topic or topic prefix (default estuary-bench/RUN-ID)");
-  app.add_option("--inflight", o.inflight, "QoS 1/2: unacknowledged messages per publisher (capped by the broker's receive maximum)")
+  app.add_option("--inflight", o.inflight, "QoS 1/2, AMQP unsettled: unacknowledged messages per publisher (capped by the broker's receive maximum)")
       ->capture_default_str();
   app.add_option("--max-queued-bytes", o.max_queued_bytes, "QoS 0 as fast as possible: bytes a publisher may have queued on its socket")
       ->capture_default_str();
@@ -60,9 +72,51 @@ void AddFlags(CLI::App& app, Options& o, RawFlags& raw) {
                  "Comma-separated source IPv4 addresses for client sockets, used round-robin (e.g. 127.0.0.2,127.0.0.3)");
   app.add_option("--client-id-prefix", o.client_id_prefix, "Client identifier prefix (default eb-RUN-ID-)");
   app.add_option("--run-id", raw.run_id, "Run id carried in payloads and default names (default random)");
+  app.add_option("--credit", o.credit, "AMQP: receiver link credit window (topped up at half)")
+      ->capture_default_str();
+  app.add_option("--amqp-target-prefix", o.amqp_target_prefix,
+                 "AMQP: sender target address = PREFIX + topic (RabbitMQ: /topic/)");
+  app.add_option("--amqp-source-prefix", o.amqp_source_prefix,
+                 "AMQP: receiver source address = PREFIX + topic filter (RabbitMQ: /topic/)");
+  app.add_option("--amqp-sasl", raw.amqp_sasl, "AMQP: anonymous (SASL ANONYMOUS) or none (no SASL layer)")
+      ->capture_default_str();
+}
+
+std::optional<std::string> ApplyBrokers(Options& o, const RawFlags& raw) {
+  Protocol fallback;
+  if (raw.protocol == "mqtt") {
+    fallback = Protocol::kMqtt;
+  } else if (raw.protocol == "amqp") {
+    fallback = Protocol::kAmqp;
+  } else {
+    return "--protocol: expected mqtt or amqp, got '" + raw.protocol + "'";
+  }
+  auto broker = ParseBrokerUrl(raw.broker, fallback);
+  if (!broker) return "--broker: " + broker.error();
+  o.broker = broker->address;
+  auto side = [&](const std::string& url, const char* flag, Protocol& protocol,
+                  std::string& address) -> std::optional<std::string> {
+    auto parsed = url.empty() ? broker : ParseBrokerUrl(url, fallback);
+    if (!parsed) return std::string(flag) + ": " + parsed.error();
+    protocol = parsed->protocol;
+    address = parsed->address;
+    return std::nullopt;
+  };
+  if (auto problem = side(raw.publish_broker, "--publish-broker", o.publish_protocol, o.publish_broker)) {
+    return problem;
+  }
+  if (auto problem = side(raw.subscribe_broker, "--subscribe-broker", o.subscribe_protocol, o.subscribe_broker)) {
+    return problem;
+  }
+  if (raw.amqp_sasl != "anonymous" && raw.amqp_sasl != "none") {
+    return "--amqp-sasl: expected anonymous or none, got '" + raw.amqp_sasl + "'";
+  }
+  o.amqp_sasl = raw.amqp_sasl == "anonymous";
+  return std::nullopt;
 }
 
 std::optional<std::string> ApplyNamedValues(Options& o, const RawFlags& raw) {
+  if (auto problem = ApplyBrokers(o, raw)) return problem;
   if (raw.version == "3.1.1" || raw.version == "311" || raw.version == "4") {
     o.version = mqtt::ProtocolVersion::kV311;
   } else if (raw.version == "5" || raw.version == "5.0") {
@@ -97,6 +151,13 @@ std::optional<std::string> Validate(const Options& o, bool duration_given) {
   if (o.connect_timeout_s <= 0) return "--connect-timeout: must be > 0";
   if (o.drain_timeout_s < 0) return "--drain-timeout: must be >= 0";
   if (o.max_connecting < 1) return "--max-connecting: must be >= 1";
+  if (o.uses(Protocol::kAmqp)) {
+    if (!o.local_addresses.empty()) return "--local-addresses: MQTT only";
+    if (o.credit < 1) return "--credit: must be >= 1";
+    if (o.qos == 2 && !o.idle) {
+      return "--qos 2: AMQP has no exactly-once here; use -q 0 (pre-settled) or -q 1 (unsettled)";
+    }
+  }
   if (o.idle) {
     if (o.connections < 1) return "--idle needs --connections N (N >= 1)";
     if (o.counted()) return "--count does not apply to --idle";
@@ -124,6 +185,30 @@ std::string OneLine(std::string text) {
 
 }  // namespace
 
+const char* ToString(Protocol protocol) { return protocol == Protocol::kAmqp ? "amqp" : "mqtt"; }
+
+Expected<BrokerUrl, std::string> ParseBrokerUrl(const std::string& url, Protocol default_protocol) {
+  BrokerUrl parsed{default_protocol, url};
+  const size_t scheme_end = url.find("://");
+  if (scheme_end != std::string::npos) {
+    const std::string scheme = url.substr(0, scheme_end);
+    if (scheme == "mqtt" || scheme == "tcp") {
+      parsed.protocol = Protocol::kMqtt;
+    } else if (scheme == "amqp") {
+      parsed.protocol = Protocol::kAmqp;
+    } else {
+      return MakeError("unknown scheme '" + scheme + "' in '" + url + "' (mqtt:// or amqp://)");
+    }
+    parsed.address = url.substr(scheme_end + 3);
+  }
+  while (!parsed.address.empty() && parsed.address.back() == '/') parsed.address.pop_back();
+  if (parsed.address.empty() || parsed.address.find('/') != std::string::npos ||
+      parsed.address.rfind(':') == std::string::npos) {
+    return MakeError("expected [mqtt://|amqp://]HOST:PORT, got '" + url + "'");
+  }
+  return parsed;
+}
+
 const char* VersionName(mqtt::ProtocolVersion version) {
   switch (version) {
     case mqtt::ProtocolVersion::kV31: return "3.1";
@@ -137,9 +222,11 @@ Expected<Options, ParseExit> ParseOptions(int argc, const char* const* argv) {
   Options options;
   RawFlags raw;
   CLI::App app{
-      "estuary-bench: MQTT load generator. P publishers and S subscribers, each its own\n"
-      "connection, measure throughput and end-to-end latency against any MQTT broker.\n"
-      "Example: estuary-bench --broker 127.0.0.1:1883 -P 8 -S 1 --pattern fan-in -q 1 -d 10",
+      "estuary-bench: MQTT and AMQP 1.0 load generator. P publishers and S subscribers, each\n"
+      "its own connection, measure throughput and end-to-end latency against any MQTT or\n"
+      "AMQP 1.0 broker, or across the two (--publish-broker, --subscribe-broker).\n"
+      "Example: estuary-bench --broker 127.0.0.1:1883 -P 8 -S 1 --pattern fan-in -q 1 -d 10\n"
+      "         estuary-bench --broker amqp://127.0.0.1:5672 -q 1 -s 4096 -d 10",
       "estuary-bench"};
   AddFlags(app, options, raw);
   try {
@@ -159,13 +246,28 @@ Expected<Options, ParseExit> ParseOptions(int argc, const char* const* argv) {
   return options;
 }
 
+namespace {
+
+std::string ProtocolWords(Protocol protocol, mqtt::ProtocolVersion version) {
+  return protocol == Protocol::kAmqp ? "amqp 1.0" : std::string("mqtt ") + VersionName(version);
+}
+
+}  // namespace
+
 std::string Describe(const Options& o) {
   std::ostringstream out;
-  out << "mqtt " << VersionName(o.version) << " broker " << o.broker;
+  if (o.idle || (o.publish_protocol == o.subscribe_protocol && o.publish_broker == o.subscribe_broker)) {
+    out << ProtocolWords(o.publish_protocol, o.version) << " broker " << o.publish_broker;
+  } else {
+    out << ProtocolWords(o.publish_protocol, o.version) << " publishers to " << o.publish_broker << " -> "
+        << ProtocolWords(o.subscribe_protocol, o.version) << " subscribers from " << o.subscribe_broker;
+  }
   if (o.idle) {
     out << ", " << o.connections << " idle connections held " << o.duration_s << " s";
   } else {
-    out << ", qos " << o.qos << ", " << o.publishers << " -> " << o.subscribers << " ("
+    out << ", qos " << o.qos;
+    if (o.uses(Protocol::kAmqp)) out << (o.qos == 0 ? " (pre-settled)" : " (unsettled)");
+    out << ", " << o.publishers << " -> " << o.subscribers << " ("
         << ToString(o.pattern) << "), payload " << o.payload_size << " B, rate ";
     if (o.paced()) {
       out << o.rate << " msgs/s";

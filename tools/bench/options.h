@@ -11,8 +11,18 @@
 
 namespace estuary::bench {
 
+enum class Protocol { kMqtt, kAmqp };
+
 struct Options {
+  // HOST:PORT of --broker, its scheme (mqtt:// or amqp://) stripped.
   std::string broker = "127.0.0.1:1883";
+  // Where and how publishers and subscribers connect: --broker, unless
+  // --publish-broker / --subscribe-broker say otherwise (mixed runs).
+  // Idle connections use the publishers' side.
+  Protocol publish_protocol = Protocol::kMqtt;
+  Protocol subscribe_protocol = Protocol::kMqtt;
+  std::string publish_broker = "127.0.0.1:1883";
+  std::string subscribe_broker = "127.0.0.1:1883";
   mqtt::ProtocolVersion version = mqtt::ProtocolVersion::kV311;
   uint32_t publishers = 1;
   uint32_t subscribers = 1;
@@ -36,6 +46,15 @@ struct Options {
   std::vector<std::string> local_addresses;  // source IPs, round-robin
   std::string client_id_prefix;  // default "eb-<run id>-"
   uint32_t run_id = 0;           // random unless --run-id
+  // AMQP 1.0: QoS 0 is pre-settled, QoS 1 unsettled (at least once).
+  uint32_t credit = 1000;            // receiver link credit window
+  std::string amqp_target_prefix;    // sender target address = prefix + topic
+  std::string amqp_source_prefix;    // receiver source address = prefix + filter
+  bool amqp_sasl = true;             // SASL ANONYMOUS; false: no SASL layer
+
+  bool uses(Protocol protocol) const {
+    return publish_protocol == protocol || (subscribers > 0 && !idle && subscribe_protocol == protocol);
+  }
 
   bool paced() const { return rate > 0; }
   bool counted() const { return count > 0; }
@@ -51,6 +70,15 @@ struct ParseExit {
 Expected<Options, ParseExit> ParseOptions(int argc, const char* const* argv);
 
 const char* VersionName(mqtt::ProtocolVersion version);  // "3.1.1" or "5"
+const char* ToString(Protocol protocol);                  // "mqtt" or "amqp"
+
+// A broker URL: [mqtt://|amqp://]HOST:PORT; without a scheme, the protocol
+// is `default_protocol`. The address is not resolved here.
+struct BrokerUrl {
+  Protocol protocol = Protocol::kMqtt;
+  std::string address;  // HOST:PORT
+};
+Expected<BrokerUrl, std::string> ParseBrokerUrl(const std::string& url, Protocol default_protocol);
 // One line: the workload in words, for the report header.
 std::string Describe(const Options& options);
 

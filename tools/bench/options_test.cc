@@ -76,6 +76,14 @@ TEST(Options, BadFlagsAreOneLineErrorsWithStatusTwo) {
            {"--connections", "5"},
            {"--threads", "0"},
            {"-P", "abc"},
+           {"--broker", "http://127.0.0.1:80"},
+           {"--broker", "amqp://"},
+           {"--protocol", "stomp"},
+           {"--broker", "amqp://127.0.0.1:5672", "-q", "2"},
+           {"--subscribe-broker", "amqp://127.0.0.1:5672", "-q", "2"},
+           {"--broker", "amqp://127.0.0.1:5672", "--credit", "0"},
+           {"--broker", "amqp://127.0.0.1:5672", "--local-addresses", "127.0.0.2"},
+           {"--amqp-sasl", "plain"},
        }) {
     auto options = Parse(args);
     ASSERT_FALSE(options) << args[0];
@@ -91,6 +99,56 @@ TEST(Options, DescribeNamesTheWorkload) {
   EXPECT_EQ(Describe(*options),
             "mqtt 3.1.1 broker 127.0.0.1:1883, qos 1, 1 -> 8 (one-topic), payload 64 B, rate 100 "
             "msgs/s, 10 s, threads 1");
+}
+
+TEST(Options, BrokerUrlSchemeSelectsTheProtocol) {
+  auto mqtt = Parse({"--broker", "mqtt://10.0.0.1:1884"});
+  ASSERT_TRUE(mqtt) << mqtt.error().text;
+  EXPECT_EQ(mqtt->broker, "10.0.0.1:1884");
+  EXPECT_EQ(mqtt->publish_protocol, Protocol::kMqtt);
+  EXPECT_EQ(mqtt->subscribe_broker, "10.0.0.1:1884");
+
+  auto amqp = Parse({"--broker", "amqp://127.0.0.1:5672/", "-q", "1", "--credit", "200"});
+  ASSERT_TRUE(amqp) << amqp.error().text;
+  EXPECT_EQ(amqp->publish_protocol, Protocol::kAmqp);
+  EXPECT_EQ(amqp->subscribe_protocol, Protocol::kAmqp);
+  EXPECT_EQ(amqp->publish_broker, "127.0.0.1:5672");
+  EXPECT_EQ(amqp->subscribe_broker, "127.0.0.1:5672");
+  EXPECT_EQ(amqp->credit, 200u);
+  EXPECT_TRUE(amqp->amqp_sasl);
+
+  auto by_flag = Parse({"--protocol", "amqp", "--broker", "127.0.0.1:5672", "--amqp-sasl", "none"});
+  ASSERT_TRUE(by_flag) << by_flag.error().text;
+  EXPECT_EQ(by_flag->publish_protocol, Protocol::kAmqp);
+  EXPECT_FALSE(by_flag->amqp_sasl);
+}
+
+TEST(Options, MixedRunTakesEachSideFromItsOwnUrl) {
+  auto options = Parse({"--publish-broker", "mqtt://127.0.0.1:1883", "--subscribe-broker",
+                        "amqp://127.0.0.1:5672", "-q", "1", "--amqp-source-prefix", "/topic/"});
+  ASSERT_TRUE(options) << options.error().text;
+  EXPECT_EQ(options->publish_protocol, Protocol::kMqtt);
+  EXPECT_EQ(options->publish_broker, "127.0.0.1:1883");
+  EXPECT_EQ(options->subscribe_protocol, Protocol::kAmqp);
+  EXPECT_EQ(options->subscribe_broker, "127.0.0.1:5672");
+  EXPECT_EQ(options->amqp_source_prefix, "/topic/");
+  EXPECT_TRUE(options->uses(Protocol::kAmqp));
+  EXPECT_TRUE(options->uses(Protocol::kMqtt));
+  // MQTT QoS 2 is fine while no AMQP client is involved.
+  EXPECT_TRUE(Parse({"--publish-broker", "mqtt://127.0.0.1:1883", "-q", "2"}));
+}
+
+TEST(Options, DescribeNamesProtocolsAndSettlement) {
+  auto amqp = Parse({"--broker", "amqp://127.0.0.1:5672", "-q", "0", "-s", "4096"});
+  ASSERT_TRUE(amqp);
+  EXPECT_EQ(Describe(*amqp),
+            "amqp 1.0 broker 127.0.0.1:5672, qos 0 (pre-settled), 1 -> 1 (one-topic), payload 4096 B, rate "
+            "max, 10 s, threads 1");
+  auto mixed = Parse({"--broker", "127.0.0.1:1883", "--subscribe-broker", "amqp://127.0.0.1:5672", "-q", "1"});
+  ASSERT_TRUE(mixed);
+  EXPECT_EQ(Describe(*mixed),
+            "mqtt 3.1.1 publishers to 127.0.0.1:1883 -> amqp 1.0 subscribers from 127.0.0.1:5672, qos 1 "
+            "(unsettled), 1 -> 1 (one-topic), payload 64 B, rate max, 10 s, threads 1");
 }
 
 }  // namespace

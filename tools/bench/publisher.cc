@@ -53,8 +53,10 @@ void Publisher::Stop(int64_t now_ns) {
   if (on_stopped_) on_stopped_();
 }
 
+// QoS 1/2 (AMQP unsettled): the in-flight window; always the client's own
+// bound (socket queue, AMQP link credit).
 bool Publisher::Blocked() const {
-  return options_.qos > 0 ? window_.full() : client_->above_high_watermark();
+  return (options_.qos > 0 && window_.full()) || client_->blocked();
 }
 
 void Publisher::Pump() {

@@ -14,7 +14,7 @@
 
 #include "frontends/mqtt/codec/packet.h"
 #include "io/uv/uv_loop.h"
-#include "tools/bench/client.h"
+#include "tools/bench/bench_client.h"
 #include "tools/bench/inflight_window.h"
 #include "tools/bench/live_counters.h"
 #include "tools/bench/options.h"
@@ -34,7 +34,7 @@ class Publisher {
             LiveCounters& live, std::function<void()> on_stopped);
   ~Publisher();
 
-  void set_client(std::shared_ptr<MqttClient> client) { client_ = std::move(client); }
+  void set_client(std::shared_ptr<BenchClient> client) { client_ = std::move(client); }
   // Starts sending; the first message is due at start_ns.
   void Begin(int64_t start_ns);
   // No new messages from now on; the ones in flight may still be acknowledged.
@@ -57,7 +57,7 @@ class Publisher {
   WorkerResult& result_;
   LiveCounters& live_;
   std::function<void()> on_stopped_;
-  std::shared_ptr<MqttClient> client_;
+  std::shared_ptr<BenchClient> client_;
   mqtt::PublishPacket fields_;  // topic and QoS, reused for every message
   std::string payload_;
   InflightWindow window_;

@@ -50,6 +50,10 @@ namespace {
 
 nlohmann::json ConfigJson(const Options& o) {
   nlohmann::json config = {{"broker", o.broker},
+                           {"publish_protocol", ToString(o.publish_protocol)},
+                           {"subscribe_protocol", ToString(o.subscribe_protocol)},
+                           {"publish_broker", o.publish_broker},
+                           {"subscribe_broker", o.subscribe_broker},
                            {"mqtt_version", VersionName(o.version)},
                            {"threads", o.threads},
                            {"run_id", o.run_id}};
@@ -69,6 +73,12 @@ nlohmann::json ConfigJson(const Options& o) {
                  {"count", o.count},
                  {"duration_s", o.counted() ? 0.0 : o.duration_s},
                  {"inflight", o.inflight}});
+  if (o.uses(Protocol::kAmqp)) {
+    config.update({{"amqp_settlement", o.qos == 0 ? "pre-settled" : "unsettled"},
+                   {"credit", o.credit},
+                   {"amqp_target_prefix", o.amqp_target_prefix},
+                   {"amqp_source_prefix", o.amqp_source_prefix}});
+  }
   return config;
 }
 

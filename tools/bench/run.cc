@@ -51,9 +51,9 @@ std::vector<Assignment> Assign(const Options& options) {
 
 class Crew {
  public:
-  Crew(const Options& options, const TopicPlan& plan, const io::Endpoint& broker, RunBoard& board) {
+  Crew(const Options& options, const TopicPlan& plan, const BrokerEndpoints& brokers, RunBoard& board) {
     for (Assignment& assignment : Assign(options)) {
-      workers_.push_back(std::make_unique<Worker>(options, plan, broker, std::move(assignment), board));
+      workers_.push_back(std::make_unique<Worker>(options, plan, brokers, std::move(assignment), board));
     }
     for (auto& worker : workers_) worker->Start();
   }
@@ -193,16 +193,21 @@ void StopEarlyOnSignal() {
 }
 
 TrafficOutcome MeasureTraffic(const Options& options, const io::Endpoint& broker) {
+  return MeasureTraffic(options, BrokerEndpoints{broker, broker});
+}
+
+TrafficOutcome MeasureTraffic(const Options& options, const BrokerEndpoints& brokers) {
   const TopicPlan plan(options.pattern, options.topic_prefix, options.publishers, options.subscribers);
   RunBoard board;
-  Crew crew(options, plan, broker, board);
+  Crew crew(options, plan, brokers, board);
   if (!ConnectAll(options, crew, board)) {
     crew.FinishAndJoin();
     TrafficOutcome outcome;
     outcome.error = board.fatal_error().value_or(
         stop_requested.load() ? std::string("interrupted while connecting")
-                              : fmt::format("timed out after {} s waiting for CONNACK/SUBACK from {}",
-                                            options.connect_timeout_s, broker.ToString()));
+                              : fmt::format("timed out after {} s waiting for every client to be ready "
+                                            "(MQTT CONNACK/SUBACK, AMQP open/attach) from {}",
+                                            options.connect_timeout_s, Describe(options)));
     return outcome;
   }
   // A little ahead, so every worker has the command before the first message is due.
@@ -216,8 +221,8 @@ TrafficOutcome MeasureTraffic(const Options& options, const io::Endpoint& broker
           board.fatal_error()};
 }
 
-int RunTraffic(const Options& options, const io::Endpoint& broker) {
-  const TrafficOutcome outcome = MeasureTraffic(options, broker);
+int RunTraffic(const Options& options, const BrokerEndpoints& brokers) {
+  const TrafficOutcome outcome = MeasureTraffic(options, brokers);
   // Without a single connection there is nothing to report but the error.
   if (outcome.summary.sent > 0 || !outcome.error) PrintTraffic(options, outcome.summary);
   if (outcome.error) return Fail(*outcome.error);
@@ -229,7 +234,7 @@ IdleSummary MeasureIdle(const Options& options, const io::Endpoint& broker,
   const TopicPlan plan(Pattern::kOneTopic, options.topic_prefix, 0, 0);
   RunBoard board;
   const int64_t start_ns = MonotonicNowNs();
-  Crew crew(options, plan, broker, board);
+  Crew crew(options, plan, BrokerEndpoints{broker, broker}, board);
   board.WaitUntil(Clock::time_point::max(), [&] { return board.ready() == crew.size() || stop_requested.load(); },
                   milliseconds(100));
   IdleSummary summary;

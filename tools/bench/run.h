@@ -18,6 +18,7 @@
 #include "io/uv/tcp.h"
 #include "tools/bench/options.h"
 #include "tools/bench/stats.h"
+#include "tools/bench/worker.h"
 
 namespace estuary::bench {
 
@@ -27,6 +28,8 @@ struct TrafficOutcome {
   Summary summary;
   std::optional<std::string> error;
 };
+TrafficOutcome MeasureTraffic(const Options& options, const BrokerEndpoints& brokers);
+// Publishers and subscribers on one broker.
 TrafficOutcome MeasureTraffic(const Options& options, const io::Endpoint& broker);
 
 // `on_connected` runs once every connection attempt has an answer, before
@@ -39,7 +42,7 @@ IdleSummary MeasureIdle(const Options& options, const io::Endpoint& broker,
 void StopEarlyOnSignal();
 
 // Measure, print the report (text or --json) and return the exit status.
-int RunTraffic(const Options& options, const io::Endpoint& broker);
+int RunTraffic(const Options& options, const BrokerEndpoints& brokers);
 int RunIdle(const Options& options, const io::Endpoint& broker);
 
 }  // namespace estuary::bench

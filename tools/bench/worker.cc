@@ -2,6 +2,8 @@
 
 #include <utility>
 
+#include "tools/bench/amqp_client.h"
+#include "tools/bench/client.h"
 #include "tools/bench/payload.h"
 
 namespace estuary::bench {
@@ -12,11 +14,11 @@ constexpr int kClosePolls = 200;  // wait at most 1 s for sockets to close
 
 }  // namespace
 
-Worker::Worker(const Options& options, const TopicPlan& plan, io::Endpoint broker,
+Worker::Worker(const Options& options, const TopicPlan& plan, BrokerEndpoints brokers,
                Assignment assignment, RunBoard& board)
     : options_(options),
       plan_(plan),
-      broker_(std::move(broker)),
+      brokers_(std::move(brokers)),
       assignment_(std::move(assignment)),
       board_(board) {}
 
@@ -71,35 +73,50 @@ void Worker::CreateClients() {
                                                  [this] { OnPublisherStopped(); });
     Publisher* p = publisher.get();
     publishers_.push_back(std::move(publisher));
-    MqttClient::Handlers handlers;
+    BenchClient::Handlers handlers;
     handlers.on_publish_done = [p](uint16_t id, bool ok) { p->OnAck(id, ok); };
     handlers.on_drain = [p] { p->OnDrain(); };
-    AddClient(index, options_.client_id_prefix + "p" + std::to_string(index), {}, std::move(handlers));
+    AddClient(options_.publish_protocol, brokers_.publish, index, options_.client_id_prefix + "p" + std::to_string(index),
+              plan_.PublishTopic(index), {}, std::move(handlers));
     p->set_client(slots_.back().client);
   }
   for (uint32_t index : assignment_.subscribers) {
     tallies_.push_back(std::make_unique<SubscriberTally>(index, options_.run_id, options_.publishers,
                                                          result_, live_));
     SubscriberTally* tally = tallies_.back().get();
-    MqttClient::Handlers handlers;
+    BenchClient::Handlers handlers;
     handlers.on_message = [tally](std::string_view payload, int64_t arrival_ns) {
       tally->OnMessage(payload, arrival_ns);
     };
-    AddClient(options_.publishers + index, options_.client_id_prefix + "s" + std::to_string(index),
-              plan_.Filters(index), std::move(handlers));
+    AddClient(options_.subscribe_protocol, brokers_.subscribe, options_.publishers + index,
+              options_.client_id_prefix + "s" + std::to_string(index), "", plan_.Filters(index),
+              std::move(handlers));
   }
   for (uint32_t number : assignment_.idle) {
-    AddClient(number, options_.client_id_prefix + "i" + std::to_string(number), {}, {});
+    AddClient(options_.publish_protocol, brokers_.publish, number,
+              options_.client_id_prefix + "i" + std::to_string(number), "", {}, {});
   }
+}
+
+void Worker::AddClient(Protocol protocol, const io::Endpoint& broker, uint64_t ordinal, std::string client_id,
+                       std::string topic, std::vector<std::string> filters, BenchClient::Handlers handlers) {
+  const size_t slot = slots_.size();
+  handlers.on_ready = [this, slot] { OnClientReady(slot); };
+  handlers.on_failed = [this, slot](const std::string& error) { OnClientFailed(slot, error); };
+  slots_.push_back({protocol == Protocol::kAmqp
+                        ? MakeAmqpClient(broker, std::move(client_id), std::move(topic), std::move(filters),
+                                         std::move(handlers))
+                        : MakeMqttClient(broker, ordinal, std::move(client_id), std::move(filters),
+                                         std::move(handlers))});
 }
 
 // `ordinal` numbers the client within the whole run, so source addresses
 // are shared out evenly whatever the thread.
-void Worker::AddClient(uint64_t ordinal, std::string client_id, std::vector<std::string> filters,
-                       MqttClient::Handlers handlers) {
-  const size_t slot = slots_.size();
+std::shared_ptr<BenchClient> Worker::MakeMqttClient(const io::Endpoint& broker, uint64_t ordinal,
+                                                    std::string client_id, std::vector<std::string> filters,
+                                                    BenchClient::Handlers handlers) {
   MqttClient::Config config;
-  config.broker = broker_;
+  config.broker = broker;
   if (!options_.local_addresses.empty()) {
     config.local_address = options_.local_addresses[ordinal % options_.local_addresses.size()];
   }
@@ -109,16 +126,31 @@ void Worker::AddClient(uint64_t ordinal, std::string client_id, std::vector<std:
   config.filters = std::move(filters);
   config.subscribe_qos = options_.qos;
   config.max_queued_bytes = options_.max_queued_bytes;
-  handlers.on_ready = [this, slot] { OnClientReady(slot); };
-  handlers.on_failed = [this, slot](const std::string& error) { OnClientFailed(slot, error); };
-  slots_.push_back({MqttClient::Create(*loop_, std::move(config), std::move(handlers))});
+  return MqttClient::Create(*loop_, std::move(config), std::move(handlers));
+}
+
+// The target address is the topic and the source addresses the filters,
+// each behind its configured prefix (RabbitMQ needs /topic/, Estuary none).
+std::shared_ptr<BenchClient> Worker::MakeAmqpClient(const io::Endpoint& broker, std::string client_id,
+                                                    std::string topic, std::vector<std::string> filters,
+                                                    BenchClient::Handlers handlers) {
+  AmqpClient::Config config;
+  config.broker = broker;
+  config.container_id = std::move(client_id);
+  if (!topic.empty()) config.target = options_.amqp_target_prefix + topic;
+  for (const std::string& filter : filters) config.sources.push_back(options_.amqp_source_prefix + filter);
+  config.presettled = options_.qos == 0;
+  config.credit = options_.credit;
+  config.sasl_anonymous = options_.amqp_sasl;
+  config.max_queued_bytes = options_.max_queued_bytes;
+  return AmqpClient::Create(*loop_, std::move(config), std::move(handlers));
 }
 
 void Worker::StartMoreConnections() {
   while (connecting_ < options_.max_connecting && next_to_start_ < slots_.size()) {
     ++connecting_;
     // Keep a reference: Start() may fail at once and the handlers run inside.
-    std::shared_ptr<MqttClient> client = slots_[next_to_start_++].client;
+    std::shared_ptr<BenchClient> client = slots_[next_to_start_++].client;
     client->Start();
   }
 }

@@ -1,6 +1,7 @@
 #pragma once
 // Worker: one client thread with its own libuv loop and a share of the
-// connections (--threads spreads them round-robin).
+// connections (--threads spreads them round-robin), MQTT or AMQP 1.0 by
+// side (Options::publish_protocol, subscribe_protocol).
 //
 // The coordinator thread creates workers, Start()s them and then drives
 // them only through the commands below, which cross into the worker's loop
@@ -17,7 +18,7 @@
 
 #include "io/uv/tcp.h"
 #include "io/uv/uv_loop.h"
-#include "tools/bench/client.h"
+#include "tools/bench/bench_client.h"
 #include "tools/bench/live_counters.h"
 #include "tools/bench/options.h"
 #include "tools/bench/publisher.h"
@@ -28,6 +29,13 @@
 
 namespace estuary::bench {
 
+// Where publishers and subscribers connect (the same broker, or two
+// protocols of one broker in a mixed run). Idle connections use `publish`.
+struct BrokerEndpoints {
+  io::Endpoint publish;
+  io::Endpoint subscribe;
+};
+
 struct Assignment {
   std::vector<uint32_t> publishers;   // global publisher indexes
   std::vector<uint32_t> subscribers;  // global subscriber indexes
@@ -36,7 +44,7 @@ struct Assignment {
 
 class Worker {
  public:
-  Worker(const Options& options, const TopicPlan& plan, io::Endpoint broker, Assignment assignment,
+  Worker(const Options& options, const TopicPlan& plan, BrokerEndpoints brokers, Assignment assignment,
          RunBoard& board);
   ~Worker();  // joins the thread
   Worker(const Worker&) = delete;
@@ -58,14 +66,22 @@ class Worker {
 
  private:
   struct Slot {
-    std::shared_ptr<MqttClient> client;
+    std::shared_ptr<BenchClient> client;
     bool ready = false;
     bool failed = false;
   };
 
   void ThreadMain();
   void CreateClients();
-  void AddClient(uint64_t ordinal, std::string client_id, std::vector<std::string> filters, MqttClient::Handlers handlers);
+  // A client of `protocol`: publishing to `topic` if set, subscribed to `filters`.
+  void AddClient(Protocol protocol, const io::Endpoint& broker, uint64_t ordinal, std::string client_id,
+                 std::string topic, std::vector<std::string> filters, BenchClient::Handlers handlers);
+  std::shared_ptr<BenchClient> MakeMqttClient(const io::Endpoint& broker, uint64_t ordinal,
+                                              std::string client_id, std::vector<std::string> filters,
+                                              BenchClient::Handlers handlers);
+  std::shared_ptr<BenchClient> MakeAmqpClient(const io::Endpoint& broker, std::string client_id,
+                                              std::string topic, std::vector<std::string> filters,
+                                              BenchClient::Handlers handlers);
   void StartMoreConnections();
   void OnClientReady(size_t slot);
   void OnClientFailed(size_t slot, const std::string& error);
@@ -77,7 +93,7 @@ class Worker {
 
   const Options& options_;
   const TopicPlan& plan_;
-  io::Endpoint broker_;
+  BrokerEndpoints brokers_;
   Assignment assignment_;
   RunBoard& board_;
   std::thread thread_;
