@@ -9,7 +9,7 @@ cd "$(dirname "$0")/.."
 
 echo "== building the fuzz targets (clang 14, libFuzzer)"
 CC=clang-14 CXX=clang++-14 cmake -S . -B build-fuzz -DESTUARY_FUZZ=ON \
-  -DCMAKE_BUILD_TYPE=RelWithDebInfo -DESTUARY_MODULES="model;io;persistence;frontends/mqtt" >/dev/null
+  -DCMAKE_BUILD_TYPE=RelWithDebInfo -DESTUARY_MODULES="model;io;persistence;frontends/mqtt;cluster-core;frontends/amqp;balancer" >/dev/null
 mapfile -t fuzzers < <(awk 'NF {print $1}' build-fuzz/fuzzers.txt)
 cmake --build build-fuzz -j "${JOBS:-2}" --target "${fuzzers[@]}"
 

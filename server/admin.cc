@@ -74,6 +74,19 @@ std::string Node::MetricsText() const {
                      config_.node_id, shard, value);
     }
   }
+  // PROXY v2 from the balancers (--proxy-from, docs/balancer.md).
+  out += "# HELP estuary_proxy_headers_total Connections whose client address came from a balancer's PROXY header.\n"
+         "# TYPE estuary_proxy_headers_total counter\n";
+  for (size_t shard = 0; shard < shards_.size(); ++shard) {
+    fmt::format_to(std::back_inserter(out), "estuary_proxy_headers_total{{node=\"{}\",shard=\"{}\"}} {}\n",
+                   config_.node_id, shard, shards_[shard]->proxy_gate().proxied());
+  }
+  out += "# HELP estuary_proxy_refused_total Connections from balancer addresses closed without a valid PROXY header.\n"
+         "# TYPE estuary_proxy_refused_total counter\n";
+  for (size_t shard = 0; shard < shards_.size(); ++shard) {
+    fmt::format_to(std::back_inserter(out), "estuary_proxy_refused_total{{node=\"{}\",shard=\"{}\"}} {}\n",
+                   config_.node_id, shard, shards_[shard]->proxy_gate().refused());
+  }
   const double uptime = double(io::SystemClock::Instance().NowMs() - started_ms_) / 1000.0;
   fmt::format_to(std::back_inserter(out),
                  "# HELP estuary_uptime_seconds Seconds since the node started.\n"
@@ -114,12 +127,22 @@ std::string Node::LoadJson() const {
       {"cpu_percent", seconds > 0 ? 100.0 * (now.cpu - previous.cpu) / seconds : 0.0},
       {"memory_bytes", ResidentBytes()},
       {"shards", metrics_.size()},
+      // Where the balancers send clients, and whether they should.
+      {"mqtt", io::Endpoint{config_.mqtt.host, mqtt_port_}.ToString()},
+      {"amqp", io::Endpoint{config_.amqp.host, amqp_port_}.ToString()},
+      {"draining", draining_},
   };
   previous = now;
   return load.dump();
 }
 
 io::HttpResponse Node::ServeAdmin(const std::string& method, const std::string& path) {
+  // Drain switch for the balancers (docs/balancer.md): POST turns it on,
+  // DELETE off; /api/load reports it and estuary-lb sends no new clients.
+  if (path == "/api/drain" && (method == "POST" || method == "DELETE")) {
+    draining_ = method == "POST";
+    return {200, "text/plain; charset=utf-8", draining_ ? "draining\n" : "not draining\n"};
+  }
   if (method != "GET") return {405, "text/plain; charset=utf-8", "method not allowed\n"};
   if (path == "/healthz") return {200, "text/plain; charset=utf-8", shutting_down_ ? "stopping\n" : "ok\n"};
   if (path == "/metrics") return {200, "text/plain; version=0.0.4; charset=utf-8", MetricsText()};

@@ -1,6 +1,7 @@
 #include "server/config.h"
 
 #include <CLI/CLI.hpp>
+#include <arpa/inet.h>
 
 #include <cstdio>
 #include <iostream>
@@ -62,7 +63,8 @@ void BuildApp(CLI::App& app, NodeConfig& config) {
   app.add_option("--node-id", config.node_id, "This node's id in the cluster")
       ->capture_default_str()
       ->check(CLI::Range(1, 65535));
-  app.add_option("--data-dir", config.data_dir, "Directory for durable state")->capture_default_str();
+  app.add_option("--data-dir", config.data_dir,
+                 "Directory for durable state; empty (the default) keeps everything in memory");
   AddEndpoint(app, "--mqtt", config.mqtt, "MQTT listener HOST:PORT (port 0 picks a free port)");
   AddEndpoint(app, "--amqp", config.amqp, "AMQP 1.0 listener HOST:PORT");
   AddEndpoint(app, "--admin", config.admin, "Admin HTTP listener HOST:PORT (/healthz, /metrics, /api)");
@@ -83,7 +85,7 @@ void BuildApp(CLI::App& app, NodeConfig& config) {
       ->check(CLI::Range(0, 256));
   app.add_option("--storage", config.storage, "Storage engine")
       ->capture_default_str()
-      ->check(CLI::IsMember({"bitcask", "rocksdb"}));
+      ->check(CLI::IsMember({"bitcask", "rocksdb", "memory"}));
   app.add_option("--sync", config.sync, "Storage sync policy")
       ->capture_default_str()
       ->check(CLI::IsMember({"always", "interval", "none"}));
@@ -95,6 +97,26 @@ void BuildApp(CLI::App& app, NodeConfig& config) {
   app.add_option("--shutdown-grace", config.shutdown_grace_ms,
                  "Milliseconds to let clients flush at SIGTERM")
       ->capture_default_str();
+  app.add_option("--amqp-idle-timeout", config.amqp_idle_timeout_ms,
+                 "AMQP idle-timeout advertised to clients, milliseconds (0 = none)")
+      ->capture_default_str();
+  app.add_option("--amqp-max-frame-size", config.amqp_max_frame_size, "AMQP max-frame-size, bytes")
+      ->capture_default_str()
+      ->check(CLI::Range(512u, 16u * 1024 * 1024));
+  app.add_option("--amqp-max-links", config.amqp_max_links, "AMQP links per connection")
+      ->capture_default_str()
+      ->check(CLI::Range(1u, 65536u));
+  app.add_option("--password-file", config.password_file,
+                 "File of user:password lines; when set, clients must authenticate")
+      ->check(CLI::ExistingFile);
+  app.add_option("--proxy-from", config.proxy_from,
+                 "Balancer IP addresses that must send a PROXY v2 header (estuary-lb), comma-separated")
+      ->delimiter(',')
+      ->check([](const std::string& ip) {
+        in6_addr address{};
+        const bool numeric = inet_pton(AF_INET, ip.c_str(), &address) == 1 || inet_pton(AF_INET6, ip.c_str(), &address) == 1;
+        return numeric ? std::string() : "\"" + ip + "\" is not a numeric IPv4 or IPv6 address";
+      });
   AddLimits(app, config.limits);
 }
 

@@ -14,18 +14,27 @@ namespace estuary::server {
 
 struct NodeConfig {
   uint16_t node_id = 1;
-  std::string data_dir = "./estuary-data";
+  std::string data_dir;  // empty: nothing is stored (docs/storage.md)
   io::Endpoint mqtt{"127.0.0.1", 1883};
   io::Endpoint amqp{"127.0.0.1", 5672};
   io::Endpoint admin{"127.0.0.1", 8080};
   io::Endpoint cluster{"127.0.0.1", 0};
   std::vector<io::Endpoint> seeds;
   uint16_t shards = 0;  // 0 = one per core
-  std::string storage = "bitcask";
+  std::string storage = "bitcask";  // bitcask | rocksdb | memory
   std::string sync = "interval";
   std::string log_level = "info";
   uint32_t sys_interval_s = 10;  // $SYS/broker/... publication period, 0 = off
   uint32_t shutdown_grace_ms = 2000;
+  // AMQP 1.0 (docs/amqp.md).
+  uint32_t amqp_idle_timeout_ms = 60'000;  // advertised idle-timeout; 0 = none
+  uint32_t amqp_max_frame_size = 64 * 1024;
+  uint32_t amqp_max_links = 256;  // per connection
+  // "user:password" lines; when set, MQTT and AMQP clients must log in.
+  std::string password_file;
+  // Balancer addresses whose connections start with a PROXY v2 header
+  // (--proxy-from, docs/balancer.md); empty: no header is accepted.
+  std::vector<std::string> proxy_from;
   core::BrokerLimits limits;
 };
 

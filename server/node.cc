@@ -6,10 +6,25 @@
 
 #include <atomic>
 
+#include "server/password_authenticator.h"
+
 namespace estuary::server {
+namespace {
+
+amqp::AmqpSettings AmqpSettingsFor(const NodeConfig& config) {
+  amqp::AmqpSettings settings;
+  settings.container_id = fmt::format("estuary-node-{}", config.node_id);
+  settings.idle_timeout_ms = config.amqp_idle_timeout_ms;
+  settings.max_frame_size = config.amqp_max_frame_size;
+  settings.max_links = config.amqp_max_links;
+  return settings;
+}
+
+}  // namespace
 
 Node::Node(NodeConfig config) : config_(std::move(config)) {
   shared_.max_connections = config_.limits.max_connections;
+  shared_.proxy_from = config_.proxy_from;
   for (uint16_t i = 0; i < config_.shards; ++i) {
     metrics_.push_back(std::make_unique<core::ShardMetrics>());
     core::ShardConfig shard;
@@ -26,6 +41,14 @@ Node::Node(NodeConfig config) : config_(std::move(config)) {
         to->AdoptMqtt(fd, std::move(received));
       });
     });
+    shard->set_amqp_handoff([this](uint16_t target, int fd, std::shared_ptr<amqp::AmqpConnection> connection) {
+      ShardRuntime* to = shards_[target].get();
+      // The Proton objects move with the connection: this shard no longer
+      // touches them once sent (the mailbox orders the handover).
+      to->loop().mailbox().Send([to, fd, connection = std::move(connection)]() mutable {
+        to->AdoptAmqp(fd, std::move(connection));
+      });
+    });
   }
 }
 
@@ -34,7 +57,6 @@ Node::~Node() {
     if (thread.joinable()) thread.join();
   }
   admin_.reset();
-  amqp_listener_.reset();
   cluster_listener_.reset();
 }
 
@@ -45,6 +67,13 @@ void Node::Post(uint16_t shard, std::function<void(core::ShardBroker&)> work) {
 
 Expected<void, std::string> Node::Start() {
   started_ms_ = io::SystemClock::Instance().NowMs();
+  if (!config_.password_file.empty()) {
+    auto loaded = PasswordFileAuthenticator::Load(config_.password_file);
+    if (!loaded) return MakeError(loaded.error());
+    authenticator_ = std::move(*loaded);
+    shared_.authenticator = authenticator_.get();
+  }
+  if (auto storage = OpenStorage(); !storage) return storage;
   // Shard 0 binds first so that port 0 resolves; the others share its port.
   io::Endpoint mqtt = config_.mqtt;
   for (auto& shard : shards_) {
@@ -53,6 +82,13 @@ Expected<void, std::string> Node::Start() {
     mqtt.port = *port;
   }
   mqtt_port_ = mqtt.port;
+  io::Endpoint amqp_endpoint = config_.amqp;
+  for (auto& shard : shards_) {
+    auto port = shard->ListenAmqp(amqp_endpoint, AmqpSettingsFor(config_));
+    if (!port) return MakeError(fmt::format("amqp listener {}: {}", amqp_endpoint.ToString(), port.error()));
+    amqp_endpoint.port = *port;
+  }
+  amqp_port_ = amqp_endpoint.port;
   auto admin = io::HttpServer::Start(shards_[0]->loop(), config_.admin,
                                      [this](const std::string& method, const std::string& path) {
                                        return ServeAdmin(method, path);
@@ -67,13 +103,9 @@ Expected<void, std::string> Node::Start() {
 }
 
 Expected<void, std::string> Node::StartAuxiliaryListeners() {
-  // The AMQP front end and inter-node links come with their own issues; the
-  // ports are bound now so the ready line is true and scripts can rely on it.
+  // Inter-node links come with their own issue; the port is bound now so
+  // the ready line is true and scripts can rely on it.
   auto refuse = [](int fd) { ::close(fd); };
-  auto amqp = io::TcpListener::Listen(shards_[0]->loop(), config_.amqp, refuse);
-  if (!amqp) return MakeError(fmt::format("amqp listener {}: {}", config_.amqp.ToString(), amqp.error()));
-  amqp_listener_ = std::move(*amqp);
-  amqp_port_ = amqp_listener_->port();
   auto cluster = io::TcpListener::Listen(shards_[0]->loop(), config_.cluster, refuse);
   if (!cluster) {
     return MakeError(fmt::format("cluster listener {}: {}", config_.cluster.ToString(), cluster.error()));
@@ -121,7 +153,6 @@ void Node::Shutdown() {
   }
   sigterm_ = sigint_ = nullptr;
   if (admin_) admin_->Close();
-  if (amqp_listener_) amqp_listener_->Close();
   if (cluster_listener_) cluster_listener_->Close();
   // Other shards stop themselves; shard 0 stops last, once they all have.
   auto remaining = std::make_shared<std::atomic<size_t>>(shards_.size() - 1);

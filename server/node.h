@@ -40,6 +40,8 @@ class Node final : public core::ShardLink {
  private:
   io::HttpResponse ServeAdmin(const std::string& method, const std::string& path);
   Expected<void, std::string> StartAuxiliaryListeners();
+  // Opens each shard's engine and recovers its state (server/storage.cc).
+  Expected<void, std::string> OpenStorage();
   void InstallSignalHandlers();
   void StartSysTimer();
   void PublishSys();
@@ -51,8 +53,8 @@ class Node final : public core::ShardLink {
   std::vector<std::unique_ptr<ShardRuntime>> shards_;
   std::vector<std::thread> threads_;
   std::unique_ptr<io::HttpServer> admin_;
-  // Reserved until their frontends exist: accepted connections are closed.
-  std::unique_ptr<io::TcpListener> amqp_listener_;
+  std::unique_ptr<core::Authenticator> authenticator_;  // --password-file
+  // Reserved until inter-node links exist: accepted connections are closed.
   std::unique_ptr<io::TcpListener> cluster_listener_;
   uint16_t mqtt_port_ = 0;
   uint16_t amqp_port_ = 0;
@@ -62,6 +64,7 @@ class Node final : public core::ShardLink {
   uv_signal_t* sigterm_ = nullptr;
   uv_signal_t* sigint_ = nullptr;
   bool shutting_down_ = false;
+  bool draining_ = false;  // POST /api/drain; admin loop (shard 0) only
 };
 
 }  // namespace estuary::server

@@ -3,7 +3,29 @@
 #include <spdlog/spdlog.h>
 #include <unistd.h>
 
+#include <cstdlib>
+#include <optional>
+
+#include "balancer/proxy_protocol.h"
+
 namespace estuary::server {
+namespace {
+
+// The PROXY v2 header that carries a client address across a hand-off.
+std::optional<std::string> HandOffHeader(const std::string& address) {
+  if (address.empty()) return std::nullopt;
+  const size_t colon = address.rfind(':');
+  if (colon == std::string::npos) return std::nullopt;
+  std::string ip = address.substr(0, colon);
+  if (ip.size() > 2 && ip.front() == '[') ip = ip.substr(1, ip.size() - 2);
+  const auto port = static_cast<uint16_t>(std::strtoul(address.c_str() + colon + 1, nullptr, 10));
+  const std::string any = ip.find(':') != std::string::npos ? "::" : "0.0.0.0";
+  auto header = proxy::Encode({ip, port}, {any, 0});
+  if (!header) return std::nullopt;
+  return *header;
+}
+
+}  // namespace
 
 struct ShardRuntime::MqttPeer {
   std::shared_ptr<io::TcpConnection> tcp;
@@ -19,10 +41,22 @@ ShardRuntime::ShardRuntime(core::ShardConfig config, core::ShardLink& link,
 ShardRuntime::~ShardRuntime() {
   // Connections first: their sessions point into the broker.
   peers_.clear();
+  amqp_peers_.clear();
+  // What the last loop iteration left pending (session records written as
+  // clients were disconnected), then the engine's own sync.
+  broker_.FlushStore();
+  if (engine_) (void)engine_->Close();
+}
+
+void ShardRuntime::AttachStorage(std::unique_ptr<persistence::StorageEngine> engine) {
+  engine_ = std::move(engine);
+  broker_.AttachStore(*engine_);
 }
 
 Expected<uint16_t, std::string> ShardRuntime::ListenMqtt(const io::Endpoint& at) {
-  auto listener = io::TcpListener::Listen(loop_, at, [this](int fd) { Accept(fd, {}); });
+  auto listener = io::TcpListener::Listen(loop_, at, [this](int fd) {
+    proxy_gate_.Accept(fd, [this](int accepted, std::string client) { Accept(accepted, {}, std::move(client)); });
+  });
   if (!listener) return MakeError(listener.error());
   mqtt_listener_ = std::move(*listener);
   return mqtt_listener_->port();
@@ -33,7 +67,14 @@ void ShardRuntime::AdoptMqtt(int fd, std::string received) {
   Accept(fd, std::move(received));
 }
 
-void ShardRuntime::Accept(int fd, std::string received) {
+void ShardRuntime::Accept(int fd, std::string received, std::string client_address) {
+  // A socket handed over by another shard carries its client address as a
+  // PROXY v2 header in front of the bytes already read (see HandOff): that
+  // header was made by this node, never read from the network.
+  if (auto header = proxy::Decode(received); header.status == proxy::DecodeStatus::kComplete) {
+    client_address = header.header.source.ToString();
+    received.erase(0, header.header.size);
+  }
   if (shutting_down_) {
     ::close(fd);
     return;
@@ -44,6 +85,7 @@ void ShardRuntime::Accept(int fd, std::string received) {
   MqttPeer* peer = owned.get();
   peer->tcp = std::move(tcp);
   peer->stream = std::make_unique<TcpStream>(peer->tcp);
+  peer->stream->set_client_address(std::move(client_address));
   mqtt::ConnectionSettings settings;
   settings.authenticator = shared_.authenticator;
   const core::ShardConfig& config = broker_.config();
@@ -89,7 +131,10 @@ void ShardRuntime::OnData(MqttPeer* peer, std::string_view bytes) {
 
 void ShardRuntime::HandOff(MqttPeer* peer) {
   if (peers_.count(peer) == 0) return;
-  const std::string received = peer->mqtt->unprocessed_input();
+  std::string received = peer->mqtt->unprocessed_input();
+  if (auto source = HandOffHeader(peer->stream->client_address())) {
+    received.insert(0, *source);
+  }
   const int fd = peer->tcp->Detach();
   core::ShardMetrics::Sub(broker_.metrics().connections);
   auto owned = std::move(peers_[peer]);
@@ -120,6 +165,7 @@ void ShardRuntime::BeginShutdown(uint32_t grace_ms, std::function<void()> on_sto
   shutting_down_ = true;
   on_stopped_ = std::move(on_stopped);
   if (mqtt_listener_) mqtt_listener_->Close();
+  ShutdownAmqp();
   std::vector<MqttPeer*> peers;
   for (auto& entry : peers_) peers.push_back(entry.first);
   for (MqttPeer* peer : peers) {
@@ -131,12 +177,13 @@ void ShardRuntime::BeginShutdown(uint32_t grace_ms, std::function<void()> on_sto
     std::vector<MqttPeer*> left;
     for (auto& entry : peers_) left.push_back(entry.first);
     for (MqttPeer* peer : left) peer->tcp->Abort();
+    AbortAmqp();
   });
   CheckStopped();
 }
 
 void ShardRuntime::CheckStopped() {
-  if (!shutting_down_ || !peers_.empty()) return;
+  if (!shutting_down_ || !peers_.empty() || !amqp_peers_.empty()) return;
   if (on_stopped_) {
     auto done = std::move(on_stopped_);
     on_stopped_ = nullptr;

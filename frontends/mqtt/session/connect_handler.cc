@@ -143,8 +143,10 @@ void MqttConnection::ApplyConnectProperties(const ConnectPacket& connect) {
 }
 
 void MqttConnection::SetWill(const ConnectPacket& connect) {
-  session_->will().reset();
-  if (!connect.will) return;
+  if (!connect.will) {
+    session_->set_will(std::nullopt);
+    return;
+  }
   const Will& will = *connect.will;
   auto message = std::make_shared<Message>();
   message->topic = will.topic;
@@ -164,7 +166,7 @@ void MqttConnection::SetWill(const ConnectPacket& connect) {
   stored.message = std::move(message);
   stored.delay_seconds = p.will_delay_interval.value_or(0);
   stored.expiry_interval = p.message_expiry_interval;
-  session_->will() = std::move(stored);
+  session_->set_will(std::move(stored));
 }
 
 void MqttConnection::SendConnack(const ConnectPacket& connect, bool session_present) {

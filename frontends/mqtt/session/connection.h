@@ -117,6 +117,9 @@ class MqttConnection final : public core::SessionSink,
   void HandlePubrel(const AckPacket& ack);
   void HandlePubcomp(const AckPacket& ack);
   void SendAck(PacketType type, uint16_t packet_id, ReasonCode reason);
+  // The same, once the session state changed before it is durable (at once
+  // without storage): a PUBREL or PUBCOMP must not outrun its own write.
+  void SendAckWhenDurable(PacketType type, uint16_t packet_id, ReasonCode reason);
   // publish_out.cc: server -> client
   void PumpDeliveries();
   bool SendDelivery(const core::Delivery& delivery, uint16_t packet_id, bool dup);

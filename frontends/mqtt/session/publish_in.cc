@@ -82,14 +82,14 @@ void MqttConnection::HandlePublish(PublishPacket& publish) {
   if (publish.qos == 2) {
     auto& pending = session_->inbound_qos2();
     if (pending.count(packet_id) != 0) {  // a retry: already taken [MQTT-4.3.3-9]
-      SendAck(PacketType::kPubrec, packet_id, ReasonCode::kSuccess);
+      SendAckWhenDurable(PacketType::kPubrec, packet_id, ReasonCode::kSuccess);
       return;
     }
     if (pending.size() >= limits.receive_maximum) {
       Fail(ReasonCode::kReceiveMaximumExceeded, "more QoS 2 publishes in flight than receive maximum");
       return;
     }
-    pending.insert(packet_id);
+    session_->AddInboundQos2(packet_id);
   }
 
   auto message = std::make_shared<Message>();
@@ -122,7 +122,7 @@ void MqttConnection::HandlePuback(const AckPacket& ack) {
     spdlog::debug("mqtt client '{}': PUBACK for unknown packet id {}", client_id_, ack.packet_id);
     return;
   }
-  inflight.erase(it);
+  session_->RemoveInflight(ack.packet_id);
   ShardMetrics::Sub(broker_.metrics().inflight_messages);
   PumpDeliveries();
 }
@@ -135,20 +135,19 @@ void MqttConnection::HandlePubrec(const AckPacket& ack) {
     return;
   }
   if (IsError(ack.reason)) {  // the receiver refused it: the exchange ends here
-    inflight.erase(it);
+    session_->RemoveInflight(ack.packet_id);
     ShardMetrics::Sub(broker_.metrics().inflight_messages);
     PumpDeliveries();
     return;
   }
-  it->second.phase = core::InflightPhase::kAwaitingPubcomp;
-  it->second.delivery.message.reset();  // [MQTT-4.3.3-4] the message itself is no longer needed
-  SendAck(PacketType::kPubrel, ack.packet_id, ReasonCode::kSuccess);
+  session_->MarkReleased(ack.packet_id);  // [MQTT-4.3.3-4] the message itself is no longer needed
+  SendAckWhenDurable(PacketType::kPubrel, ack.packet_id, ReasonCode::kSuccess);
 }
 
 void MqttConnection::HandlePubrel(const AckPacket& ack) {
-  const bool known = session_->inbound_qos2().erase(ack.packet_id) != 0;
-  SendAck(PacketType::kPubcomp, ack.packet_id,
-          known ? ReasonCode::kSuccess : ReasonCode::kPacketIdentifierNotFound);
+  const bool known = session_->RemoveInboundQos2(ack.packet_id);
+  SendAckWhenDurable(PacketType::kPubcomp, ack.packet_id,
+                     known ? ReasonCode::kSuccess : ReasonCode::kPacketIdentifierNotFound);
 }
 
 void MqttConnection::HandlePubcomp(const AckPacket& ack) {
@@ -158,9 +157,17 @@ void MqttConnection::HandlePubcomp(const AckPacket& ack) {
     spdlog::debug("mqtt client '{}': PUBCOMP for unknown packet id {}", client_id_, ack.packet_id);
     return;
   }
-  inflight.erase(it);
+  session_->RemoveInflight(ack.packet_id);
   ShardMetrics::Sub(broker_.metrics().inflight_messages);
   PumpDeliveries();
+}
+
+void MqttConnection::SendAckWhenDurable(PacketType type, uint16_t packet_id, ReasonCode reason) {
+  std::weak_ptr<MqttConnection> weak = weak_from_this();
+  broker_.AfterDurable([weak, type, packet_id, reason] {
+    auto self = weak.lock();
+    if (self && self->state_ == State::kConnected) self->SendAck(type, packet_id, reason);
+  });
 }
 
 void MqttConnection::SendAck(PacketType type, uint16_t packet_id, ReasonCode reason) {

@@ -53,8 +53,8 @@ void MqttConnection::PumpDeliveries() {
     if (!SendDelivery(delivery, packet_id, false)) continue;
     const auto phase = delivery.qos == QoS::kAtLeastOnce ? core::InflightPhase::kAwaitingPuback
                                                          : core::InflightPhase::kAwaitingPubrec;
-    session_->inflight().emplace(
-        packet_id, core::InflightDelivery{std::move(delivery), phase, session_->NextSendOrder()});
+    session_->AddInflight(packet_id,
+                          core::InflightDelivery{std::move(delivery), phase, session_->NextSendOrder()});
     ShardMetrics::Add(metrics.inflight_messages);
     ++sent;
   }
@@ -131,7 +131,7 @@ void MqttConnection::ResendInflight() {
     if (it->second.phase == core::InflightPhase::kAwaitingPubcomp) {
       SendAck(PacketType::kPubrel, packet_id, ReasonCode::kSuccess);
     } else if (!SendDelivery(it->second.delivery, packet_id, true)) {
-      inflight.erase(it);
+      session_->RemoveInflight(packet_id);
       ShardMetrics::Sub(broker_.metrics().inflight_messages);
     }
   }
