@@ -4,6 +4,7 @@
 
 #include "persistence/bitcask/merge_job.h"
 
+#include <algorithm>
 #include <cstdio>
 #include <limits>
 
@@ -57,33 +58,40 @@ Status BitcaskEngine::AppendBatch(const WriteBatch& batch) {
   if (auto s = CheckWritable(); !s) return s;
   if (batch.empty()) return {};
   bool has_header = batch.size() > 1;
-  uint64_t first_seq = next_seq_;
-  int64_t now = NowWallMs();
-  std::string members;
-  uint64_t seq = first_seq;
+  uint64_t member_bytes = 0;
   for (const WriteBatch::Op& op : batch.ops()) {
     if (op.key.size() > kMaxFileSize || op.value.size() > kMaxFileSize) {
       return Fail(Errc::kInvalidArgument, "key or value too large");
     }
-    AppendRecord(&members, seq++, now, op.is_delete ? kTombstone : 0, op.key,
-                 op.is_delete ? std::string_view() : std::string_view(op.value));
+    member_bytes += RecordSize(op.key.size(), op.is_delete ? 0 : op.value.size());
   }
-  std::string bytes;
-  if (has_header) {
-    AppendBatchHeader(&bytes, first_seq, now, static_cast<uint32_t>(batch.size()),
-                      members.size());
-  }
-  bytes += members;
+  uint64_t total = member_bytes + (has_header ? RecordSize(0, kBatchHeaderValueSize) : 0);
   // A batch larger than max_file_size gets a file of its own; offsets are
   // 32 bits, so no file may pass 4 GiB.
-  if (bytes.size() > kMaxFileSize) {
-    return Fail(Errc::kInvalidArgument, "batch larger than 4 GiB");
+  if (total > kMaxFileSize) return Fail(Errc::kInvalidArgument, "batch larger than 4 GiB");
+  // One buffer, sized once and reused: the batch is encoded in place and
+  // handed to the file in one write.
+  std::string& bytes = append_buffer_;
+  bytes.clear();
+  bytes.reserve(total);
+  uint64_t first_seq = next_seq_;
+  int64_t now = NowWallMs();
+  if (has_header) {
+    AppendBatchHeader(&bytes, first_seq, now, static_cast<uint32_t>(batch.size()), member_bytes);
   }
-  return AppendEncoded(bytes, batch, first_seq);
+  uint64_t seq = first_seq;
+  for (const WriteBatch::Op& op : batch.ops()) {
+    AppendRecord(&bytes, seq++, now, op.is_delete ? kTombstone : 0, op.key,
+                 op.is_delete ? std::string_view() : std::string_view(op.value));
+  }
+  Status status = AppendEncoded(bytes, batch, first_seq, now);
+  constexpr size_t kKeepBufferBytes = 4u << 20;
+  if (bytes.capacity() > kKeepBufferBytes) std::string().swap(bytes);
+  return status;
 }
 
 Status BitcaskEngine::AppendEncoded(const std::string& bytes, const WriteBatch& batch,
-                                    uint64_t first_seq) {
+                                    uint64_t first_seq, int64_t timestamp_ms) {
   if (files_[active_id_].size > 0 &&
       files_[active_id_].size + bytes.size() > options_.max_file_size) {
     if (auto s = Rotate(); !s) return s;
@@ -101,13 +109,13 @@ Status BitcaskEngine::AppendEncoded(const std::string& bytes, const WriteBatch& 
   dirty_ = true;
   bool has_header = batch.size() > 1;
   uint64_t first_offset = offset + (has_header ? RecordSize(0, kBatchHeaderValueSize) : 0);
-  ApplyToKeyDir(batch, first_seq, first_offset, has_header);
+  ApplyToKeyDir(batch, first_seq, first_offset, timestamp_ms);
   next_seq_ = first_seq + batch.size();
   return {};
 }
 
 void BitcaskEngine::ApplyToKeyDir(const WriteBatch& batch, uint64_t first_seq,
-                                  uint64_t first_offset, bool /*has_header*/) {
+                                  uint64_t first_offset, int64_t timestamp_ms) {
   uint64_t offset = first_offset;
   uint64_t seq = first_seq;
   for (const WriteBatch::Op& op : batch.ops()) {
@@ -122,13 +130,23 @@ void BitcaskEngine::ApplyToKeyDir(const WriteBatch& batch, uint64_t first_seq,
       AddRecordToKeyDir(op.key, KeyEntry{active_id_, static_cast<uint32_t>(offset), value_size,
                                          seq});
     }
+    if (active_hint_complete_) {
+      // The same entry ScanDataFile would find for this record.
+      AppendHintEntry(&active_hint_, seq, timestamp_ms, static_cast<uint32_t>(offset), op.key,
+                      value_size, op.is_delete ? kTombstone : 0);
+      ++active_hint_count_;
+      if (active_hint_.size() > kMaxActiveHintBytes) {
+        active_hint_complete_ = false;
+        std::string().swap(active_hint_);
+      }
+    }
     offset += RecordSize(op.key.size(), value_size);
     ++seq;
   }
 }
 
 void BitcaskEngine::AddRecordToKeyDir(const std::string& key, KeyEntry entry) {
-  auto [it, inserted] = keydir_.try_emplace(key, entry);
+  auto [it, inserted] = EmplaceKey(key, entry);
   if (!inserted) {
     files_[it->second.file_id].live_bytes -= RecordSize(key.size(), it->second.value_size);
     it->second = entry;
@@ -206,18 +224,74 @@ Result<std::string> BitcaskEngine::ReadValue(const std::string& key, const KeyEn
                                        PathOf(DataFileName(entry.file_id)) + " at offset " +
                                        std::to_string(entry.offset));
   }
-  return std::string(record.value);
+  // The value is the record's tail: shift it down instead of copying it out.
+  size_t value_size = record.value.size();
+  bytes->erase(0, kRecordHeaderSize + key.size());
+  bytes->resize(value_size);
+  return std::move(*bytes);
+}
+
+namespace {
+
+// Scan's read-ahead: a run of records read with one pread starts at 4 KiB
+// and doubles while the visitor keeps asking, up to 256 KiB, so a fetch of
+// one large message reads one record and a long in-order read costs one
+// syscall per 256 KiB. Records of one queue are adjacent in the file but for
+// batch headers between them, hence the allowed gap.
+constexpr uint64_t kFirstReadAhead = 4u << 10;
+constexpr uint64_t kMaxReadAhead = 256u << 10;
+constexpr uint64_t kMaxReadGap = 4u << 10;
+
+bool HasPrefix(std::string_view key, std::string_view prefix) {
+  return key.substr(0, prefix.size()) == prefix;
+}
+
+}  // namespace
+
+Result<std::string> BitcaskEngine::ReadRun(KeyDir::const_iterator first,
+                                           KeyDir::const_iterator last) {
+  auto file = files_.find(first->second.file_id);
+  if (file == files_.end()) return Fail(Errc::kIo, "missing data file");
+  const KeyEntry& back = std::prev(last)->second;
+  uint64_t end = back.offset + RecordSize(std::prev(last)->first.size(), back.value_size);
+  auto bytes = file->second.file->ReadAt(first->second.offset, end - first->second.offset);
+  if (!bytes) return MakeError(Error{Errc::kIo, bytes.error().message});
+  return std::move(*bytes);
 }
 
 Status BitcaskEngine::Scan(std::string_view prefix, std::string_view start,
                            const ScanVisitor& visit) {
   if (closed_) return Fail(Errc::kClosed, "engine closed");
   std::string_view from = start < prefix ? prefix : start;
-  for (auto it = keydir_.lower_bound(from); it != keydir_.end(); ++it) {
-    if (std::string_view(it->first).substr(0, prefix.size()) != prefix) break;
-    auto value = ReadValue(it->first, it->second);
-    if (!value) return MakeError(value.error());
-    if (!visit(it->first, *value)) break;
+  uint64_t read_ahead = kFirstReadAhead;
+  auto it = keydir_.lower_bound(from);
+  while (it != keydir_.end() && HasPrefix(it->first, prefix)) {
+    // A run: records of one file, each starting at most kMaxReadGap after
+    // the previous one ends, spanning at most read_ahead (at least one).
+    auto first = it;
+    uint64_t run_start = first->second.offset;
+    uint64_t run_end = run_start + RecordSize(first->first.size(), first->second.value_size);
+    for (++it; it != keydir_.end() && HasPrefix(it->first, prefix); ++it) {
+      const KeyEntry& next = it->second;
+      uint64_t next_end = next.offset + RecordSize(it->first.size(), next.value_size);
+      if (next.file_id != first->second.file_id || next.offset < run_end ||
+          next.offset - run_end > kMaxReadGap || next_end - run_start > read_ahead) {
+        break;
+      }
+      run_end = next_end;
+    }
+    auto bytes = ReadRun(first, it);
+    if (!bytes) return MakeError(bytes.error());
+    for (auto member = first; member != it; ++member) {
+      DecodedRecord record = DecodeRecord(*bytes, member->second.offset - run_start);
+      if (record.status != DecodeStatus::kOk || record.key != member->first) {
+        return Fail(Errc::kCorruption, "bad record for a key in " +
+                                           PathOf(DataFileName(member->second.file_id)) +
+                                           " at offset " + std::to_string(member->second.offset));
+      }
+      if (!visit(member->first, record.value)) return {};
+    }
+    read_ahead = std::min(read_ahead * 2, kMaxReadAhead);
   }
   return {};
 }
@@ -277,7 +351,7 @@ Status BitcaskEngine::Rotate() {
   // the newest file; the hint then lets the next start skip the scan.
   dirty_ = true;
   if (auto s = SyncActive(); !s) return s;
-  if (auto s = WriteHint(active_id_, ""); !s) Log("hint write failed: " + s.error().message);
+  if (auto s = WriteActiveHint(); !s) Log("hint write failed: " + s.error().message);
   return StartActiveFile();
 }
 
@@ -291,7 +365,7 @@ Status BitcaskEngine::Close() {
   FlushGroup();
   Status status = SyncActive();
   if (status && files_.count(active_id_) && files_[active_id_].size > 0) {
-    if (auto s = WriteHint(active_id_, ""); !s) Log("hint write failed: " + s.error().message);
+    if (auto s = WriteActiveHint(); !s) Log("hint write failed: " + s.error().message);
   }
   closed_ = true;
   files_.clear();

@@ -21,9 +21,11 @@
 // Threading: one owner thread (StorageEngine). The FileSystem, Loop and
 // Clock must outlive the engine.
 #include <functional>
+#include <iterator>
 #include <map>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "io/clock.h"
@@ -121,21 +123,36 @@ class BitcaskEngine final : public StorageEngine {
   Status Recover();
   Status FinishCommittedMerge();
   Status LoadFile(uint32_t id);
-  void ApplyLoaded(uint32_t id, const std::vector<RecordEntry>& entries);
-  Status WriteHint(uint32_t id, const std::string& suffix);
+  void ApplyLoaded(uint32_t id, std::vector<RecordEntry>& entries);  // moves the keys out
+  Status WriteHint(uint32_t id, const std::string& suffix);  // rescans the data file
+  Status WriteHintBytes(uint32_t id, const std::string& suffix, const std::string& hint);
+  Status WriteActiveHint();
   Status StartActiveFile();
 
   // Writing (bitcask_engine.cc).
   Status CheckWritable() const;
   Status AppendBatch(const WriteBatch& batch);  // Write without the sync
-  Status AppendEncoded(const std::string& bytes, const WriteBatch& batch, uint64_t first_seq);
+  Status AppendEncoded(const std::string& bytes, const WriteBatch& batch, uint64_t first_seq,
+                       int64_t timestamp_ms);
+  // Updates the key directory and the active file's hint for an appended batch.
   void ApplyToKeyDir(const WriteBatch& batch, uint64_t first_seq, uint64_t first_offset,
-                     bool has_header);
+                     int64_t timestamp_ms);
   void AddRecordToKeyDir(const std::string& key, KeyEntry entry);
+  // Inserts a new key; keys arriving in ascending order (queues) take the
+  // O(1) end-hinted path instead of a tree search.
+  template <typename Key>
+  std::pair<KeyDir::iterator, bool> EmplaceKey(Key&& key, const KeyEntry& entry) {
+    if (keydir_.empty() || std::prev(keydir_.end())->first < key) {
+      return {keydir_.emplace_hint(keydir_.end(), std::forward<Key>(key), entry), true};
+    }
+    return keydir_.try_emplace(std::forward<Key>(key), entry);
+  }
   Status SyncActive();
   void FlushGroup();
   void ArmIntervalTimer();
   Result<std::string> ReadValue(const std::string& key, const KeyEntry& entry);
+  // Scan's read-ahead: reads the records of [first, last) with one pread.
+  Result<std::string> ReadRun(KeyDir::const_iterator first, KeyDir::const_iterator last);
   Status Fault(const io::FsError& error);
   int64_t NowWallMs() const;
   void Log(const std::string& message) const;
@@ -151,6 +168,15 @@ class BitcaskEngine final : public StorageEngine {
   uint64_t next_seq_ = 1;
   uint64_t syncs_ = 0;
   bool dirty_ = false;           // appended bytes not yet synced
+  // The active file's hint, built as records are appended, so rotation and
+  // Close need not read the file back and check every CRC again: (29 + key)
+  // bytes per record, given up past kMaxActiveHintBytes (then the file is
+  // rescanned as before), so it costs at most 4 MiB per engine.
+  static constexpr size_t kMaxActiveHintBytes = 4u << 20;
+  std::string active_hint_;
+  uint32_t active_hint_count_ = 0;
+  bool active_hint_complete_ = true;
+  std::string append_buffer_;    // reused encoding buffer of AppendBatch
   bool closed_ = false;
   std::optional<Error> failed_;  // a failed sync or append: writes refused
   int64_t last_sync_ms_ = 0;

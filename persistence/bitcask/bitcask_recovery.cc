@@ -99,20 +99,22 @@ Status BitcaskEngine::LoadFile(uint32_t id) {
     if (fs_.Exists(hint_path)) (void)fs_.Remove(hint_path);
     return {};
   }
+  // The hint comes from the scan just made (before ApplyLoaded takes the
+  // keys), not from reading the file a second time.
+  std::string hint = EncodeHint(scan.entries, *size);
   ApplyLoaded(id, scan.entries);
   files_[id] = DataFile{std::move(*file), *size, 0};
-  {
-    if (auto s = WriteHint(id, ""); !s) Log("hint write failed: " + s.error().message);
-  }
+  if (auto s = WriteHintBytes(id, "", hint); !s) Log("hint write failed: " + s.error().message);
   return {};
 }
 
-void BitcaskEngine::ApplyLoaded(uint32_t id, const std::vector<RecordEntry>& entries) {
-  for (const RecordEntry& entry : entries) {
+void BitcaskEngine::ApplyLoaded(uint32_t id, std::vector<RecordEntry>& entries) {
+  for (RecordEntry& entry : entries) {
     next_seq_ = std::max(next_seq_, entry.seq + 1);
     uint32_t value_size = (entry.flags & kTombstone) ? kLoadTombstone : entry.value_size;
     KeyEntry loaded{id, entry.offset, value_size, entry.seq};
-    auto [it, inserted] = keydir_.try_emplace(entry.key, loaded);
+    // try_emplace moves the key only when it inserts.
+    auto [it, inserted] = EmplaceKey(std::move(entry.key), loaded);
     // The highest sequence number wins, whatever file it is in: merge output
     // files may carry older records under newer file ids.
     if (!inserted && it->second.seq <= entry.seq) it->second = loaded;
@@ -123,7 +125,29 @@ Status BitcaskEngine::WriteHint(uint32_t id, const std::string& suffix) {
   auto& data_file = files_[id];
   auto data = data_file.file->ReadAt(0, data_file.size);
   if (!data) return Fault(data.error());
-  std::string hint = EncodeHint(ScanDataFile(*data).entries, data_file.size);
+  return WriteHintBytes(id, suffix, EncodeHint(ScanDataFile(*data).entries, data_file.size));
+}
+
+Status BitcaskEngine::WriteActiveHint() {
+  if (!active_hint_complete_) return WriteHint(active_id_, "");
+  // The file must still be what the hint describes: its handle works and
+  // its size is the one we appended to (a rescan would have checked both
+  // by reading it).
+  DataFile& active = files_[active_id_];
+  auto size = active.file->Size();
+  if (!size) return Fault(size.error());
+  if (*size != active.size) return Fail(Errc::kIo, "active file changed size under the engine");
+  // The entries stay until the next active file starts, so a failed write
+  // can be retried (by Close) with a complete hint.
+  size_t entries_end = active_hint_.size();
+  AppendHintTrailer(&active_hint_, active_hint_count_, active.size);
+  Status status = WriteHintBytes(active_id_, "", active_hint_);
+  active_hint_.resize(entries_end);
+  return status;
+}
+
+Status BitcaskEngine::WriteHintBytes(uint32_t id, const std::string& suffix,
+                                     const std::string& hint) {
   std::string path = PathOf(HintFileName(id)) + suffix;
   if (fs_.Exists(path)) {
     if (auto s = fs_.Remove(path); !s) return Fault(s.error());
@@ -145,6 +169,9 @@ Status BitcaskEngine::StartActiveFile() {
   files_[id] = DataFile{std::move(*file), 0, 0};
   active_id_ = id;
   dirty_ = false;
+  active_hint_.clear();
+  active_hint_count_ = 0;
+  active_hint_complete_ = true;
   return {};
 }
 

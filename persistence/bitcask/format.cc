@@ -1,5 +1,6 @@
 #include "persistence/bitcask/format.h"
 
+#include <bit>
 #include <cstdio>
 #include <cstring>
 
@@ -8,15 +9,33 @@
 namespace estuary::persistence::bitcask {
 namespace {
 
+// The format is little-endian on any host; on a little-endian one this is
+// a single store (GCC 12 at -O2 does not merge the byte loop).
 template <typename T>
-void PutLittle(std::string* out, T value) {
-  for (size_t i = 0; i < sizeof(T); ++i) {
-    out->push_back(static_cast<char>((static_cast<uint64_t>(value) >> (8 * i)) & 0xFF));
+void StoreLittle(char* out, T value) {
+  if constexpr (std::endian::native == std::endian::little) {
+    std::memcpy(out, &value, sizeof(T));
+  } else {
+    for (size_t i = 0; i < sizeof(T); ++i) {
+      out[i] = static_cast<char>((static_cast<uint64_t>(value) >> (8 * i)) & 0xFF);
+    }
   }
 }
 
 template <typename T>
+void PutLittle(std::string* out, T value) {
+  char bytes[sizeof(T)];
+  StoreLittle(bytes, value);
+  out->append(bytes, sizeof(T));
+}
+
+template <typename T>
 T GetLittle(std::string_view data, size_t offset) {
+  if constexpr (std::endian::native == std::endian::little) {
+    T value;
+    std::memcpy(&value, data.data() + offset, sizeof(T));
+    return value;
+  }
   uint64_t value = 0;
   for (size_t i = 0; i < sizeof(T); ++i) {
     value |= static_cast<uint64_t>(static_cast<unsigned char>(data[offset + i])) << (8 * i);
@@ -26,17 +45,20 @@ T GetLittle(std::string_view data, size_t offset) {
 
 void PutRecordFields(std::string* out, uint64_t seq, int64_t timestamp_ms, uint8_t flags,
                      std::string_view key, std::string_view value) {
+  // Appends (no per-byte push_back): with the caller's reserve() this is
+  // three copies and one CRC pass per record.
+  char header[kRecordHeaderSize];
+  StoreLittle<uint64_t>(header + 4, seq);
+  StoreLittle<int64_t>(header + 12, timestamp_ms);
+  StoreLittle<uint32_t>(header + 20, static_cast<uint32_t>(key.size()));
+  StoreLittle<uint32_t>(header + 24, static_cast<uint32_t>(value.size()));
+  header[28] = static_cast<char>(flags);
   size_t start = out->size();
-  PutLittle<uint32_t>(out, 0);  // crc, filled below
-  PutLittle<uint64_t>(out, seq);
-  PutLittle<int64_t>(out, timestamp_ms);
-  PutLittle<uint32_t>(out, static_cast<uint32_t>(key.size()));
-  PutLittle<uint32_t>(out, static_cast<uint32_t>(value.size()));
-  out->push_back(static_cast<char>(flags));
+  out->append(header, kRecordHeaderSize);
   out->append(key);
   out->append(value);
   uint32_t crc = Crc32c(std::string_view(*out).substr(start + 4));
-  for (size_t i = 0; i < 4; ++i) (*out)[start + i] = static_cast<char>((crc >> (8 * i)) & 0xFF);
+  StoreLittle<uint32_t>(out->data() + start, crc);
 }
 
 // A batch header whose members are not all intact: where the batch ends.
@@ -85,10 +107,11 @@ void AppendRecord(std::string* out, uint64_t seq, int64_t timestamp_ms, uint8_t 
 
 void AppendBatchHeader(std::string* out, uint64_t seq, int64_t timestamp_ms, uint32_t count,
                        uint64_t member_bytes) {
-  std::string value;
-  PutLittle<uint32_t>(&value, count);
-  PutLittle<uint64_t>(&value, member_bytes);
-  PutRecordFields(out, seq, timestamp_ms, kBatchHeader, {}, value);
+  char value[kBatchHeaderValueSize];
+  StoreLittle<uint32_t>(value, count);
+  StoreLittle<uint64_t>(value + 4, member_bytes);
+  PutRecordFields(out, seq, timestamp_ms, kBatchHeader, {},
+                  std::string_view(value, kBatchHeaderValueSize));
 }
 
 DecodedRecord DecodeRecord(std::string_view data, size_t offset) {
@@ -163,21 +186,35 @@ DataScan ScanDataFile(std::string_view data) {
   return scan;
 }
 
+void AppendHintEntry(std::string* out, const RecordEntry& entry) {
+  AppendHintEntry(out, entry.seq, entry.timestamp_ms, entry.offset, entry.key, entry.value_size,
+                  entry.flags);
+}
+
+void AppendHintEntry(std::string* out, uint64_t seq, int64_t timestamp_ms, uint32_t offset,
+                     std::string_view key, uint32_t value_size, uint8_t flags) {
+  char header[kHintEntryHeaderSize];
+  StoreLittle<uint64_t>(header, seq);
+  StoreLittle<int64_t>(header + 8, timestamp_ms);
+  StoreLittle<uint32_t>(header + 16, offset);
+  StoreLittle<uint32_t>(header + 20, static_cast<uint32_t>(key.size()));
+  StoreLittle<uint32_t>(header + 24, value_size);
+  header[28] = static_cast<char>(flags);
+  out->append(header, kHintEntryHeaderSize);
+  out->append(key);
+}
+
+void AppendHintTrailer(std::string* out, uint32_t count, uint64_t data_size) {
+  PutLittle<uint32_t>(out, kHintMagic);
+  PutLittle<uint32_t>(out, count);
+  PutLittle<uint64_t>(out, data_size);
+  PutLittle<uint32_t>(out, Crc32c(*out));
+}
+
 std::string EncodeHint(const std::vector<RecordEntry>& entries, uint64_t data_size) {
   std::string out;
-  for (const RecordEntry& entry : entries) {
-    PutLittle<uint64_t>(&out, entry.seq);
-    PutLittle<int64_t>(&out, entry.timestamp_ms);
-    PutLittle<uint32_t>(&out, entry.offset);
-    PutLittle<uint32_t>(&out, static_cast<uint32_t>(entry.key.size()));
-    PutLittle<uint32_t>(&out, entry.value_size);
-    out.push_back(static_cast<char>(entry.flags));
-    out.append(entry.key);
-  }
-  PutLittle<uint32_t>(&out, kHintMagic);
-  PutLittle<uint32_t>(&out, static_cast<uint32_t>(entries.size()));
-  PutLittle<uint64_t>(&out, data_size);
-  PutLittle<uint32_t>(&out, Crc32c(out));
+  for (const RecordEntry& entry : entries) AppendHintEntry(&out, entry);
+  AppendHintTrailer(&out, static_cast<uint32_t>(entries.size()), data_size);
   return out;
 }
 

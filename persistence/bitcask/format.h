@@ -73,6 +73,12 @@ struct DataScan {
 DataScan ScanDataFile(std::string_view data);
 
 std::string EncodeHint(const std::vector<RecordEntry>& entries, uint64_t data_size);
+// EncodeHint in pieces, for a hint built while its data file is written:
+// entries in file order, then the trailer (which checksums all of `out`).
+void AppendHintEntry(std::string* out, const RecordEntry& entry);
+void AppendHintEntry(std::string* out, uint64_t seq, int64_t timestamp_ms, uint32_t offset,
+                     std::string_view key, uint32_t value_size, uint8_t flags);
+void AppendHintTrailer(std::string* out, uint32_t count, uint64_t data_size);
 // Nullopt if the hint is torn, corrupt, or describes a data file of another
 // size than `data_size`.
 std::optional<std::vector<RecordEntry>> DecodeHint(std::string_view hint, uint64_t data_size);

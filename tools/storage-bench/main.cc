@@ -13,6 +13,8 @@
 
 using estuary::storage_bench::RunConfig;
 using estuary::storage_bench::RunResult;
+using estuary::storage_bench::StartupConfig;
+using estuary::storage_bench::StartupResult;
 
 namespace {
 
@@ -51,7 +53,8 @@ int main(int argc, char** argv) {
           RunConfig config{engine,     sync,
                            size,       batch,
                            o.messages, o.sync_interval_ms,
-                           o.seed,     parent + "/" + engine};
+                           o.seed,     parent + "/" + engine,
+                           o.depth};
           runs.push_back(estuary::storage_bench::RunQueueWorkload(config));
           failed = failed || !runs.back().error.empty();
           if (!o.keep) std::filesystem::remove_all(config.dir);
@@ -59,8 +62,17 @@ int main(int argc, char** argv) {
       }
     }
   }
-  std::string out = o.json ? estuary::storage_bench::FormatJson(runs, machine)
-                           : estuary::storage_bench::FormatTables(runs);
+  std::vector<StartupResult> startups;
+  if (o.startup_gib > 0) {
+    for (const std::string& engine : o.engines) {
+      StartupConfig config{engine, o.startup_gib, o.startup_size, o.seed,
+                           parent + "/" + engine + "-startup"};
+      startups.push_back(estuary::storage_bench::RunStartup(config));
+      failed = failed || !startups.back().error.empty();
+    }
+  }
+  std::string out = o.json ? estuary::storage_bench::FormatJson(runs, startups, machine)
+                           : estuary::storage_bench::FormatTables(runs, startups);
   std::fputs(out.c_str(), stdout);
   if (!o.keep && o.dir.empty()) std::filesystem::remove_all(parent);
   return failed ? 1 : 0;

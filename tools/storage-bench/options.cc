@@ -22,7 +22,7 @@ Parsed ParseOptions(int argc, char** argv) {
   Options& o = parsed.options;
   CLI::App app{
       "estuary-storage-bench: the message-queue workload (append, read in order, delete after "
-      "ack, restart) on the Bitcask and RocksDB engines side by side"};
+      "ack, steady queue depth, restart) on the Bitcask and RocksDB engines side by side"};
   app.option_defaults()->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
   std::vector<std::string> sync_names{"always", "interval", "none"};
   app.add_option("-e,--engines", o.engines, "Engines: bitcask, rocksdb")
@@ -45,6 +45,18 @@ Parsed ParseOptions(int argc, char** argv) {
       ->capture_default_str();
   app.add_option("-n,--messages", o.messages, "Messages per run")
       ->check(CLI::Range(uint64_t{1}, uint64_t{1} << 32))
+      ->capture_default_str();
+  app.add_option("--depth", o.depth,
+                 "Messages queued during the steady phase (append, fetch and ack one batch per "
+                 "cycle)")
+      ->capture_default_str();
+  app.add_option("--startup-gib", o.startup_gib,
+                 "Also fill each engine with this many GiB and time Open with and without hint "
+                 "files (0: skip; takes minutes for 1)")
+      ->check(CLI::Range(0.0, 64.0))
+      ->capture_default_str();
+  app.add_option("--startup-size", o.startup_size, "Message bytes of the start-up runs")
+      ->check(CLI::Range(size_t{1}, size_t{64} << 20))
       ->capture_default_str();
   app.add_option("--interval-ms", o.sync_interval_ms, "Sync interval of the interval policy")
       ->check(CLI::PositiveNumber)

@@ -13,9 +13,12 @@ struct Options {
   std::vector<persistence::SyncPolicy> syncs{persistence::SyncPolicy::kAlways,
                                              persistence::SyncPolicy::kInterval,
                                              persistence::SyncPolicy::kNone};
-  std::vector<size_t> sizes{1024};     // message bytes
+  std::vector<size_t> sizes{100, 1024, 16384};  // message bytes
   std::vector<size_t> batches{1, 64};  // messages per write (per sync under always)
   uint64_t messages = 20000;
+  uint64_t depth = 1000;       // queue depth of the steady phase
+  double startup_gib = 0;      // > 0: the start-up runs, this many GiB each
+  size_t startup_size = 1024;  // message bytes of the start-up runs
   int64_t sync_interval_ms = 100;
   uint64_t seed = 1;  // payload bytes (random, so compression gains nothing)
   std::string dir;    // a fresh directory under /tmp when empty

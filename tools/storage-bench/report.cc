@@ -51,7 +51,38 @@ std::string DescribeMachine(const std::string& dir) {
                      name.release, dir);
 }
 
-std::string FormatTables(const std::vector<RunResult>& runs) {
+namespace {
+
+std::string FormatStartups(const std::vector<StartupResult>& startups) {
+  if (startups.empty()) return {};
+  std::string out = fmt::format("\n{:<8} {:>6} {:>10} {:>9} {:>8} {:>10} {:>10} {:>12} {:>10}\n",
+                                "engine", "bytes", "messages", "disk MB", "fill s", "open ms",
+                                "ms/GiB", "no-hints ms", "heap B/key");
+  for (const StartupResult& s : startups) {
+    if (!s.error.empty()) {
+      out += fmt::format("{:<8} start-up FAILED: {}\n", s.config.engine, s.error);
+      continue;
+    }
+    double gib = s.disk_bytes / double(1ull << 30);
+    std::string no_hints =
+        s.open_without_hints_ms < 0 ? "-" : fmt::format("{:.0f}", s.open_without_hints_ms);
+    out += fmt::format(
+        "{:<8} {:>6} {:>10} {:>9.0f} {:>8.1f} {:>10.0f} {:>10.0f} {:>12} {:>10.1f}\n",
+        s.config.engine, s.config.size, s.messages, Mb(s.disk_bytes), s.fill_seconds, s.open_ms,
+        gib > 0 ? s.open_ms / gib : 0, no_hints, s.heap_bytes_per_key);
+  }
+  out +=
+      "start-up: fill (sync none, batches of 64), Close, then time Open (Bitcask: from hint "
+      "files; RocksDB: WAL replay and flush); no-hints = Bitcask Open with every .hint deleted "
+      "(scans and rewrites them); ms/GiB per GiB on disk; heap = bytes held per key after Open. "
+      "Page cache warm.\n";
+  return out;
+}
+
+}  // namespace
+
+std::string FormatTables(const std::vector<RunResult>& runs,
+                         const std::vector<StartupResult>& startups) {
   std::string out =
       fmt::format("{:<8} {:<8} {:>6} {:>5} {:<7} {:>10} {:>8} {:>9} {:>9}\n", "engine", "sync",
                   "bytes", "batch", "phase", "msg/s", "MB/s", "p50 us/op", "p99 us/op");
@@ -64,26 +95,50 @@ std::string FormatTables(const std::vector<RunResult>& runs) {
     out += PhaseRow(run, "get", run.get);
     out += PhaseRow(run, "read", run.read);
     out += PhaseRow(run, "ack", run.ack);
+    out += PhaseRow(run, "steady", run.steady);
   }
-  out += fmt::format("\n{:<8} {:<8} {:>6} {:>5} {:>8} {:>10} {:>10} {:>10} {:>10} {:>8}\n",
+  out += fmt::format("\n{:<8} {:<8} {:>6} {:>5} {:>8} {:>10} {:>10} {:>10} {:>10} {:>10} {:>8}\n",
                      "engine", "sync", "bytes", "batch", "syncs", "close ms", "restart ms",
-                     "disk MB", "acked MB", "compact MB");
+                     "heap B/key", "disk MB", "acked MB", "compact MB");
   for (const RunResult& run : runs) {
     if (!run.error.empty()) continue;
     out +=
-        fmt::format("{} {:>8} {:>10.1f} {:>10.1f} {:>10.2f} {:>10.2f} {:>8.2f}\n",
+        fmt::format("{} {:>8} {:>10.1f} {:>10.1f} {:>10.1f} {:>10.2f} {:>10.2f} {:>8.2f}\n",
                     RunLabel(run.config), run.syncs, run.close_ms, run.restart_ms,
-                    Mb(run.disk_after_append), Mb(run.disk_after_ack), Mb(run.disk_after_compact));
+                    run.heap_bytes_per_key, Mb(run.disk_after_append), Mb(run.disk_after_ack),
+                    Mb(run.disk_after_compact));
   }
   out +=
       "\nop = one write batch (append), Get of one random live message (get), fetch (read) "
-      "or ack batch of `batch` messages; restart = Open with every message live; disk MB "
-      "after append, after acking all, after Merge/CompactRange.\n";
+      "or ack batch of `batch` messages, steady = one cycle (append, fetch and ack `batch` "
+      "with the queue held at --depth); restart = Open with every message live; heap B/key "
+      "= heap held by the reopened engine per live message; disk MB after append, after "
+      "acking all, after Merge/CompactRange.\n";
+  out += FormatStartups(startups);
   return out;
 }
 
-std::string FormatJson(const std::vector<RunResult>& runs, const std::string& machine) {
-  nlohmann::json doc = {{"machine", machine}, {"runs", nlohmann::json::array()}};
+std::string FormatJson(const std::vector<RunResult>& runs,
+                       const std::vector<StartupResult>& startups, const std::string& machine) {
+  nlohmann::json doc = {{"machine", machine},
+                        {"runs", nlohmann::json::array()},
+                        {"startup", nlohmann::json::array()}};
+  for (const StartupResult& s : startups) {
+    nlohmann::json j = {{"engine", s.config.engine},
+                        {"gib", s.config.gib},
+                        {"message_bytes", s.config.size}};
+    if (!s.error.empty()) {
+      j["error"] = s.error;
+    } else {
+      j["messages"] = s.messages;
+      j["disk_bytes"] = s.disk_bytes;
+      j["fill_seconds"] = s.fill_seconds;
+      j["open_ms"] = s.open_ms;
+      if (s.open_without_hints_ms >= 0) j["open_without_hints_ms"] = s.open_without_hints_ms;
+      j["heap_bytes_per_key"] = s.heap_bytes_per_key;
+    }
+    doc["startup"].push_back(std::move(j));
+  }
   for (const RunResult& run : runs) {
     nlohmann::json j = {{"engine", run.config.engine},
                         {"sync", SyncName(run.config.sync)},
@@ -97,6 +152,9 @@ std::string FormatJson(const std::vector<RunResult>& runs, const std::string& ma
       j["get"] = PhaseJson(run, run.get);
       j["read"] = PhaseJson(run, run.read);
       j["ack"] = PhaseJson(run, run.ack);
+      j["steady"] = PhaseJson(run, run.steady);
+      j["steady_depth"] = run.config.depth;
+      j["heap_bytes_per_key"] = run.heap_bytes_per_key;
       j["append_syncs"] = run.syncs;
       j["close_ms"] = run.close_ms;
       j["restart_ms"] = run.restart_ms;
