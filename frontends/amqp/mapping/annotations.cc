@@ -10,8 +10,15 @@
 
 namespace estuary::amqp::annotations {
 
-proton::annotation_key Key(std::string_view name) {
-  return proton::annotation_key(proton::symbol(std::string(name)));
+const proton::annotation_key& Key(std::string_view name) {
+  // Built once per name and thread: a symbol key costs allocations, and
+  // every message looks up the same few names.
+  thread_local std::map<std::string, proton::annotation_key, std::less<>> keys;
+  auto found = keys.find(name);
+  if (found == keys.end()) {
+    found = keys.emplace(std::string(name), proton::annotation_key(proton::symbol(std::string(name)))).first;
+  }
+  return found->second;
 }
 
 PropertyMap ApplicationProperties(std::span<const UserProperty> user_properties) {
@@ -30,6 +37,7 @@ bool NeedsUserPropertiesAnnotation(std::span<const UserProperty> user_properties
 }
 
 std::optional<std::vector<UserProperty>> ReadUserProperties(const AnnotationMap& annotations) {
+  if (annotations.empty()) return std::nullopt;
   auto found = annotations.find(Key(kUserPropertiesAnnotation));
   if (found == annotations.end() || found->second.type() != proton::LIST) return std::nullopt;
   std::vector<proton::value> items;
@@ -49,6 +57,7 @@ std::optional<std::vector<UserProperty>> ReadUserProperties(const AnnotationMap&
 }
 
 std::optional<uint8_t> ReadPayloadFormat(const AnnotationMap& annotations) {
+  if (annotations.empty()) return std::nullopt;
   auto found = annotations.find(Key(kPayloadFormatAnnotation));
   if (found == annotations.end() || found->second.type() != proton::UBYTE) return std::nullopt;
   auto format = proton::get<uint8_t>(found->second);
@@ -57,6 +66,7 @@ std::optional<uint8_t> ReadPayloadFormat(const AnnotationMap& annotations) {
 }
 
 std::optional<bool> ReadBool(const AnnotationMap& annotations, std::string_view name) {
+  if (annotations.empty()) return std::nullopt;
   auto found = annotations.find(Key(name));
   if (found == annotations.end() || found->second.type() != proton::BOOLEAN) return std::nullopt;
   return proton::get<bool>(found->second);

@@ -22,7 +22,8 @@ namespace estuary::amqp::annotations {
 using AnnotationMap = std::map<proton::annotation_key, proton::value>;
 using PropertyMap = std::map<std::string, proton::scalar>;
 
-proton::annotation_key Key(std::string_view name);
+// The symbol key `name` (the mapping's own names: kept per thread).
+const proton::annotation_key& Key(std::string_view name);
 
 // application-properties for a list of user properties: string values, the
 // first value of a repeated key.

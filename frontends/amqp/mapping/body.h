@@ -35,6 +35,7 @@ std::string Encode(const proton::message& message);
 struct Plain {
   std::string payload;
   std::optional<uint8_t> payload_format;
+  bool value_binary = false;  // an amqp-value binary, not a data section
 };
 std::optional<Plain> AsPlain(const proton::message& message,
                              std::optional<uint8_t> payload_format_annotation);
@@ -45,6 +46,8 @@ std::optional<Plain> AsPlain(const proton::message& message,
 bool TakesEncodedPath(const proton::message& message,
                       std::optional<uint8_t> payload_format_annotation,
                       std::span<const UserProperty> user_properties);
+// The same, given the message's AsPlain.
+bool TakesEncodedPath(const std::optional<Plain>& plain, std::span<const UserProperty> user_properties);
 
 // model -> AMQP: true when the last user property is the marker, the
 // payload is exactly the encoding of a body of the kind it names, and that

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <limits>
+#include <optional>
 #include <vector>
 
 #include <proton/binary.hpp>
@@ -82,33 +83,46 @@ void MapProperties(const proton::message& in, const AnnotationMap& annotations, 
   properties.expiry_at_ms = ExpiryAt(in, now_ms);
 }
 
+// A message made only once something is set on it: most incoming
+// messages have no extras, and building one costs more than the mapping.
+class LazyMessage {
+ public:
+  proton::message* operator->() {
+    if (!message_) message_.emplace();
+    return &*message_;
+  }
+  bool empty() const { return !message_.has_value(); }
+
+ private:
+  std::optional<proton::message> message_;
+};
+
 // Every header and properties field the model has no place for, as set
 // fields of `extras`.
-void CopyUnmappedFields(const proton::message& in, std::string_view topic,
-                        proton::message& extras) {
-  if (in.priority() != proton::message::default_priority) extras.priority(in.priority());
-  if (in.first_acquirer()) extras.first_acquirer(true);
-  if (in.delivery_count() != 0) extras.delivery_count(in.delivery_count());
-  if (in.id().type() != proton::NULL_TYPE) extras.id(in.id());
-  if (!in.user().empty()) extras.user(in.user());
-  if (!in.to().empty() && in.to() != topic) extras.to(in.to());
-  if (!in.subject().empty()) extras.subject(in.subject());
+void CopyUnmappedFields(const proton::message& in, std::string_view topic, LazyMessage& extras) {
+  if (in.priority() != proton::message::default_priority) extras->priority(in.priority());
+  if (in.first_acquirer()) extras->first_acquirer(true);
+  if (in.delivery_count() != 0) extras->delivery_count(in.delivery_count());
+  if (in.id().type() != proton::NULL_TYPE) extras->id(in.id());
+  if (!in.user().empty()) extras->user(in.user());
+  if (!in.to().empty() && in.to() != topic) extras->to(in.to());
+  if (!in.subject().empty()) extras->subject(in.subject());
   const std::string content_type = in.content_type();
-  if (!content_type.empty() && !IsMqttContentType(content_type)) extras.content_type(content_type);
+  if (!content_type.empty() && !IsMqttContentType(content_type)) extras->content_type(content_type);
   const std::string reply_to = in.reply_to();
-  if (!reply_to.empty() && !IsMqttResponseTopic(reply_to)) extras.reply_to(reply_to);
+  if (!reply_to.empty() && !IsMqttResponseTopic(reply_to)) extras->reply_to(reply_to);
   const proton::message_id correlation = in.correlation_id();
   if (correlation.type() != proton::NULL_TYPE && correlation.type() != proton::BINARY) {
-    extras.correlation_id(correlation);  // so that it goes back typed
+    extras->correlation_id(correlation);  // so that it goes back typed
   }
-  if (!in.content_encoding().empty()) extras.content_encoding(in.content_encoding());
-  if (in.expiry_time().milliseconds() != 0) extras.expiry_time(in.expiry_time());
-  if (in.creation_time().milliseconds() != 0) extras.creation_time(in.creation_time());
-  if (!in.group_id().empty()) extras.group_id(in.group_id());
-  if (in.group_sequence() != 0) extras.group_sequence(in.group_sequence());
-  if (!in.reply_to_group_id().empty()) extras.reply_to_group_id(in.reply_to_group_id());
+  if (!in.content_encoding().empty()) extras->content_encoding(in.content_encoding());
+  if (in.expiry_time().milliseconds() != 0) extras->expiry_time(in.expiry_time());
+  if (in.creation_time().milliseconds() != 0) extras->creation_time(in.creation_time());
+  if (!in.group_id().empty()) extras->group_id(in.group_id());
+  if (in.group_sequence() != 0) extras->group_sequence(in.group_sequence());
+  if (!in.reply_to_group_id().empty()) extras->reply_to_group_id(in.reply_to_group_id());
   if (!in.delivery_annotations().empty()) {
-    extras.delivery_annotations() = in.delivery_annotations();
+    extras->delivery_annotations() = in.delivery_annotations();
   }
 }
 
@@ -131,16 +145,20 @@ bool MapUserProperties(const PropertyMap& application, const AnnotationMap& anno
   return out.size() == application.size();
 }
 
-// Sets the payload and payload format; returns true for an encoded body
-// (the marker is then the last user property).
-Expected<bool, MappingError> MapBody(const proton::message& in,
-                                     std::optional<uint8_t> format_annotation, Message& message) {
+struct MappedBody {
+  bool encoded = false;       // the marker is then the last user property
+  bool value_binary = false;  // a plain payload from an amqp-value binary
+};
+
+// Sets the payload and payload format.
+Expected<MappedBody, MappingError> MapBody(const proton::message& in,
+                                           std::optional<uint8_t> format_annotation, Message& message) {
   auto& user_properties = message.properties.user_properties;
-  if (!body::TakesEncodedPath(in, format_annotation, user_properties)) {
-    std::optional<body::Plain> plain = body::AsPlain(in, format_annotation);
+  std::optional<body::Plain> plain = body::AsPlain(in, format_annotation);
+  if (!body::TakesEncodedPath(plain, user_properties)) {
     message.payload = MakePayload(std::move(plain->payload));
     message.properties.payload_format = plain->payload_format;
-    return false;
+    return MappedBody{false, plain->value_binary};
   }
   std::string encoded = body::Encode(in);
   user_properties.push_back({std::string(kAmqpBodyUserProperty), std::string(body::Kind(in))});
@@ -151,7 +169,7 @@ Expected<bool, MappingError> MapBody(const proton::message& in,
   }
   message.payload = MakePayload(std::move(encoded));
   message.properties.payload_format = format_annotation;
-  return true;
+  return MappedBody{true, false};
 }
 
 // What FromModel sends as an amqp-value string.
@@ -163,6 +181,7 @@ bool IsStringBody(const Message& message, bool encoded, bool extras_hold_format)
 // Drops a sender's MQTT-detail annotations where they say what the model
 // implies anyway; the others stay, to go back to AMQP as they came.
 void DropImpliedAnnotations(const Message& message, bool encoded, AnnotationMap& annotations) {
+  if (annotations.empty()) return;
   std::span<const UserProperty> user_properties = message.properties.user_properties;
   if (encoded) user_properties = user_properties.first(user_properties.size() - 1);
   const AnnotationMap implied = annotations::MqttAnnotations(
@@ -181,11 +200,12 @@ void DropImpliedAnnotations(const Message& message, bool encoded, AnnotationMap&
 // nothing does).
 Payload EncodeExtras(const proton::message& in, std::string_view topic,
                      const AnnotationMap& annotations, bool application_mapped) {
-  proton::message extras;
+  LazyMessage extras;
   CopyUnmappedFields(in, topic, extras);
-  if (!annotations.empty()) extras.message_annotations() = annotations;
-  if (!application_mapped) extras.properties() = in.properties();
-  std::vector<char> bytes = extras.encode();
+  if (!annotations.empty()) extras->message_annotations() = annotations;
+  if (!application_mapped) extras->properties() = in.properties();
+  if (extras.empty()) return nullptr;  // nothing set: it would encode as the empty message
+  std::vector<char> bytes = extras->encode();
   if (std::string_view(bytes.data(), bytes.size()) == body::EmptyMessageEncoding()) return nullptr;
   return MakePayload(std::string(bytes.begin(), bytes.end()));
 }
@@ -203,15 +223,17 @@ Expected<Message, MappingError> Translate(const proton::message& in,
       !annotations::AllWellFormed(ReadAnnotations(in.delivery_annotations()))) {
     return MakeError(MappingError{"amqp:decode-error", "malformed value in annotations"});
   }
-  for (std::string_view key : annotations::kBrokerKeys) annotations.erase(Key(key));
+  if (!annotations.empty()) {
+    for (std::string_view key : annotations::kBrokerKeys) annotations.erase(Key(key));
+  }
   message.retain = annotations::ReadBool(annotations, kRetainAnnotation).value_or(false);
   MapProperties(in, annotations, context.now_ms, message);
   const bool application_mapped = MapUserProperties(ReadProperties(in.properties()), annotations,
                                                     message.properties.user_properties);
-  auto encoded = MapBody(in, annotations::ReadPayloadFormat(annotations), message);
-  if (!encoded) return MakeError(std::move(encoded.error()));
-  DropImpliedAnnotations(message, *encoded, annotations);
-  if (!*encoded && body::Kind(in) == "amqp-value" && in.body().type() == proton::BINARY) {
+  auto mapped_body = MapBody(in, annotations::ReadPayloadFormat(annotations), message);
+  if (!mapped_body) return MakeError(std::move(mapped_body.error()));
+  DropImpliedAnnotations(message, mapped_body->encoded, annotations);
+  if (mapped_body->value_binary) {
     annotations[Key(kAmqpValueBinaryAnnotation)] = true;
   }
   message.amqp_extras = EncodeExtras(in, context.topic, annotations, application_mapped);
@@ -303,7 +325,7 @@ void FromModel(const core::Delivery& delivery, int64_t now_ms, proton::message& 
   AnnotationMap annotations = ReadAnnotations(out.message_annotations());
   BodyHints hints;
   hints.extras_hold_format = annotations::ReadPayloadFormat(annotations).has_value();
-  hints.value_binary = annotations.erase(Key(kAmqpValueBinaryAnnotation)) > 0;
+  hints.value_binary = !annotations.empty() && annotations.erase(Key(kAmqpValueBinaryAnnotation)) > 0;
   out.durable(message.durable);
   SetExpiry(message, now_ms, out);
   SetProperties(message, out);

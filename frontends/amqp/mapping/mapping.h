@@ -43,6 +43,13 @@ Expected<Message, MappingError> ToModel(const proton::message& in, const Inbound
 // first, so one proton::message can be reused per link.
 void FromModel(const core::Delivery& delivery, int64_t now_ms, proton::message& out);
 
+// model -> AMQP bytes for the common case, without building a
+// proton::message: the bytes Proton writes for FromModel's message (the
+// same message, byte for byte). Returns false, with `out` unspecified, when
+// the delivery needs FromModel (AMQP extras, an encoded body, empty
+// string fields); `out` is cleared first and may be reused.
+bool EncodeFromModel(const core::Delivery& delivery, int64_t now_ms, std::string& out);
+
 // The names the mapping reads and writes (docs/mapping.md).
 // Message annotations the broker sets on every message it sends to AMQP;
 // the same keys on an incoming message are dropped (the broker's word, not

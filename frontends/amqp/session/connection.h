@@ -176,6 +176,10 @@ class AmqpConnection final : public proton::messaging_handler,
   // at the last detach, then retained messages for a new subscription.
   void StartSending(OutgoingLink& link, const core::SubscriptionOptions* new_subscription, bool existed);
   void Pump(OutgoingLink& link);
+  // One delivery's message as AMQP bytes (valid until the next call), and
+  // those bytes sent as a new transfer on the link.
+  const std::string& Encode(const core::Delivery& delivery, bool redelivery, int64_t now);
+  pn_delivery_t* SendBytes(OutgoingLink& link, std::string_view bytes, std::string_view tag);
   void PumpAll();
   void Settle(proton::tracker& tracker, bool redeliver);
   void DetachOutgoing(pn_link_t* link, bool closed);
@@ -200,7 +204,9 @@ class AmqpConnection final : public proton::messaging_handler,
   io::TimerId tick_timer_ = 0;
   int64_t tick_deadline_ms_ = 0;
   uint64_t next_sequence_ = 0;
-  proton::message scratch_;  // reused for every outgoing message
+  proton::message scratch_;         // reused for outgoing messages FromModel builds
+  std::vector<char> scratch_bytes_;  // its encoding
+  std::string encoded_;              // the message being sent, reused
   // After driver_: links hold Proton objects and are destroyed first.
   std::unordered_map<pn_link_t*, std::unique_ptr<OutgoingLink>> outgoing_;
   std::unordered_map<pn_link_t*, std::unique_ptr<IncomingLink>> incoming_;

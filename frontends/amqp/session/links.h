@@ -29,6 +29,7 @@ struct AmqpConnection::OutgoingLink final : public core::SessionSink {
   bool presettled = false;  // the client asked for snd-settle-mode settled
   bool opened = false;      // our attach was sent (routes visible)
   bool pumping = false;
+  uint64_t next_tag = 0;  // delivery tags of pre-settled transfers
   // Released deliveries, sent again before the session's queue.
   std::deque<core::Delivery> redeliver;
   // Unsettled transfers on this link -> their in-flight id in the session.

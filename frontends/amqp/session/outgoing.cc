@@ -36,10 +36,6 @@ std::string DynamicAddress(uint16_t node, uint16_t shard) {
          std::to_string(++counter);
 }
 
-proton::binary TagOf(uint16_t packet_id) {
-  return proton::binary(std::string{static_cast<char>(packet_id >> 8), static_cast<char>(packet_id & 0xFF)});
-}
-
 bool IsValidFilter(const std::string& filter) {
   if (IsSharedFilter(filter)) return ParseSharedFilter(filter).has_value();
   return ValidateTopicFilter(filter).has_value();
@@ -204,21 +200,17 @@ void AmqpConnection::Pump(OutgoingLink& link) {
       ShardMetrics::Add(metrics.messages_dropped);
       continue;
     }
-    FromModel(delivery, now, scratch_);
-    if (redelivery) {
-      scratch_.delivery_count(scratch_.delivery_count() + 1);
-      scratch_.first_acquirer(false);
-    }
     if (link.presettled) {
-      link.sender.send(scratch_);  // settled by Proton: snd-settle-mode settled
+      const uint64_t tag = ++link.next_tag;
+      SendBytes(link, Encode(delivery, redelivery, now), {reinterpret_cast<const char*>(&tag), sizeof tag});
     } else {
       const uint16_t packet_id = session.NextPacketId();
       if (packet_id == 0) {
         link.redeliver.push_front(std::move(delivery));
         break;
       }
-      proton::tracker tracker = link.sender.send(scratch_, TagOf(packet_id));
-      link.unsettled[CObject::Of(tracker)] = packet_id;
+      const char tag[2] = {static_cast<char>(packet_id >> 8), static_cast<char>(packet_id & 0xFF)};
+      link.unsettled[SendBytes(link, Encode(delivery, redelivery, now), {tag, sizeof tag})] = packet_id;
       session.AddInflight(packet_id, core::InflightDelivery{std::move(delivery), core::InflightPhase::kAwaitingPuback,
                                                              session.NextSendOrder()});
       ShardMetrics::Add(metrics.inflight_messages);
@@ -230,6 +222,34 @@ void AmqpConnection::Pump(OutgoingLink& link) {
     link.sender.return_credit();
   }
   link.pumping = false;
+}
+
+const std::string& AmqpConnection::Encode(const core::Delivery& delivery, bool redelivery, int64_t now) {
+  // The common case straight to bytes; FromModel (the reference) for the rest.
+  if (!redelivery && EncodeFromModel(delivery, now, encoded_)) return encoded_;
+  FromModel(delivery, now, scratch_);
+  if (redelivery) {
+    scratch_.delivery_count(scratch_.delivery_count() + 1);
+    scratch_.first_acquirer(false);
+  }
+  scratch_.encode(scratch_bytes_);
+  encoded_.assign(scratch_bytes_.begin(), scratch_bytes_.end());
+  return encoded_;
+}
+
+pn_delivery_t* AmqpConnection::SendBytes(OutgoingLink& link, std::string_view bytes, std::string_view tag) {
+  // What proton::sender::send does, minus encoding a proton::message.
+  pn_link_t* pn_link = CObject::Of(link.sender);
+  pn_delivery_t* delivery = pn_delivery(pn_link, pn_dtag(tag.data(), tag.size()));
+  pn_link_send(pn_link, bytes.data(), bytes.size());
+  pn_link_advance(pn_link);
+  // snd-settle-mode settled: settled as sent.
+  if (pn_link_snd_settle_mode(pn_link) == PN_SND_SETTLED) pn_delivery_settle(delivery);
+  // proton::sender::send also forgets a drain once the credit is used up
+  // (so that the next drain request is announced again); with no credit
+  // left, return_credit() does exactly that and nothing else.
+  if (pn_link_credit(pn_link) == 0) link.sender.return_credit();
+  return delivery;
 }
 
 void AmqpConnection::on_sendable(proton::sender& sender) {
@@ -247,7 +267,7 @@ void AmqpConnection::on_sender_drain_start(proton::sender& sender) {
 }
 
 void AmqpConnection::Settle(proton::tracker& tracker, bool redeliver) {
-  auto it = outgoing_.find(CObject::Of(tracker.sender()));
+  auto it = outgoing_.find(pn_delivery_link(CObject::Of(tracker)));
   if (it == outgoing_.end() || it->second->session == nullptr) return;
   OutgoingLink& link = *it->second;
   // The first outcome (or settlement) of a transfer decides; we settle then.
