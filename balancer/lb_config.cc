@@ -1,26 +1,11 @@
 #include "balancer/lb_config.h"
 
-#include <CLI/CLI.hpp>
-
-#include <cstdio>
-#include <iostream>
+#include "io/uv/cli_options.h"
 
 namespace estuary::balancer {
 namespace {
 
-CLI::Option* AddEndpoint(CLI::App& app, const std::string& name, io::Endpoint& target, const std::string& help) {
-  return app
-      .add_option_function<std::string>(
-          name,
-          [&target, name](const std::string& text) {
-            auto endpoint = io::ParseEndpoint(text);
-            if (!endpoint) throw CLI::ValidationError(name, endpoint.error());
-            target = *endpoint;
-          },
-          help)
-      ->default_str(target.ToString())
-      ->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);  // a later flag wins
-}
+using io::AddEndpointOption;
 
 void AddSelection(CLI::App& app, BalancerConfig& config) {
   ScoreWeights& w = config.selection.weights;
@@ -69,33 +54,18 @@ void AddProxy(CLI::App& app, BalancerConfig& config) {
 void BuildApp(CLI::App& app, BalancerConfig& config) {
   app.set_config("--config", "", "TOML configuration file (keys named like the flags)");
   app.allow_config_extras(CLI::config_extras_mode::error);
-  AddEndpoint(app, "--mqtt", config.mqtt, "MQTT service address HOST:PORT (port 0 picks a free port)");
-  AddEndpoint(app, "--amqp", config.amqp, "AMQP service address HOST:PORT");
-  app.add_option_function<std::vector<std::string>>(
-         "--nodes",
-         [&config](const std::vector<std::string>& nodes) {
-           for (const auto& text : nodes) {
-             auto endpoint = io::ParseEndpoint(text);
-             if (!endpoint) throw CLI::ValidationError("--nodes", endpoint.error());
-             config.nodes.push_back(*endpoint);
-           }
-         },
-         "The nodes' admin addresses HOST:PORT,...")
-      ->delimiter(',');
-  AddEndpoint(app, "--heartbeat", config.heartbeat, "This balancer's pair address (UDP) HOST:PORT");
-  app.add_option("--peer", config.peer, "The partner's heartbeat HOST:PORT (default: learnt from its heartbeats)")
-      ->check([](const std::string& text) {
-        auto endpoint = io::ParseEndpoint(text);
-        return endpoint ? std::string() : endpoint.error();
-      });
+  AddEndpointOption(app, "--mqtt", config.mqtt, "MQTT service address HOST:PORT (port 0 picks a free port)");
+  AddEndpointOption(app, "--amqp", config.amqp, "AMQP service address HOST:PORT");
+  io::AddEndpointListOption(app, "--nodes", config.nodes, "The nodes' admin addresses HOST:PORT,...");
+  AddEndpointOption(app, "--heartbeat", config.heartbeat, "This balancer's pair address (UDP) HOST:PORT");
+  io::AddOptionalEndpointOption(app, "--peer", config.peer,
+                                "The partner's heartbeat HOST:PORT (default: learnt from its heartbeats)");
   app.add_option_function<std::string>(
          "--role", [&config](const std::string& role) { config.role = role == "standby" ? Role::kStandby : Role::kActive; },
          "Role to start in")
       ->check(CLI::IsMember({"active", "standby"}))
       ->default_str("active");
-  app.add_option("--log-level", config.log_level, "trace|debug|info|warn|error|critical|off")
-      ->capture_default_str()
-      ->check(CLI::IsMember({"trace", "debug", "info", "warn", "error", "critical", "off"}));
+  io::AddLogLevelOption(app, config.log_level);
   app.add_option("--poll-interval", config.poll_interval_ms, "Milliseconds between probes of each node")
       ->capture_default_str()
       ->check(CLI::Range(int64_t(10), int64_t(60000)));
@@ -110,11 +80,8 @@ void BuildApp(CLI::App& app, BalancerConfig& config) {
   app.add_option("--startup-wait", config.pair.startup_wait_ms,
                  "Milliseconds a balancer started as active listens for an active partner first")
       ->capture_default_str();
-  app.add_option("--admin", config.admin, "Admin HTTP HOST:PORT: /healthz, /api/nodes, /metrics (default: off)")
-      ->check([](const std::string& text) {
-        auto endpoint = io::ParseEndpoint(text);
-        return endpoint ? std::string() : endpoint.error();
-      });
+  io::AddOptionalEndpointOption(app, "--admin", config.admin,
+                                "Admin HTTP HOST:PORT: /healthz, /api/nodes, /metrics (default: off)");
   app.add_option("--vip", config.vip, "Virtual-IP mode: ADDRESS/PREFIX held by the active (needs root)");
   app.add_option("--vip-interface", config.vip_interface, "Interface for --vip");
   AddSelection(app, config);
@@ -128,21 +95,15 @@ ParseOutcome ParseCommandLine(int argc, const char* const* argv) {
   CLI::App app{"estuary-lb: the Estuary load balancer (active/standby pair in front of estuaryd nodes)",
                "estuary-lb"};
   BuildApp(app, config);
-  try {
-    app.parse(argc, argv);
+  auto outcome = io::ParseOrExit(app, config, argc, argv, [&config] {
     if (!config.vip.empty() && config.vip_interface.empty()) {
       throw CLI::ValidationError("--vip", "needs --vip-interface");
     }
     if (!config.vip.empty() && (config.mqtt.port == 0 || config.amqp.port == 0)) {
       throw CLI::ValidationError("--vip", "needs fixed --mqtt and --amqp ports");
     }
-  } catch (const CLI::CallForHelp&) {
-    std::cout << app.help();
-    return ExitRequest{0};
-  } catch (const CLI::ParseError& error) {
-    std::fprintf(stderr, "estuary-lb: error: %s\n", error.what());
-    return ExitRequest{2};
-  }
+  });
+  if (std::holds_alternative<ExitRequest>(outcome)) return std::get<ExitRequest>(outcome);
   if (app.count("--proxy-protocol") == 0) config.proxy_header = {"mqtt", "amqp"};
   config.proxy.low_watermark = std::min(config.proxy.low_watermark, config.proxy.high_watermark / 4);
   return config;

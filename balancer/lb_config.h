@@ -9,6 +9,7 @@
 #include "balancer/node_table.h"
 #include "balancer/pair_state.h"
 #include "balancer/proxy_connection.h"
+#include "io/uv/cli_options.h"
 #include "io/uv/tcp.h"
 
 namespace estuary::balancer {
@@ -34,9 +35,7 @@ struct BalancerConfig {
   std::string admin;  // HOST:PORT of the balancer's own admin HTTP, "" = none
 };
 
-struct ExitRequest {
-  int status = 0;
-};
+using ExitRequest = io::ExitRequest;
 using ParseOutcome = std::variant<BalancerConfig, ExitRequest>;
 ParseOutcome ParseCommandLine(int argc, const char* const* argv);
 

@@ -1,29 +1,15 @@
 #include "server/config.h"
 
-#include <CLI/CLI.hpp>
 #include <arpa/inet.h>
 
-#include <cstdio>
-#include <iostream>
 #include <thread>
+
+#include "io/uv/cli_options.h"
 
 namespace estuary::server {
 namespace {
 
-// Validates "HOST:PORT" for CLI11 and stores the parsed endpoint.
-CLI::Option* AddEndpoint(CLI::App& app, const std::string& name, io::Endpoint& target,
-                         const std::string& help) {
-  return app
-      .add_option_function<std::string>(
-          name,
-          [&target, name](const std::string& text) {
-            auto endpoint = io::ParseEndpoint(text);
-            if (!endpoint) throw CLI::ValidationError(name, endpoint.error());
-            target = *endpoint;
-          },
-          help)
-      ->default_str(target.ToString());
-}
+using io::AddEndpointOption;
 
 void AddLimits(CLI::App& app, core::BrokerLimits& limits) {
   app.add_option("--max-connections", limits.max_connections, "Connections per node")
@@ -65,21 +51,11 @@ void BuildApp(CLI::App& app, NodeConfig& config) {
       ->check(CLI::Range(1, 65535));
   app.add_option("--data-dir", config.data_dir,
                  "Directory for durable state; empty (the default) keeps everything in memory");
-  AddEndpoint(app, "--mqtt", config.mqtt, "MQTT listener HOST:PORT (port 0 picks a free port)");
-  AddEndpoint(app, "--amqp", config.amqp, "AMQP 1.0 listener HOST:PORT");
-  AddEndpoint(app, "--admin", config.admin, "Admin HTTP listener HOST:PORT (/healthz, /metrics, /api)");
-  AddEndpoint(app, "--cluster", config.cluster, "Inter-node listener HOST:PORT");
-  app.add_option_function<std::vector<std::string>>(
-         "--seeds",
-         [&config](const std::vector<std::string>& seeds) {
-           for (const auto& text : seeds) {
-             auto endpoint = io::ParseEndpoint(text);
-             if (!endpoint) throw CLI::ValidationError("--seeds", endpoint.error());
-             config.seeds.push_back(*endpoint);
-           }
-         },
-         "Other nodes' inter-node addresses HOST:PORT,...")
-      ->delimiter(',');
+  AddEndpointOption(app, "--mqtt", config.mqtt, "MQTT listener HOST:PORT (port 0 picks a free port)");
+  AddEndpointOption(app, "--amqp", config.amqp, "AMQP 1.0 listener HOST:PORT");
+  AddEndpointOption(app, "--admin", config.admin, "Admin HTTP listener HOST:PORT (/healthz, /metrics, /api)");
+  AddEndpointOption(app, "--cluster", config.cluster, "Inter-node listener HOST:PORT");
+  io::AddEndpointListOption(app, "--seeds", config.seeds, "Other nodes' inter-node addresses HOST:PORT,...");
   app.add_option("--shards", config.shards, "Event loops (threads); 0 = one per core")
       ->capture_default_str()
       ->check(CLI::Range(0, 256));
@@ -89,9 +65,7 @@ void BuildApp(CLI::App& app, NodeConfig& config) {
   app.add_option("--sync", config.sync, "Storage sync policy")
       ->capture_default_str()
       ->check(CLI::IsMember({"always", "interval", "none"}));
-  app.add_option("--log-level", config.log_level, "trace|debug|info|warn|error|critical|off")
-      ->capture_default_str()
-      ->check(CLI::IsMember({"trace", "debug", "info", "warn", "error", "critical", "off"}));
+  io::AddLogLevelOption(app, config.log_level);
   app.add_option("--sys-interval", config.sys_interval_s, "Seconds between $SYS publications, 0 = off")
       ->capture_default_str();
   app.add_option("--shutdown-grace", config.shutdown_grace_ms,
@@ -126,15 +100,8 @@ ParseOutcome ParseCommandLine(int argc, const char* const* argv) {
   NodeConfig config;
   CLI::App app{"estuaryd: an Estuary broker node (MQTT 3.1/3.1.1/5.0, AMQP 1.0)", "estuaryd"};
   BuildApp(app, config);
-  try {
-    app.parse(argc, argv);
-  } catch (const CLI::CallForHelp&) {
-    std::cout << app.help();
-    return ExitRequest{0};
-  } catch (const CLI::ParseError& error) {
-    std::fprintf(stderr, "estuaryd: error: %s\n", error.what());
-    return ExitRequest{2};
-  }
+  auto outcome = io::ParseOrExit(app, config, argc, argv);
+  if (std::holds_alternative<ExitRequest>(outcome)) return std::get<ExitRequest>(outcome);
   if (config.shards == 0) {
     config.shards = static_cast<uint16_t>(std::max(1u, std::thread::hardware_concurrency()));
   }

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "cluster-core/broker/limits.h"
+#include "io/uv/cli_options.h"
 #include "io/uv/tcp.h"
 
 namespace estuary::server {
@@ -40,9 +41,7 @@ struct NodeConfig {
 
 // What the command line asks for: run with a config, or exit with a status
 // after printing help or a one-line error.
-struct ExitRequest {
-  int status = 0;
-};
+using ExitRequest = io::ExitRequest;
 using ParseOutcome = std::variant<NodeConfig, ExitRequest>;
 
 ParseOutcome ParseCommandLine(int argc, const char* const* argv);
