@@ -19,9 +19,11 @@ uint64_t NextRandom(uint64_t& state) {
 }  // namespace
 
 // Plain mode draws from [T, 2T). Timestamp mode puts freshness first: a
-// node whose last entry is at least as new as the newest timestamp the
-// leader last reported draws from [T, 1.5T), a lagging one from
-// [1.5T, 2T), so the freshest backup usually stands first.
+// node whose last entry is at least as new as the newest committed
+// timestamp a leader reported draws from [T, 1.5T), a lagging one from
+// [1.5T, 2T), so the freshest backups stand first. (Against the leader's
+// newest timestamp instead, every backup of a loaded leader lags by the
+// entries in flight, and all of them waited [1.5T, 2T).)
 void Raft::ResetElectionTimer() {
   const uint64_t timeout = options_.election_timeout_ms;
   uint64_t base = timeout;
@@ -64,12 +66,22 @@ void Raft::Campaign(bool transfer) {
   ++term_;
   vote_ = options_.id;
   leader_ = kNoNode;
-  granted_ = {options_.id};
+  // Our own vote counts once Advance reports it durable: a candidate that
+  // led on a vote it then lost in a crash could campaign in the same term
+  // again, collect the same grants and lead the term twice.
+  granted_.clear();
+  vote_persisted_ = false;
   rejected_.clear();
   SaveHardState();
   ResetElectionTimer();
   BroadcastVoteRequests(MessageType::kVote, term_, transfer);
-  if (granted_.size() >= log_.config().Quorum()) BecomeLeader();
+}
+
+void Raft::MaybeWinElection() {
+  if (role_ == Role::kCandidate && vote_persisted_ &&
+      granted_.size() >= log_.config().Quorum()) {
+    BecomeLeader();
+  }
 }
 
 void Raft::BroadcastVoteRequests(MessageType type, Term term, bool transfer) {
@@ -108,6 +120,12 @@ void Raft::HandleVoteRequest(const Message& message) {
   } else {
     grant = message.term == term_ && (vote_ == kNoNode || vote_ == message.from) && up_to_date;
   }
+  // Timestamp mode: a follower that grants a PreVote gives that candidate
+  // its chance before standing itself (otherwise a backup that times out
+  // just after granting passes PreVote too and the real vote splits).
+  if (grant && pre && role_ == Role::kFollower && options_.mode == Mode::kTimestamp) {
+    ResetElectionTimer();
+  }
   if (grant && !pre) {
     vote_ = message.from;
     SaveHardState();
@@ -132,12 +150,12 @@ void Raft::HandleVoteResponse(const Message& message) {
   (message.reject ? rejected_ : granted_).insert(message.from);
   if (!pre && !message.reject) vote_acks_[message.from] = message.send_time;
   const size_t quorum = log_.config().Quorum();
-  if (granted_.size() >= quorum) {
-    if (pre) {
-      Campaign(false);
-    } else {
-      BecomeLeader();
-    }
+  if (!pre) {
+    MaybeWinElection();
+    if (role_ == Role::kLeader) return;
+  }
+  if (pre && granted_.size() >= quorum) {
+    Campaign(false);
   } else if (rejected_.size() >= quorum) {
     BecomeFollower(term_, kNoNode);
   }
@@ -168,13 +186,34 @@ void Raft::BecomeLeader() {
   // Committing an entry of our own term commits everything before it.
   AppendLocal(EntryType::kNoop, {});
   leader_first_index_ = log_.LastIndex();
+  AcceptHeld();
   BroadcastAppends();
-  ReleaseHeld(options_.id);
 }
 
-void Raft::HandleTimeoutNow(const Message& /*message*/) {
-  if (role_ == Role::kLeader || !IsVoter()) return;
-  Campaign(true);
+// Writes held while we campaigned on TimeoutNow: with the inherited lease
+// they go straight into the log behind the no-op, in the same Ready, and
+// reach the followers in the same appends (no extra disk write or hop).
+// Without a lease they go back to the caller to propose when it comes.
+void Raft::AcceptHeld() {
+  if (held_.empty()) return;
+  if (!HasLease(now_)) {
+    ReleaseHeld(options_.id);
+    return;
+  }
+  for (Write& write : held_) {
+    AppendLocal(EntryType::kNormal, std::move(write.data), write.id);
+    ready_.accepted.push_back(AcceptedWrite{log_.LastIndex(), term_, write.id});
+  }
+  held_.clear();
+}
+
+void Raft::HandleTimeoutNow(const Message& message) {
+  for (const Write& write : message.writes) held_.push_back(write);
+  if (role_ == Role::kLeader || !IsVoter()) {
+    ReleaseHeld(role_ == Role::kLeader ? options_.id : message.from);
+    return;
+  }
+  Campaign(true);  // holds the writes while it campaigns
 }
 
 }  // namespace estuary::raft

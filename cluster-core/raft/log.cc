@@ -26,6 +26,10 @@ uint64_t RaftLog::LastTimestamp() const {
   return entries_.empty() ? snapshot_->timestamp : entries_.back().timestamp;
 }
 
+uint64_t RaftLog::TimestampAt(Index index) const {
+  return index == snapshot_->index ? snapshot_->timestamp : At(index).timestamp;
+}
+
 std::optional<Term> RaftLog::TermAt(Index index) const {
   if (index == snapshot_->index) return snapshot_->term;
   if (index < snapshot_->index || index > LastIndex()) return std::nullopt;

@@ -22,6 +22,8 @@ class RaftLog {
   Index LastIndex() const { return snapshot_->index + entries_.size(); }
   Term LastTerm() const;
   uint64_t LastTimestamp() const;
+  // Timestamp of the entry at index, which must be the snapshot's or in the log.
+  uint64_t TimestampAt(Index index) const;
   // Term of the entry at index; nullopt if compacted below the snapshot or
   // past the end. The snapshot's own index answers with its term.
   std::optional<Term> TermAt(Index index) const;

@@ -7,6 +7,7 @@
 // Adding or removing one voter at a time keeps every old and new majority
 // overlapping, so no joint consensus is needed.
 #include <algorithm>
+#include <utility>
 
 #include "cluster-core/raft/raft.h"
 
@@ -106,10 +107,13 @@ void Raft::MaybeSendTimeoutNow() {
   if (it == progress_.end() || it->second.match < log_.LastIndex()) return;
   lease_forfeited_ = true;
   handoff_deadline_ = now_ + options_.election_timeout_ms;
-  Send(Message{.type = MessageType::kTimeoutNow, .to = transfer_target_});
   // The target holds what it is sent while it campaigns and serves it as
-  // soon as it wins, without waiting for this node to learn of it.
-  if (options_.mode == Mode::kTimestamp) ReleaseHeld(transfer_target_);
+  // soon as it wins, without waiting for this node to learn of it. What we
+  // hold so far rides in the TimeoutNow itself; a write sent separately
+  // could overtake it and be bounced back as if to a follower.
+  Message timeout_now{.type = MessageType::kTimeoutNow, .to = transfer_target_};
+  if (options_.mode == Mode::kTimestamp) timeout_now.writes = std::exchange(held_, {});
+  Send(std::move(timeout_now));
 }
 
 // In timestamp mode a leader that sent TimeoutNow cannot get its lease

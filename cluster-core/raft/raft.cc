@@ -56,6 +56,14 @@ Ready Raft::Advance(const Ready& ready) {
   if (!ready.entries.empty()) {
     log_.MarkPersisted(ready.entries.back().index, ready.entries.back().term);
   }
+  // Vote requests may leave before the candidate's own term and vote are
+  // durable; it counts itself (and may win) only once they are.
+  if (role_ == Role::kCandidate && ready.hard_state && ready.hard_state->term == term_ &&
+      ready.hard_state->vote == options_.id && !vote_persisted_) {
+    vote_persisted_ = true;
+    granted_.insert(options_.id);
+    MaybeWinElection();
+  }
   if (role_ == Role::kLeader) MaybeCommit();
   return TakeReady();
 }

@@ -130,7 +130,9 @@ class Raft {
   void BroadcastVoteRequests(MessageType type, Term term, bool transfer);
   void HandleVoteRequest(const Message& message);
   void HandleVoteResponse(const Message& message);
+  void MaybeWinElection();
   void BecomeLeader();
+  void AcceptHeld();
   void TickElection();
   void HandleTimeoutNow(const Message& message);
 
@@ -172,7 +174,7 @@ class Raft {
   Index applied_ = 0;  // handed out to the caller in Ready::committed
   RaftLog log_;
   std::map<NodeId, Progress> progress_;  // leader: every other member
-  std::set<NodeId> granted_;
+  std::set<NodeId> granted_;  // candidate: itself only once its vote is durable
   std::set<NodeId> rejected_;
   uint64_t now_ = 0;
   uint64_t election_deadline_ = 0;
@@ -184,9 +186,10 @@ class Raft {
   uint64_t transfer_deadline_ = 0;
   uint64_t handoff_deadline_ = 0;  // timestamp mode: handed leadership over until then
   bool lease_forfeited_ = false;
-  uint64_t leader_timestamp_ = 0;  // newest timestamp the leader reported
+  uint64_t leader_timestamp_ = 0;  // newest commit timestamp a leader reported
   std::vector<Write> held_;  // writes held during a transfer
   bool transfer_campaign_ = false;  // this campaign was started by TimeoutNow
+  bool vote_persisted_ = false;     // candidate: Advance reported its own vote durable
   std::map<NodeId, uint64_t> vote_acks_;  // transfer campaign: granted votes' send times
   DedupWindow dedup_;
   std::optional<Snapshot> incoming_snapshot_;  // follower: chunks received so far

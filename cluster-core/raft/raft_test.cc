@@ -21,7 +21,12 @@ Options SingleNodeOptions() {
 
 TEST(Raft, SingleNodeCommitsOnlyAfterPersisting) {
   Raft raft(SingleNodeOptions(), Storage{.bootstrap = Config{.voters = {1}}}, 0);
-  Ready ready = raft.Tick(2000);  // past any election timeout
+  Ready vote = raft.Tick(2000);  // past any election timeout
+  // It counts its own vote only once that is durable.
+  ASSERT_EQ(raft.role(), Role::kCandidate);
+  ASSERT_TRUE(vote.hard_state.has_value());
+  EXPECT_EQ(vote.hard_state->vote, 1u);
+  Ready ready = raft.Advance(vote);
   ASSERT_EQ(raft.role(), Role::kLeader);
   ASSERT_EQ(ready.entries.size(), 1u);  // the leader's no-op
   EXPECT_TRUE(ready.committed.empty());  // not persisted yet
@@ -38,6 +43,33 @@ TEST(Raft, SingleNodeCommitsOnlyAfterPersisting) {
   Ready after = raft.Advance(proposed->ready);
   ASSERT_EQ(after.committed.size(), 1u);
   EXPECT_EQ(after.committed[0].data, (std::vector<uint8_t>{1, 2, 3}));
+}
+
+// Vote requests may leave before the candidate's term and vote are on
+// disk (MaySendBeforePersist), so grants alone must not make it leader: a
+// crash could lose its vote, and it could then campaign in the same term
+// again and lead it twice.
+TEST(Raft, CandidateLeadsOnlyOnceItsOwnVoteIsDurable) {
+  Raft raft(SingleNodeOptions(), Storage{.bootstrap = Config{.voters = {1, 2, 3}}}, 0);
+  Ready vote = raft.Tick(2000);
+  ASSERT_EQ(raft.role(), Role::kCandidate);
+  ASSERT_FALSE(vote.messages.empty());
+  for (const Message& message : vote.messages) {
+    EXPECT_EQ(message.type, MessageType::kVote);
+    EXPECT_TRUE(MaySendBeforePersist(message.type));
+  }
+  const Term term = raft.term();
+  for (NodeId voter : {NodeId{2}, NodeId{3}}) {
+    Ready reply = raft.Step(Message{.type = MessageType::kVoteResponse, .from = voter, .to = 1,
+                                    .term = term},
+                            2001);
+    EXPECT_TRUE(reply.messages.empty());
+  }
+  EXPECT_EQ(raft.role(), Role::kCandidate);  // a quorum of grants, own vote not durable
+  raft.Advance(vote);
+  EXPECT_EQ(raft.role(), Role::kLeader);
+  EXPECT_FALSE(MaySendBeforePersist(MessageType::kVoteResponse));
+  EXPECT_FALSE(MaySendBeforePersist(MessageType::kAppendResponse));
 }
 
 TEST(Raft, FollowerRejectsProposals) {
@@ -63,7 +95,7 @@ TEST(Raft, ElectionTimeoutsComeFromTheSeed) {
 }
 
 // Freshest backup first: after the leader goes quiet, a follower whose log
-// is as new as the leader's newest timestamp stands within [T, 1.5T); one
+// is as new as the leader's commit timestamp stands within [T, 1.5T); one
 // that lags waits [1.5T, 2T).
 uint64_t TimeToStand(uint64_t seed, uint64_t leader_timestamp) {
   Options options;
@@ -88,6 +120,30 @@ TEST(Raft, FreshestBackupStandsFirst) {
     EXPECT_LT(fresh, 750u);
     EXPECT_GE(lagging, 750u);
     EXPECT_LT(lagging, 1000u);
+  }
+}
+
+// A follower that grants a PreVote waits a full election timeout before
+// standing itself: standing a moment later would pass PreVote too and
+// split the real vote (the 5-voter crash tail, docs/raft.md).
+TEST(Raft, GrantingAPreVoteDefersOwnCandidacy) {
+  for (uint64_t seed = 1; seed <= 20; ++seed) {
+    Options options;
+    options.id = 2;
+    options.mode = Mode::kTimestamp;
+    options.random_seed = seed;
+    Raft raft(options, Storage{.bootstrap = Config{.voters = {1, 2, 3}}}, 0);
+    raft.Step(Message{.type = MessageType::kHeartbeat, .from = 1, .to = 2, .term = 1,
+                      .send_time = 100},
+              100);
+    const uint64_t asked = 100 + options.election_timeout_ms;  // leader silent since 100
+    Ready reply = raft.Step(Message{.type = MessageType::kPreVote, .from = 3, .to = 2, .term = 2},
+                            asked);
+    ASSERT_EQ(reply.messages.size(), 1u);
+    EXPECT_FALSE(reply.messages[0].reject);
+    uint64_t now = asked;
+    while (raft.role() == Role::kFollower) raft.Tick(++now);
+    EXPECT_GE(now - asked, options.election_timeout_ms);
   }
 }
 

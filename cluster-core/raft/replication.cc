@@ -59,7 +59,7 @@ void Raft::SendAppend(NodeId peer) {
                  .entries = std::move(entries),
                  .commit = commit_,
                  .send_time = now_,
-                 .timestamp = log_.LastTimestamp()});
+                 .timestamp = log_.TimestampAt(commit_)});
   }
 }
 
@@ -70,7 +70,7 @@ void Raft::SendHeartbeats() {
                  .to = peer,
                  .commit = std::min(commit_, progress.match),
                  .send_time = now_,
-                 .timestamp = log_.LastTimestamp()});
+                 .timestamp = log_.TimestampAt(commit_)});
   }
 }
 

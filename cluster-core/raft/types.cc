@@ -36,6 +36,23 @@ std::string_view MessageTypeName(MessageType type) {
   return "unknown";
 }
 
+bool MaySendBeforePersist(MessageType type) {
+  switch (type) {
+    case MessageType::kPreVote:
+    case MessageType::kPreVoteResponse:
+    case MessageType::kVote:
+    case MessageType::kAppend:
+    case MessageType::kHeartbeat:
+    case MessageType::kSnapshot:
+    case MessageType::kTimeoutNow: return true;
+    case MessageType::kVoteResponse:
+    case MessageType::kAppendResponse:
+    case MessageType::kHeartbeatResponse:
+    case MessageType::kSnapshotResponse: return false;
+  }
+  return false;
+}
+
 bool Config::IsVoter(NodeId id) const {
   return std::find(voters.begin(), voters.end(), id) != voters.end();
 }

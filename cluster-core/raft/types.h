@@ -55,6 +55,15 @@ struct Write {
   WriteId id{};
 };
 
+// A held write that this node, on winning a transfer campaign, appended
+// to its log itself: the caller answers it as if Propose had returned
+// this index and term.
+struct AcceptedWrite {
+  Index index = 0;
+  Term term = 0;
+  WriteId id{};
+};
+
 // One write remembered by the de-duplication window: its identity and the
 // timestamp of the entry that first carried it.
 struct DedupRecord {
@@ -102,6 +111,13 @@ enum class MessageType : uint8_t {
   kTimeoutNow,
 };
 std::string_view MessageTypeName(MessageType type);
+// Requests (PreVote and Vote requests, PreVote answers, appends,
+// heartbeats, snapshot chunks, TimeoutNow) promise nothing about the
+// sender's disk, so the caller may send them before or while it persists
+// the Ready that carries them. Answers that promise durable state (vote
+// grants, append and snapshot acknowledgements, heartbeat echoes that
+// extend a lease) wait for step 1 of the Ready contract.
+bool MaySendBeforePersist(MessageType type);
 
 // One flat message; which fields matter depends on type (noted per field).
 struct Message {
@@ -126,7 +142,9 @@ struct Message {
   // Leader's `now` at send, echoed in responses (lease). Vote: the
   // candidate's `now`, echoed by a transfer vote's grant (inherited lease).
   uint64_t send_time = 0;
-  uint64_t timestamp = 0;  // leader's newest log timestamp (freshness)
+  // Append/Heartbeat: timestamp of the leader's commit point, the newest
+  // replicated timestamp (freshness, and merged into the receiver's HLC).
+  uint64_t timestamp = 0;
   // Snapshot: the snapshot's metadata (its data left empty) and one chunk
   // of its data at `offset`; `done` marks the last chunk.
   // SnapshotResponse: `log_index` is the snapshot's index and `offset` how
@@ -135,6 +153,9 @@ struct Message {
   uint64_t offset = 0;
   std::vector<uint8_t> chunk{};
   bool done = false;
+  // TimeoutNow: the client writes the old leader held, handed to the
+  // target with the order to campaign (so they cannot arrive before it).
+  std::vector<Write> writes{};
 };
 
 // Everything one input produced. The caller must, in this order:
@@ -142,7 +163,9 @@ struct Message {
 //     one; the log up to snapshot.index is dropped, and all of it when
 //     `restore_snapshot`), then `entries` (which overwrite the log from
 //     entries.front().index on);
-//  2. send `messages` (they may promise what step 1 persisted);
+//  2. send `messages` (they may promise what step 1 persisted; those for
+//     which MaySendBeforePersist holds may instead go at once, in
+//     parallel with step 1, which takes the disk off a request's path);
 //  3. restore the state machine from `snapshot` if `restore_snapshot`,
 //     then apply `committed` in order;
 //  4. call Raft::Advance(ready) so the leader counts its own log.
@@ -160,13 +183,17 @@ struct Ready {
   std::vector<Index> duplicates;
   // Timestamp mode: client writes held during a leadership transfer, in
   // the order they were proposed, to be submitted again to
-  // `redirect_to` (the new leader or transfer target; possibly this node)
-  // after step 3.
+  // `redirect_to` (the new leader or transfer target; possibly this node).
+  // They are not in the log, so they may go at once, like the messages
+  // MaySendBeforePersist allows.
   NodeId redirect_to = kNoNode;
   std::vector<Write> redirected;
+  // Timestamp mode: held writes this new leader appended (they are among
+  // `entries`); answer them once applied at (index, term), like proposals.
+  std::vector<AcceptedWrite> accepted;
   bool Empty() const {
     return !hard_state && !snapshot && entries.empty() && messages.empty() &&
-           committed.empty() && redirected.empty();
+           committed.empty() && redirected.empty() && accepted.empty();
   }
 };
 

@@ -87,6 +87,10 @@ ExperimentResult RunExperiment(const ExperimentOptions& options) {
   SimOptions sim_options = DefaultSimOptions(options.seed, options.voters, 0, options.mode);
   sim_options.drop_per_mille = 0;
   sim_options.duplicate_per_mille = 0;
+  sim_options.min_delay_ms = options.min_delay_ms;
+  sim_options.max_delay_ms = options.max_delay_ms;
+  sim_options.max_disk_delay_ms = options.max_disk_delay_ms;
+  sim_options.slow_disk_per_mille = options.slow_disk_per_mille;
   SimCluster cluster(sim_options);
   Clients clients(cluster, options);
   ExperimentResult result;
@@ -95,7 +99,9 @@ ExperimentResult RunExperiment(const ExperimentOptions& options) {
     result.failure = "no leader at start";
     return result;
   }
+  const uint64_t load_start = cluster.now();
   Drive(cluster, clients, options, 1'000);
+  const uint64_t load_end = cluster.now();
   const NodeId leader = *cluster.Leader();
   const uint64_t held_before = cluster.stats().writes_held;
   // A planned switch goes to a follower caught up to the leader's newest
@@ -144,6 +150,21 @@ ExperimentResult RunExperiment(const ExperimentOptions& options) {
     }
   }
   result.unavailable_ms = first_ack == UINT64_MAX ? UINT64_MAX : first_ack - start;
+  const uint64_t held_until = new_leader_at == 0 ? start + 3'000 : new_leader_at;
+  std::vector<uint64_t> latencies;
+  for (const auto& [value, at] : clients.submitted()) {
+    if (at >= start && at <= held_until) {
+      const uint64_t in_log = cluster.InLogTime(value);
+      result.held_ms = std::max(result.held_ms, in_log == 0 ? UINT64_MAX : in_log - at);
+    }
+    if (at >= load_start && at < load_end && cluster.AckTime(value) != 0) {
+      latencies.push_back(cluster.AckTime(value) - at);
+    }
+  }
+  if (!latencies.empty()) {
+    std::nth_element(latencies.begin(), latencies.begin() + latencies.size() / 2, latencies.end());
+    result.write_latency_ms = latencies[latencies.size() / 2];
+  }
   result.new_leader_ms = new_leader_at == 0 ? UINT64_MAX : new_leader_at - start;
   const SimCluster::Outcome outcome = cluster.CheckOutcome();
   result.lost = outcome.lost;

@@ -20,6 +20,12 @@ struct ExperimentOptions {
   Disruption disruption = Disruption::kSwitch;
   uint64_t write_interval_ms = 5;   // one new client write every interval
   uint64_t retry_after_ms = 600;    // a client retries a write unanswered this long
+  // Network and disk (defaults as in the scenarios; --delay and --disk on
+  // estuary-sim fix them to count round trips exactly).
+  uint64_t min_delay_ms = 1;
+  uint64_t max_delay_ms = 20;
+  uint64_t max_disk_delay_ms = 10;
+  uint32_t slow_disk_per_mille = 30;
 };
 
 struct ExperimentResult {
@@ -28,6 +34,14 @@ struct ExperimentResult {
   // From the disruption until the first write submitted after it is
   // acknowledged: the window in which no new write is acknowledged.
   uint64_t unavailable_ms = 0;
+  // The longest any write submitted between the disruption and the new
+  // leader's election waited before it entered a leader's log: how long
+  // writes were held (switch) or had nowhere to go. The rest of
+  // unavailable_ms is the commit of a write like any other.
+  uint64_t held_ms = 0;
+  // Median from submission to acknowledgement of the writes of the second
+  // before the disruption: what a write costs when nothing happens.
+  uint64_t write_latency_ms = 0;
   // From the disruption until another node leads (switch: the target).
   uint64_t new_leader_ms = 0;
   uint64_t lost = 0;        // acknowledged writes that never took effect

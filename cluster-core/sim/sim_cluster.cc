@@ -143,6 +143,23 @@ void SimCluster::Heal() { blocked_.clear(); }
 
 void SimCluster::Enqueue(Node& node, raft::Ready ready) {
   if (ready.Empty()) return;
+  // Held writes the node appended as new leader: answered like proposals.
+  for (const raft::AcceptedWrite& write : ready.accepted) {
+    for (const raft::Entry& entry : ready.entries) {
+      if (entry.index != write.index) continue;
+      const uint64_t value = DecodeValue(entry.data);
+      node.pending[write.index] = {write.term, value};
+      if (!acked_.contains(value)) in_log_time_[value] = now_;
+    }
+  }
+  if (options_.send_before_persist) {
+    auto late = std::stable_partition(
+        ready.messages.begin(), ready.messages.end(),
+        [](const raft::Message& message) { return raft::MaySendBeforePersist(message.type); });
+    for (auto it = ready.messages.begin(); it != late; ++it) Send(*it);
+    ready.messages.erase(ready.messages.begin(), late);
+    ForwardHeld(node, ready);
+  }
   // A Ready with nothing to write completes as soon as those before it.
   const bool writes = ready.hard_state || ready.snapshot || !ready.entries.empty();
   node.disk_queue.push_back(std::move(ready));
@@ -252,7 +269,7 @@ void SimCluster::CompleteDiskWrite(Node& node) {
     if (duplicate) ++next_duplicate;
     ApplyEntry(node, entry, duplicate);
   }
-  ForwardHeld(node, ready);
+  if (!options_.send_before_persist) ForwardHeld(node, ready);
   Enqueue(node, node.raft->Advance(ready));
 }
 
@@ -366,6 +383,7 @@ bool SimCluster::ProposeValue(Node& node, uint64_t value) {
     ++stats_.writes_held;
   } else {
     node.pending[result->index] = {result->term, value};
+    if (!acked_.contains(value)) in_log_time_[value] = now_;
   }
   Enqueue(node, std::move(result->ready));
   return true;

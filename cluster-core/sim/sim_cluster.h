@@ -45,6 +45,9 @@ struct SimOptions {
   // window must exceed it (docs/raft.md).
   uint64_t max_clock_offset_ms = 1'000;
   size_t snapshot_padding_bytes = 0;  // appended to each snapshot's 8 state bytes
+  // Send the messages raft::MaySendBeforePersist allows at once, in
+  // parallel with the disk write; false holds every message for it.
+  bool send_before_persist = true;
   raft::Options raft;  // id and seed are filled per node
 };
 
@@ -103,6 +106,13 @@ class SimCluster {
   uint64_t AckTime(uint64_t value) const {
     auto it = ack_time_.find(value);
     return it == ack_time_.end() ? 0 : it->second;
+  }
+  // Simulated time at which `value` last entered a leader's log before it
+  // was acknowledged: proposed and taken, or appended from a held write
+  // (0: never).
+  uint64_t InLogTime(uint64_t value) const {
+    auto it = in_log_time_.find(value);
+    return it == in_log_time_.end() ? 0 : it->second;
   }
   size_t committed_count() const { return committed_.size(); }
   bool IsCommittedValue(uint64_t value) const;
@@ -230,6 +240,7 @@ class SimCluster {
   std::set<uint64_t> acked_;
   std::set<uint64_t> proposed_;
   std::map<uint64_t, uint64_t> ack_time_;
+  std::map<uint64_t, uint64_t> in_log_time_;
   std::vector<std::string> violations_;
   Stats stats_;
   std::FILE* message_trace_ = nullptr;

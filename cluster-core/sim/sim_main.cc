@@ -8,6 +8,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <optional>
 #include <string>
 #include <string_view>
 
@@ -22,12 +23,14 @@ namespace {
 constexpr const char* kUsage =
     "usage: estuary-sim [--seeds K] [--seed N] [--voters V] [--mode plain|timestamp]\n"
     "                   [--steps S] [--quiet] [--trace]\n"
-    "                   [--experiment switch|crash|cut|all]\n"
+    "                   [--experiment switch|crash|cut|all] [--delay MS] [--disk MS]\n"
     "Runs K random fault scenarios (seeds N..N+K-1; default K=1000, N=1) over\n"
     "a simulated raft cluster of V voters (default 3) and reports failing seeds.\n"
     "--experiment runs one disruption per seed under client load instead and\n"
     "prints the unavailability window, time to a new leader and write outcomes\n"
-    "(`all`: both modes, 3 and 5 voters, every disruption; docs/raft.md).\n";
+    "(`all`: both modes, 3 and 5 voters, every disruption; docs/raft.md).\n"
+    "--delay fixes the experiment's one-way network delay (default 1-20 ms),\n"
+    "--disk its disk writes to 0..MS ms with no stalls (default 0-10, 3% stall).\n";
 
 bool ParseNumber(std::string_view text, uint64_t& out) {
   auto [end, error] = std::from_chars(text.data(), text.data() + text.size(), out);
@@ -58,6 +61,8 @@ uint64_t RunExperimentRow(estuary::sim::ExperimentOptions options, uint64_t firs
                           uint64_t seeds) {
   std::vector<uint64_t> unavailable;
   std::vector<uint64_t> new_leader;
+  std::vector<uint64_t> held_ms;
+  std::vector<uint64_t> latency;
   uint64_t lost = 0, duplicated = 0, failed = 0, held = 0, bad = 0;
   for (uint64_t seed = first_seed; seed < first_seed + seeds; ++seed) {
     options.seed = seed;
@@ -69,15 +74,21 @@ uint64_t RunExperimentRow(estuary::sim::ExperimentOptions options, uint64_t firs
     }
     unavailable.push_back(result.unavailable_ms);
     new_leader.push_back(result.new_leader_ms);
+    held_ms.push_back(result.held_ms);
+    latency.push_back(result.write_latency_ms);
     lost += result.lost;
     duplicated += result.duplicated;
     failed += result.failed;
     held += result.held;
   }
-  std::printf("| %-9s | %-6s | %zu | %5llu | %5llu | %5llu | %5llu | %4llu | %5llu | %6llu | %5llu |\n",
+  std::printf("| %-9s | %-6s | %zu | %5llu | %5llu | %5llu | %5llu | %5llu | %5llu | %5llu | %4llu | "
+              "%5llu | %6llu | %5llu |\n",
               options.mode == estuary::raft::Mode::kTimestamp ? "timestamp" : "plain",
               std::string(estuary::sim::DisruptionName(options.disruption)).c_str(),
               options.voters,
+              static_cast<unsigned long long>(Percentile(latency, 0.5)),
+              static_cast<unsigned long long>(Percentile(held_ms, 0.5)),
+              static_cast<unsigned long long>(Percentile(held_ms, 0.99)),
               static_cast<unsigned long long>(Percentile(unavailable, 0.5)),
               static_cast<unsigned long long>(Percentile(unavailable, 0.99)),
               static_cast<unsigned long long>(Percentile(new_leader, 0.5)),
@@ -98,9 +109,9 @@ int RunExperiments(std::string_view which, estuary::sim::ExperimentOptions base,
   std::printf("seeds %llu..%llu; milliseconds of simulated time; outcomes summed over seeds\n",
               static_cast<unsigned long long>(first_seed),
               static_cast<unsigned long long>(first_seed + seeds - 1));
-  std::printf("| mode      | event  | V | unavailable p50 | p99 | new leader p50 | p99 | lost | "
-              "duplicated | failed | held |\n");
-  std::printf("|---|---|---|---|---|---|---|---|---|---|---|\n");
+  std::printf("| mode      | event  | V | write p50 | held p50 | p99 | unavailable p50 | p99 | "
+              "new leader p50 | p99 | lost | duplicated | failed | held |\n");
+  std::printf("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n");
   std::vector<estuary::raft::Mode> modes{base.mode};
   std::vector<size_t> shapes{base.voters};
   if (all_shapes) {
@@ -135,6 +146,8 @@ int main(int argc, char** argv) {
   bool seeds_given = false;
   bool quiet = false;
   std::string experiment;
+  std::optional<uint64_t> delay;
+  std::optional<uint64_t> disk;
   estuary::sim::ScenarioOptions options;
   for (int i = 1; i < argc; ++i) {
     const std::string_view flag = argv[i];
@@ -179,6 +192,10 @@ int main(int argc, char** argv) {
       options.voters = number;
     } else if (flag == "--steps") {
       options.steps = number;
+    } else if (flag == "--delay") {
+      delay = number;
+    } else if (flag == "--disk") {
+      disk = number;
     } else {
       return BadFlag("unknown flag " + std::string(flag));
     }
@@ -187,6 +204,11 @@ int main(int argc, char** argv) {
   std::signal(SIGABRT, OnAbort);
   if (!experiment.empty()) {
     estuary::sim::ExperimentOptions base{.voters = options.voters, .mode = options.mode};
+    if (delay) base.min_delay_ms = base.max_delay_ms = std::max<uint64_t>(*delay, 1);
+    if (disk) {
+      base.max_disk_delay_ms = *disk;
+      base.slow_disk_per_mille = 0;
+    }
     return RunExperiments(experiment, base, experiment == "all", first_seed, seeds);
   }
   uint64_t failed = 0;
