@@ -12,6 +12,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <thread>
 
 extern char** environ;
 
@@ -92,38 +93,21 @@ void SpawnDetached(io::UvLoop& loop, const std::vector<std::string>& argv) {
 }  // namespace
 
 Balancer::Balancer(io::UvLoop& loop, BalancerConfig config, std::function<void(const std::string&)> announce)
-    : loop_(loop), config_(std::move(config)), announce_(std::move(announce)), table_(config_.selection) {
+    : loop_(loop),
+      config_(std::move(config)),
+      announce_(std::move(announce)),
+      table_(config_.selection),
+      alive_(std::make_shared<Alive>(Alive{this})) {
   for (const auto& node : config_.nodes) table_.AddNode(node.ToString());
   for (const auto& admin : config_.drain) table_.SetDrained(admin, true);
   peer_ = config_.peer;
-  host_.choose = [this](Service service, std::string_view client_id, const std::vector<std::string>& exclude) {
-    return Choose(service, client_id, exclude);
-  };
-  host_.dial_failed = [this](const std::string& admin, int status) {
-    spdlog::warn("node {}: connect failed ({}); no new connections until it answers a probe", admin,
-                 uv_err_name(status));
-    table_.OnFailure(admin, std::string("connect: ") + uv_err_name(status));
-  };
-  host_.finished = [this](ProxyConnection* connection, const ProxyStats& stats) {
-    connections_.erase(connection);
-    if (stats.node.empty() || stats.outcome.rfind("dropped", 0) == 0 || stats.outcome.rfind("no node", 0) == 0) {
-      ++refused_total_;
-    }
-    spdlog::debug("client {} via node {}: {} ({} bytes up, {} down)", stats.client, stats.node, stats.outcome,
-                  stats.bytes_to_node, stats.bytes_to_client);
-    if (stopping_ && connections_.empty() && on_stopped_) {
-      auto done = std::move(on_stopped_);
-      on_stopped_ = nullptr;
-      loop_.Post(std::move(done));
-    }
-  };
 }
 
 Balancer::~Balancer() {
-  // Connections still open (Stop() not called or not finished) must not
-  // report to this balancer from their close callbacks.
-  std::vector<ProxyConnection*> open(connections_.begin(), connections_.end());
-  for (ProxyConnection* connection : open) connection->CloseForShutdown();
+  alive_->balancer = nullptr;
+  // Joins every worker; connections still open (Stop() not called or not
+  // finished) are closed by their loops without calling back.
+  workers_.clear();
   CloseListeners();
   if (mqtt_reserved_ >= 0) ::close(mqtt_reserved_);
   if (amqp_reserved_ >= 0) ::close(amqp_reserved_);
@@ -143,10 +127,10 @@ Expected<void, std::string> Balancer::Start() {
     if (auto reserved = Reserve(config_.amqp, amqp_reserved_); !reserved) return reserved;
   }
   if (auto admin = StartAdmin(); !admin) return admin;
+  StartWorkers();
   PollNodes();
   SendHeartbeat();
-  tick_timer_ = loop_.AddTimer(kPairTickMs, [this] { TickPair(); });
-  TickPair();
+  TickPair();  // schedules the next tick itself (one chain, whose id Stop() and ~Balancer cancel)
   return {};
 }
 
@@ -206,7 +190,7 @@ void Balancer::RunVipCommand(bool add) {
 }
 
 void Balancer::Accept(int fd, Service service) {
-  if (stopping_ || pair_->role() != Role::kActive) {
+  if (stopping_ || pair_->role() != Role::kActive || workers_.empty()) {
     ::close(fd);
     ++refused_total_;
     return;
@@ -216,14 +200,75 @@ void Balancer::Accept(int fd, Service service) {
   const std::string name = service == Service::kMqtt ? "mqtt" : "amqp";
   options.send_proxy_header =
       std::find(config_.proxy_header.begin(), config_.proxy_header.end(), name) != config_.proxy_header.end();
-  connections_.insert(ProxyConnection::Start(loop_, fd, service, options, host_));
+  LeastBusyWorker().Adopt(fd, service, options);
 }
 
-std::optional<Choice> Balancer::Choose(Service service, std::string_view client_id,
-                                       const std::vector<std::string>& exclude) {
-  auto choice = table_.Pick(service, client_id, loop_.NowMs(), exclude);
-  if (!choice) spdlog::warn("no eligible node for a new {} connection", service == Service::kMqtt ? "MQTT" : "AMQP");
-  return choice;
+// ---- the data plane ----------------------------------------------------------
+
+// Fewest live connections wins (the count includes sockets handed over and
+// not yet adopted); ties rotate, so connections opened one after another
+// land on different workers.
+ProxyWorker& Balancer::LeastBusyWorker() {
+  const size_t count = workers_.size();
+  ProxyWorker* best = nullptr;
+  for (size_t i = 0; i < count; ++i) {
+    ProxyWorker& worker = *workers_[(next_worker_ + i) % count];
+    if (best == nullptr || worker.connections() < best->connections()) best = &worker;
+  }
+  next_worker_ = (best->index() + 1) % count;
+  return *best;
+}
+
+void Balancer::StartWorkers() {
+  unsigned threads = config_.threads;
+  if (threads == 0) threads = std::max(1u, std::thread::hardware_concurrency());
+  WorkerEvents events;
+  // Called on a worker's thread: the table belongs to this one.
+  events.dial_failed = [alive = alive_, &loop = loop_](const std::string& admin, int status) {
+    loop.mailbox().Send([alive, admin, status] {
+      if (alive->balancer != nullptr) alive->balancer->OnDialFailed(admin, status);
+    });
+  };
+  for (unsigned i = 0; i < threads; ++i) {
+    workers_.push_back(std::make_unique<ProxyWorker>(i, events));
+    workers_.back()->Start();
+  }
+  spdlog::info("data plane: {} worker thread{}", threads, threads == 1 ? "" : "s");
+  PublishNodes();
+}
+
+// One immutable copy for all workers; it shares the per-node counters with
+// table_, so smoothing holds across threads (node_table.h).
+void Balancer::PublishNodes() {
+  if (workers_.empty()) return;
+  std::shared_ptr<const NodeTable> snapshot = table_.Snapshot();
+  for (auto& worker : workers_) worker->Publish(snapshot);
+}
+
+void Balancer::OnDialFailed(const std::string& admin, int status) {
+  spdlog::warn("node {}: connect failed ({}); no new connections until it answers a probe", admin,
+               uv_err_name(status));
+  table_.OnFailure(admin, std::string("connect: ") + uv_err_name(status));
+  PublishNodes();
+}
+
+size_t Balancer::connection_count() const {
+  size_t total = 0;
+  for (const auto& worker : workers_) total += worker->connections();
+  return total;
+}
+
+uint64_t Balancer::RefusedTotal() const {
+  uint64_t total = refused_total_;
+  for (const auto& worker : workers_) total += worker->refused_total();
+  return total;
+}
+
+void Balancer::OnWorkerIdle() {
+  if (workers_pending_ == 0 || --workers_pending_ > 0 || !on_stopped_) return;
+  auto done = std::move(on_stopped_);
+  on_stopped_ = nullptr;
+  loop_.Post(std::move(done));
 }
 
 // ---- node probes -----------------------------------------------------------
@@ -244,16 +289,19 @@ void Balancer::Probe(const std::string& admin) {
       if (node.admin == admin && node.probe_ok) spdlog::warn("node {} unhealthy: {}", admin, why);
     }
     table_.OnFailure(admin, why);
+    PublishNodes();
   };
+  // A probe may answer after the balancer is gone (a test destroying it on
+  // a loop that goes on): `alive` says so, on this thread.
   HttpGet(loop_, *endpoint, "GET", "/healthz", config_.probe_timeout_ms,
-          [this, admin, endpoint = *endpoint, fail](const HttpAnswer& health) {
-            if (stopping_) return;
+          [this, alive = alive_, admin, endpoint = *endpoint, fail](const HttpAnswer& health) {
+            if (alive->balancer == nullptr || stopping_) return;
             if (health.status != 200 || health.body.rfind("ok", 0) != 0) {
               return fail(health.status == 0 ? health.error : fmt::format("/healthz answered {}", health.status));
             }
             HttpGet(loop_, endpoint, "GET", "/api/load", config_.probe_timeout_ms,
-                    [this, admin, fail](const HttpAnswer& load) {
-                      if (stopping_) return;
+                    [this, alive, admin, fail](const HttpAnswer& load) {
+                      if (alive->balancer == nullptr || stopping_) return;
                       if (load.status != 200) return fail(load.status == 0 ? load.error : "/api/load failed");
                       auto report = ParseLoadReport(load.body);
                       if (!report) return fail(report.error());
@@ -264,6 +312,7 @@ void Balancer::Probe(const std::string& admin) {
                       }
                       if (!was_ok) spdlog::info("node {} (id {}) healthy", admin, report->node_id);
                       table_.OnReport(admin, std::move(*report), loop_.NowMs());
+                      PublishNodes();
                     });
           });
 }
@@ -321,10 +370,12 @@ void Balancer::OnDatagram(std::string_view bytes, const sockaddr* from) {
     return;
   }
   if (config_.peer.empty()) peer_ = FormatSockaddr(from);
+  const size_t known = table_.nodes().size();
   for (const SharedNode& node : heartbeat->nodes) {
     // Share the node list, within a bound: the datagram is not authenticated.
     if (table_.nodes().size() < kMaxNodes && io::ParseEndpoint(node.admin)) table_.AddNode(node.admin);
   }
+  if (table_.nodes().size() != known) PublishNodes();
   if (pair_->OnHeartbeat(*heartbeat, loop_.NowMs())) OnRoleChange();
   if (!ready_announced_ && !pair_->deciding()) OnRoleChange();
 }
@@ -383,12 +434,20 @@ void Balancer::Stop(std::function<void()> done) {
     udp_ = nullptr;
   }
   on_stopped_ = std::move(done);
-  std::vector<ProxyConnection*> open(connections_.begin(), connections_.end());
-  for (ProxyConnection* connection : open) connection->Abort();
-  if (connections_.empty() && on_stopped_) {
+  workers_pending_ = workers_.size();
+  if (workers_pending_ == 0) {
     auto callback = std::move(on_stopped_);
     on_stopped_ = nullptr;
     loop_.Post(std::move(callback));
+    return;
+  }
+  // Each worker resets its connections and says so through the main loop.
+  for (auto& worker : workers_) {
+    worker->AbortAll([alive = alive_, &loop = loop_] {
+      loop.mailbox().Send([alive] {
+        if (alive->balancer != nullptr) alive->balancer->OnWorkerIdle();
+      });
+    });
   }
 }
 

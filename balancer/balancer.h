@@ -1,9 +1,13 @@
 #pragma once
-// Balancer: one estuary-lb process on one UvLoop (single-threaded: a
-// balancer copies bytes, it does not parse them after the CONNECT). Owns the
-// node table and its probes, the pair state and its UDP heartbeat socket,
-// the service listeners (open only while active) and every proxied
-// connection. Everything runs on the loop's thread.
+// Balancer: one estuary-lb process. The control plane runs on the UvLoop
+// given to it (the main loop): the node table and its probes, the pair
+// state and its UDP heartbeat socket, the admin pages, and the service
+// listeners (open only while active), which accept and hand each client
+// socket to the data-plane worker with the fewest connections. The data
+// plane is `threads` ProxyWorkers, each a thread with its own loop owning
+// the connections handed to it (proxy_worker.h); the control plane sends
+// them immutable snapshots of the node table after every change. Every
+// method here runs on the main loop's thread.
 #include <uv.h>
 
 #include <functional>
@@ -11,11 +15,13 @@
 #include <optional>
 #include <string>
 #include <unordered_set>
+#include <vector>
 
 #include "balancer/lb_config.h"
 #include "balancer/node_table.h"
 #include "balancer/pair_state.h"
 #include "balancer/proxy_connection.h"
+#include "balancer/proxy_worker.h"
 #include "io/uv/http_server.h"
 #include "io/uv/tcp.h"
 #include "io/uv/uv_loop.h"
@@ -29,16 +35,22 @@ class Balancer {
   Balancer(io::UvLoop& loop, BalancerConfig config, std::function<void(const std::string&)> announce);
   ~Balancer();
 
-  // Binds the heartbeat socket and reserves the service ports.
+  // Binds the heartbeat socket, reserves the service ports and starts the
+  // data-plane threads.
   Expected<void, std::string> Start();
-  // Closes listeners and connections; `done` runs once all are closed.
+  // Closes listeners and connections on every worker; `done` runs on the
+  // main loop once all are closed. The destructor joins the workers.
   void Stop(std::function<void()> done);
 
   std::string ReadyLine() const;
   const NodeTable& nodes() const { return table_; }
   Role role() const { return pair_->role(); }
   uint64_t epoch() const { return pair_->epoch(); }
-  size_t connection_count() const { return connections_.size(); }
+  // Client connections handed to the workers and not finished.
+  size_t connection_count() const;
+  size_t thread_count() const { return workers_.size(); }
+  const ProxyWorker& worker(size_t i) const { return *workers_[i]; }
+  bool listening() const { return mqtt_listener_ || amqp_listener_; }
 
  private:
   Expected<void, std::string> BindHeartbeat();
@@ -52,7 +64,12 @@ class Balancer {
   bool OpenListeners();
   void CloseListeners();
   void Accept(int fd, Service service);
-  std::optional<Choice> Choose(Service service, std::string_view client_id, const std::vector<std::string>& exclude);
+  ProxyWorker& LeastBusyWorker();
+  void StartWorkers();
+  void PublishNodes();
+  void OnDialFailed(const std::string& admin, int status);
+  void OnWorkerIdle();
+  uint64_t RefusedTotal() const;
   void RunVipCommand(bool add);
   // Admin pages (balancer_admin.cc).
   Expected<void, std::string> StartAdmin();
@@ -65,13 +82,20 @@ class Balancer {
   std::function<void(const std::string&)> announce_;
   NodeTable table_;
   std::optional<PairState> pair_;  // made in Start(), once the heartbeat port is known
-  ProxyHost host_;
   std::unordered_set<std::string> probing_;
-  std::unordered_set<ProxyConnection*> connections_;
+  // Worker threads' calls come back through the main loop's mailbox; they
+  // check this (on the main thread) so none runs after the destructor.
+  struct Alive {
+    Balancer* balancer;
+  };
+  std::shared_ptr<Alive> alive_;
+  std::vector<std::unique_ptr<ProxyWorker>> workers_;
+  size_t next_worker_ = 0;      // rotates ties between equally busy workers
+  size_t workers_pending_ = 0;  // Stop(): workers still closing connections
   std::unique_ptr<io::HttpServer> admin_;
   uint16_t admin_port_ = 0;
   uint64_t accepted_total_ = 0;
-  uint64_t refused_total_ = 0;  // no node, dropped before a node, or not active
+  uint64_t refused_total_ = 0;  // not active or stopping (the workers count the rest)
   std::unique_ptr<io::TcpListener> mqtt_listener_;
   std::unique_ptr<io::TcpListener> amqp_listener_;
   int mqtt_reserved_ = -1;

@@ -42,8 +42,8 @@ std::string Balancer::NodesJson() const {
         {"drained_here", node.drained_here},
         {"draining", node.report ? node.report->draining : false},
         {"score", node.report ? table_.ScoreOf(node) : -1.0},
-        {"sent_since_report", node.sent_since_report},
-        {"sent_total", node.sent_total},
+        {"sent_since_report", node.sent_since_report()},
+        {"sent_total", node.sent_total()},
         {"last_ok_ms_ago", node.last_ok_ms < 0 ? -1 : now - node.last_ok_ms},
         {"last_error", node.last_error},
     };
@@ -55,9 +55,14 @@ std::string Balancer::NodesJson() const {
     }
     nodes.push_back(std::move(entry));
   }
+  nlohmann::json workers = nlohmann::json::array();
+  for (const auto& worker : workers_) {
+    workers.push_back({{"connections", worker->connections()}, {"accepted_total", worker->adopted_total()}});
+  }
   nlohmann::json out = {{"role", ToString(role())},
                         {"epoch", epoch()},
-                        {"connections", connections_.size()},
+                        {"connections", connection_count()},
+                        {"workers", std::move(workers)},
                         {"nodes", std::move(nodes)}};
   return out.dump();
 }
@@ -75,16 +80,28 @@ std::string Balancer::MetricsText() const {
       "# HELP estuary_lb_refused_total Clients closed without reaching a node.\n"
       "# TYPE estuary_lb_refused_total counter\nestuary_lb_refused_total {}\n"
       "# HELP estuary_lb_node_sent_total Connections sent to each node.\n# TYPE estuary_lb_node_sent_total counter\n",
-      role() == Role::kActive ? 1 : 0, epoch(), connections_.size(), accepted_total_, refused_total_);
+      role() == Role::kActive ? 1 : 0, epoch(), connection_count(), accepted_total_, RefusedTotal());
   for (const NodeState& node : table_.nodes()) {
     fmt::format_to(std::back_inserter(out), "estuary_lb_node_sent_total{{node=\"{}\"}} {}\n", node.admin,
-                   node.sent_total);
+                   node.sent_total());
   }
   out += "# HELP estuary_lb_node_eligible 1 while a node may receive new connections.\n"
          "# TYPE estuary_lb_node_eligible gauge\n";
   for (const NodeState& node : table_.nodes()) {
     fmt::format_to(std::back_inserter(out), "estuary_lb_node_eligible{{node=\"{}\"}} {}\n", node.admin,
                    table_.Eligible(node, Service::kMqtt, loop_.NowMs()) ? 1 : 0);
+  }
+  out += "# HELP estuary_lb_worker_connections Client connections proxied by each data-plane thread.\n"
+         "# TYPE estuary_lb_worker_connections gauge\n";
+  for (const auto& worker : workers_) {
+    fmt::format_to(std::back_inserter(out), "estuary_lb_worker_connections{{worker=\"{}\"}} {}\n", worker->index(),
+                   worker->connections());
+  }
+  out += "# HELP estuary_lb_worker_accepted_total Client connections handed to each data-plane thread.\n"
+         "# TYPE estuary_lb_worker_accepted_total counter\n";
+  for (const auto& worker : workers_) {
+    fmt::format_to(std::back_inserter(out), "estuary_lb_worker_accepted_total{{worker=\"{}\"}} {}\n",
+                   worker->index(), worker->adopted_total());
   }
   return out;
 }

@@ -32,6 +32,9 @@ void AddSelection(CLI::App& app, BalancerConfig& config) {
 
 void AddProxy(CLI::App& app, BalancerConfig& config) {
   ProxyOptions& p = config.proxy;
+  app.add_option("--threads", config.threads, "Data-plane threads copying bytes (0 = one per CPU)")
+      ->capture_default_str()
+      ->check(CLI::Range(0u, 1024u));
   app.add_option("--buffer-bytes", p.high_watermark, "Bytes queued per direction before reading pauses")
       ->capture_default_str()
       ->check(CLI::Range(size_t(4096), size_t(1) << 30));

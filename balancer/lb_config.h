@@ -33,6 +33,7 @@ struct BalancerConfig {
   std::string vip;                        // "ADDRESS/PREFIX": virtual-IP mode
   std::string vip_interface;
   std::string admin;  // HOST:PORT of the balancer's own admin HTTP, "" = none
+  unsigned threads = 0;  // data-plane worker threads, 0 = one per CPU
 };
 
 using ExitRequest = io::ExitRequest;

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <limits>
+#include <utility>
 #include <nlohmann/json.hpp>
 
 namespace estuary::balancer {
@@ -93,7 +94,8 @@ void NodeTable::OnReport(const std::string& admin, LoadReport report, int64_t no
   node.probe_ok = true;
   node.last_ok_ms = now_ms;
   node.last_error.clear();
-  node.sent_since_report = 0;
+  // Connections sent before this report are in its count (or about to be).
+  node.counters->sent_since_report.store(0, std::memory_order_relaxed);
   if (id_changed) RebuildRing();
 }
 
@@ -117,7 +119,7 @@ bool NodeTable::Eligible(const NodeState& node, Service service, int64_t now_ms)
 
 double NodeTable::ScoreOf(const NodeState& node) const {
   if (!node.report) return std::numeric_limits<double>::infinity();
-  return Score(*node.report, node.sent_since_report, options_.weights);
+  return Score(*node.report, node.sent_since_report(), options_.weights);
 }
 
 // The ring is placed over the ids of every node that ever reported, not only
@@ -147,18 +149,18 @@ std::string NodeTable::AffinityNode(std::string_view client_id) const {
   return {};
 }
 
-Choice NodeTable::Take(NodeState& node, Service service, bool by_affinity) {
-  ++node.sent_since_report;
-  ++node.sent_total;
+Choice NodeTable::Take(const NodeState& node, Service service, bool by_affinity) {
+  node.counters->sent_since_report.fetch_add(1, std::memory_order_relaxed);
+  node.counters->sent_total.fetch_add(1, std::memory_order_relaxed);
   return Choice{node.admin, ServiceAddress(node, service), by_affinity};
 }
 
 std::optional<Choice> NodeTable::ByAffinity(Service service, std::string_view client_id, int64_t now_ms,
-                                            const std::vector<std::string>& exclude) {
+                                            const std::vector<std::string>& exclude) const {
   if (!options_.mqtt_affinity || service != Service::kMqtt || client_id.empty() || !ring_) return std::nullopt;
   const std::uint32_t partition = ring_->PartitionOf("session/" + std::string(client_id));
   for (const std::string& id : ring_->Replicas(partition)) {
-    for (NodeState& node : nodes_) {
+    for (const NodeState& node : nodes_) {
       if (!node.report || std::to_string(node.report->node_id) != id) continue;
       if (Eligible(node, service, now_ms) && !Contains(exclude, node.admin)) return Take(node, service, true);
     }
@@ -168,14 +170,21 @@ std::optional<Choice> NodeTable::ByAffinity(Service service, std::string_view cl
 
 std::optional<Choice> NodeTable::Pick(Service service, std::string_view client_id, int64_t now_ms,
                                       const std::vector<std::string>& exclude) {
+  const size_t rotation = cursor_;
+  if (!nodes_.empty()) cursor_ = (cursor_ + 1) % nodes_.size();
+  return std::as_const(*this).Pick(service, client_id, now_ms, exclude, rotation);
+}
+
+std::optional<Choice> NodeTable::Pick(Service service, std::string_view client_id, int64_t now_ms,
+                                      const std::vector<std::string>& exclude, size_t rotation) const {
   if (auto chosen = ByAffinity(service, client_id, now_ms, exclude)) return chosen;
-  NodeState* best = nullptr;
+  const NodeState* best = nullptr;
   double best_score = 0;
   // Start the scan at a rotating cursor so that ties do not always go to
   // the first node listed.
   const size_t count = nodes_.size();
   for (size_t i = 0; i < count; ++i) {
-    NodeState& node = nodes_[(cursor_ + i) % count];
+    const NodeState& node = nodes_[(rotation + i) % count];
     if (!Eligible(node, service, now_ms) || Contains(exclude, node.admin)) continue;
     const double score = ScoreOf(node);
     if (best == nullptr || score < best_score) {
@@ -183,7 +192,6 @@ std::optional<Choice> NodeTable::Pick(Service service, std::string_view client_i
       best_score = score;
     }
   }
-  if (count > 0) cursor_ = (cursor_ + 1) % count;
   if (best == nullptr) return std::nullopt;
   return Take(*best, service, false);
 }

@@ -13,13 +13,21 @@
 // since its last report, so a burst spreads instead of landing on the node
 // that looked lightest a moment ago.
 //
+// Threads (docs/balancer.md, "Threads"): the control plane owns the master
+// table and mutates it; the data-plane workers pick from immutable copies
+// (`Snapshot()`, const `Pick`). The per-node connection counters are the one
+// thing those copies share with the master and with each other: atomics, so a
+// burst accepted by several workers at once still spreads over the nodes.
+//
 // Eligible: the last probe succeeded, within `stale_after_ms`, and the node
 // is not draining (by its own report or by the balancer's configuration).
 // MQTT affinity: with a client id and known node ids, the session key
 // `session/<client-id>` is placed with cluster-core/ring (the nodes' ids,
 // the configured partitions and replicas); the first eligible replica of its
 // partition (the preferred leader first) wins; otherwise the least score.
+#include <atomic>
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -63,6 +71,13 @@ struct SelectionOptions {
 
 enum class Service { kMqtt, kAmqp };
 
+// Connections sent to one node, shared by the master table and every snapshot
+// of it (relaxed atomics: counts, not synchronisation).
+struct NodeCounters {
+  std::atomic<uint64_t> sent_since_report{0};
+  std::atomic<uint64_t> sent_total{0};
+};
+
 struct NodeState {
   std::string admin;  // the node's admin HOST:PORT, its key here
   std::optional<LoadReport> report = std::nullopt;
@@ -70,8 +85,10 @@ struct NodeState {
   int64_t last_ok_ms = -1;
   std::string last_error = {};
   bool drained_here = false;  // drained by the balancer's configuration
-  uint64_t sent_since_report = 0;
-  uint64_t sent_total = 0;
+  std::shared_ptr<NodeCounters> counters = std::make_shared<NodeCounters>();
+
+  uint64_t sent_since_report() const { return counters->sent_since_report.load(std::memory_order_relaxed); }
+  uint64_t sent_total() const { return counters->sent_total.load(std::memory_order_relaxed); }
 };
 
 struct Choice {
@@ -95,6 +112,13 @@ class NodeTable {
   // lists admin addresses already tried for this connection.
   std::optional<Choice> Pick(Service service, std::string_view client_id, int64_t now_ms,
                              const std::vector<std::string>& exclude = {});
+  // The same on an immutable table (a snapshot), from any thread: only the
+  // shared counters change. `rotation` starts the tie-breaking scan (each
+  // caller keeps its own cursor).
+  std::optional<Choice> Pick(Service service, std::string_view client_id, int64_t now_ms,
+                             const std::vector<std::string>& exclude, size_t rotation) const;
+  // An immutable copy for the data plane; it shares the node counters.
+  std::shared_ptr<const NodeTable> Snapshot() const { return std::make_shared<const NodeTable>(*this); }
   // The node the ring prefers for `client_id` ("" when unknown), for tests and logs.
   std::string AffinityNode(std::string_view client_id) const;
 
@@ -105,14 +129,14 @@ class NodeTable {
   NodeState* Find(const std::string& admin);
   void RebuildRing();
   std::optional<Choice> ByAffinity(Service service, std::string_view client_id, int64_t now_ms,
-                                   const std::vector<std::string>& exclude);
-  Choice Take(NodeState& node, Service service, bool by_affinity);
+                                   const std::vector<std::string>& exclude) const;
+  static Choice Take(const NodeState& node, Service service, bool by_affinity);
 
   SelectionOptions options_;
   std::vector<NodeState> nodes_;
   std::optional<ring::Ring> ring_;
   std::vector<std::string> ring_ids_;  // node ids the ring was built from
-  size_t cursor_ = 0;                  // rotates ties
+  size_t cursor_ = 0;                  // rotates ties (the non-const Pick)
 };
 
 // The address to dial for `service`: the reported listener, with an

@@ -2,7 +2,12 @@
 
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <map>
+#include <memory>
+#include <mutex>
+#include <thread>
+#include <vector>
 
 namespace estuary::balancer {
 namespace {
@@ -124,6 +129,81 @@ TEST(NodeTableTest, AffinityOffGoesByScore) {
   table.OnReport("a:1", Report(1, 0, 1000), 0);
   table.OnReport("b:1", Report(2, 100, 2000), 0);
   for (int i = 0; i < 20; ++i) EXPECT_EQ(table.Pick(Service::kMqtt, "c" + std::to_string(i), 0)->admin, "a:1");
+}
+
+// Several data-plane threads pick from one immutable snapshot at once: the
+// counters they share keep a burst spread over the nodes, as one thread would.
+TEST(NodeTableTest, ABurstPickedOnSeveralThreadsStillSpreads) {
+  NodeTable table;
+  for (int i = 0; i < 3; ++i) table.OnReport("n" + std::to_string(i), Report(i + 1, 10, 1000 + 10 * i), 0);
+  std::shared_ptr<const NodeTable> snapshot = table.Snapshot();
+  constexpr int kThreads = 4;
+  constexpr int kPicks = 300;
+  std::atomic<int> start{0};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&, t] {
+      start.fetch_add(1);
+      while (start.load() < kThreads) {
+      }
+      size_t rotation = size_t(t);
+      for (int i = 0; i < kPicks; ++i) ASSERT_TRUE(snapshot->Pick(Service::kAmqp, "", 0, {}, rotation++));
+    });
+  }
+  for (auto& thread : threads) thread.join();
+  uint64_t total = 0, least = UINT64_MAX, most = 0;
+  for (const NodeState& node : table.nodes()) {  // the master sees the snapshot's counts
+    total += node.sent_total();
+    least = std::min(least, node.sent_since_report());
+    most = std::max(most, node.sent_since_report());
+  }
+  EXPECT_EQ(total, uint64_t(kThreads * kPicks));
+  // Two picks at the same instant may read the same counts: at most about
+  // one extra per thread on a node, never a pile-up.
+  EXPECT_LE(most - least, uint64_t(2 * kThreads)) << least << ".." << most;
+}
+
+// The control plane keeps taking reports and publishing snapshots while
+// workers pick from older ones (run under TSan for the data-race check).
+TEST(NodeTableTest, SnapshotsArePublishedWhileOthersArePicked) {
+  NodeTable table;
+  table.OnReport("a:1", Report(1, 0, 1000), 0);
+  table.OnReport("b:1", Report(2, 0, 2000), 0);
+  std::mutex mutex;  // stands for the workers' mailbox
+  std::shared_ptr<const NodeTable> published = table.Snapshot();
+  std::atomic<bool> done{false};
+  std::atomic<uint64_t> picked{0};
+  std::vector<std::thread> workers;
+  for (int t = 0; t < 3; ++t) {
+    workers.emplace_back([&] {
+      size_t rotation = 0;
+      while (!done.load()) {
+        std::shared_ptr<const NodeTable> mine;
+        {
+          std::lock_guard<std::mutex> lock(mutex);
+          mine = published;
+        }
+        for (int i = 0; i < 50; ++i) {
+          if (mine->Pick(Service::kMqtt, "client-" + std::to_string(i), 5, {}, rotation++)) picked.fetch_add(1);
+        }
+      }
+    });
+  }
+  for (int round = 0; round < 200; ++round) {
+    table.OnReport(round % 2 ? "a:1" : "b:1", Report(round % 2 ? 1 : 2, uint64_t(round), round % 2 ? 1000 : 2000), 5);
+    if (round % 50 == 0) table.AddNode("c:" + std::to_string(round));
+    auto snapshot = table.Snapshot();
+    std::lock_guard<std::mutex> lock(mutex);
+    published = std::move(snapshot);
+  }
+  while (picked.load() == 0) {
+  }
+  done = true;
+  for (auto& worker : workers) worker.join();
+  uint64_t total = 0;
+  for (const NodeState& node : table.nodes()) total += node.sent_total();
+  EXPECT_EQ(total, picked.load());
+  EXPECT_GT(picked.load(), 0u);
 }
 
 }  // namespace

@@ -8,6 +8,7 @@
 #include <atomic>
 #include <map>
 #include <random>
+#include <set>
 #include <thread>
 
 #include "cluster-core/ring/ring.h"
@@ -153,7 +154,8 @@ TEST(EstuaryLbTest, AmqpThroughTheBalancerReachesTheNodesSaslLayer) {
 TEST(EstuaryLbTest, ManyConcurrentClientsPublishByteExactThroughTheBalancer) {
   auto node = StartNode(1, {"--proxy-from", "127.0.0.1"});
   ASSERT_TRUE(node);
-  auto lb = StartLb({"--nodes", AdminOf(*node)});
+  // Four data-plane threads: the 100 clients are proxied by all of them.
+  auto lb = StartLb({"--nodes", AdminOf(*node), "--threads", "4"});
   ASSERT_TRUE(lb);
   ASSERT_TRUE(WaitFor([&] { return Eligible(*lb, *node); }, seconds(5)));
   constexpr int kClients = 100;
@@ -189,6 +191,46 @@ TEST(EstuaryLbTest, ManyConcurrentClientsPublishByteExactThroughTheBalancer) {
   }
   for (auto& thread : threads) thread.join();
   EXPECT_EQ(exact.load(), kClients);
+}
+
+// The data plane on several threads (--threads): clients are handed to the
+// least busy worker, every worker proxies, and SIGTERM with connections open
+// on all of them closes every one and exits 0.
+TEST(EstuaryLbTest, ClientsSpreadOverTheDataPlaneThreadsAndSigtermClosesThemAll) {
+  auto node = StartNode(1, {"--proxy-from", "127.0.0.1"});
+  ASSERT_TRUE(node);
+  auto lb = StartLb({"--nodes", AdminOf(*node), "--threads", "3"});
+  ASSERT_TRUE(lb);
+  ASSERT_TRUE(WaitFor([&] { return Eligible(*lb, *node); }, seconds(5)));
+  std::vector<std::unique_ptr<RawClient>> clients;
+  for (int i = 0; i < 12; ++i) {
+    clients.push_back(Connected(lb->mqtt_port(), "spread-" + std::to_string(i)));
+    ASSERT_TRUE(clients.back()) << i;
+  }
+  nlohmann::json workers = LbNodes(*lb)["workers"];
+  ASSERT_EQ(workers.size(), 3u) << workers.dump();
+  for (const auto& worker : workers) {
+    EXPECT_EQ(worker.value("connections", 0), 4) << workers.dump();
+  }
+  // Each worker's connections carry traffic: a subscriber on one thread
+  // gets what publishers on the others send.
+  clients[0]->Send(mqtt::SubscribePacket{1, {}, {{"spread/#", {0}}}});
+  ASSERT_TRUE(clients[0]->ReceiveAs<mqtt::SubackPacket>());
+  for (int i = 1; i < 3; ++i) {
+    const std::string n = std::to_string(i);
+    clients[i]->Send(mqtt::PublishPacket{false, 0, false, "spread/" + n, 0, {}, "from " + n});
+  }
+  std::set<std::string> payloads;
+  for (int i = 1; i < 3; ++i) {
+    auto publish = clients[0]->ReceiveAs<mqtt::PublishPacket>(seconds(10));
+    ASSERT_TRUE(publish);
+    payloads.insert(publish->payload);
+  }
+  EXPECT_EQ(payloads, (std::set<std::string>{"from 1", "from 2"}));
+  const auto before = Clock::now();
+  EXPECT_EQ(lb->Stop(), 0);
+  EXPECT_LT(Clock::now() - before, seconds(5));
+  for (auto& client : clients) EXPECT_TRUE(client->WaitClosed(seconds(5)));
 }
 
 TEST(EstuaryLbTest, SelectionFollowsLoadDrainAndHealth) {
@@ -289,8 +331,16 @@ TEST(EstuaryLbTest, GarbageAndSilenceAreDroppedWithoutReachingANode) {
   const auto opened = Clock::now();
   EXPECT_TRUE(silent.WaitClosed(seconds(5)));
   EXPECT_GE(Clock::now() - opened, milliseconds(250));
-  HttpResult metrics = HttpGet("127.0.0.1", lb->admin_port(), "/metrics");
-  EXPECT_NE(metrics.body.find("estuary_lb_refused_total 2"), std::string::npos) << metrics.body;
+  // The client may see the close before the data-plane thread has counted
+  // it (the counters are read across threads): wait for it, briefly.
+  std::string metrics;
+  EXPECT_TRUE(WaitFor(
+      [&] {
+        metrics = HttpGet("127.0.0.1", lb->admin_port(), "/metrics").body;
+        return metrics.find("estuary_lb_refused_total 2\n") != std::string::npos;
+      },
+      seconds(5)))
+      << metrics;
   EXPECT_EQ(LbNode(*lb, *node).value("sent_total", -1), 0);
 }
 
