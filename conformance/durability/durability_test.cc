@@ -5,97 +5,25 @@
 // Repeated for both engines. docs/storage.md says what is stored and when
 // a PUBLISH is acknowledged.
 #include <gtest/gtest.h>
-#include <signal.h>
-#include <stdlib.h>
 
 #include <chrono>
-#include <filesystem>
 #include <map>
 #include <memory>
 #include <set>
 #include <string>
 #include <vector>
 
+#include "conformance/durability/durability_fixture.h"
 #include "conformance/mqtt/paho_client.h"
-#include "conformance/support/broker_process.h"
-#include "conformance/support/raw_client.h"
 
 namespace estuary::conformance {
 namespace {
 
 using std::chrono::milliseconds;
 using std::chrono::seconds;
-using testing::BrokerProcess;
-using testing::RawClient;
 
-constexpr uint16_t kShards = 2;
-
-// The broker's client id -> shard hash (FNV-1a), so the test can put the
-// publisher and the subscriber on different shards.
-uint16_t ShardOf(const std::string& client_id) {
-  uint32_t hash = 2166136261u;
-  for (unsigned char c : client_id) {
-    hash ^= c;
-    hash *= 16777619u;
-  }
-  return static_cast<uint16_t>(hash % kShards);
-}
-
-std::string IdOnShard(const std::string& base, uint16_t shard) {
-  for (int suffix = 0;; ++suffix) {
-    std::string id = base + "-" + std::to_string(suffix);
-    if (ShardOf(id) == shard) return id;
-  }
-}
-
-class TempDir {
- public:
-  TempDir() {
-    std::string pattern = (std::filesystem::temp_directory_path() / "estuary-durability-XXXXXX").string();
-    path_ = ::mkdtemp(pattern.data()) != nullptr ? pattern : std::string();
-  }
-  ~TempDir() {
-    std::error_code ignored;
-    if (!path_.empty()) std::filesystem::remove_all(path_, ignored);
-  }
-  const std::string& path() const { return path_; }
-
- private:
-  std::string path_;
-};
-
-class DurabilityTest : public ::testing::TestWithParam<std::string> {
+class DurabilityTest : public DurableNodeTest {
  protected:
-  void SetUp() override { ASSERT_FALSE(dir_.path().empty()); }
-
-  std::unique_ptr<BrokerProcess> StartNode(std::vector<std::string> extra = {}) {
-    std::vector<std::string> flags = {"--data-dir", dir_.path(), "--storage", GetParam(), "--sync",
-                                      "always", "--shards", std::to_string(kShards),
-                                      "--sys-interval", "0", "--log-level", "warn"};
-    flags.insert(flags.end(), extra.begin(), extra.end());
-    std::string error;
-    auto node = BrokerProcess::Start(flags, &error, seconds(30));
-    EXPECT_NE(node, nullptr) << error;
-    return node;
-  }
-  static void Kill9(BrokerProcess& node) {
-    ASSERT_EQ(::kill(node.pid(), SIGKILL), 0);
-    EXPECT_EQ(node.Stop(), 128 + SIGKILL);
-  }
-  static mqtt::Properties Expiry(uint32_t interval_s) {
-    mqtt::Properties properties;
-    properties.session_expiry_interval = interval_s;
-    return properties;
-  }
-  static std::unique_ptr<RawClient> Connect(BrokerProcess& node, const std::string& client_id,
-                                            bool clean_start, uint32_t expiry, bool* present = nullptr) {
-    auto client = std::make_unique<RawClient>();
-    if (!client->Open(node.host(), node.mqtt_port())) return nullptr;
-    auto connack = client->Connect(client_id, clean_start, Expiry(expiry));
-    if (!connack || connack->reason != mqtt::ReasonCode::kSuccess) return nullptr;
-    if (present != nullptr) *present = connack->session_present;
-    return client;
-  }
   static bool Subscribe(RawClient& client, const std::string& filter, uint8_t qos) {
     mqtt::SubscribePacket subscribe;
     subscribe.packet_id = 1;
@@ -103,22 +31,6 @@ class DurabilityTest : public ::testing::TestWithParam<std::string> {
     client.Send(subscribe);
     auto suback = client.ReceiveAs<mqtt::SubackPacket>();
     return suback && suback->reasons.size() == 1 && static_cast<uint8_t>(suback->reasons[0]) == qos;
-  }
-  static mqtt::PublishPacket Publish(const std::string& topic, const std::string& payload, uint8_t qos,
-                                     uint16_t packet_id, bool retain = false) {
-    mqtt::PublishPacket publish;
-    publish.topic = topic;
-    publish.payload = payload;
-    publish.qos = qos;
-    publish.packet_id = packet_id;
-    publish.retain = retain;
-    return publish;
-  }
-  static void Ack(RawClient& client, mqtt::PacketType type, uint16_t packet_id) {
-    mqtt::AckPacket ack;
-    ack.type = type;
-    ack.packet_id = packet_id;
-    client.Send(ack);
   }
   // Receives QoS 1 PUBLISHes, acknowledging each, until every payload in
   // `wanted` came or nothing arrives for `quiet`. Returns payload -> count.
@@ -134,8 +46,6 @@ class DurabilityTest : public ::testing::TestWithParam<std::string> {
     }
     return got;
   }
-
-  TempDir dir_;
 };
 
 TEST_P(DurabilityTest, EveryAcknowledgedQos1MessageSurvivesKill9) {

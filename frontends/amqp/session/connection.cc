@@ -67,6 +67,7 @@ void AmqpConnection::OnBytes(std::string_view bytes) {
     if (buffer.size == 0) break;  // the transport stopped reading (closing)
     const size_t n = std::min(buffer.size, bytes.size());
     std::memcpy(buffer.data, bytes.data(), n);
+    attach_tap_.Feed(bytes.substr(0, n));  // before Proton handles an attach in it
     driver_.read_done(n);
     bytes.remove_prefix(n);
     Process();
@@ -182,8 +183,9 @@ void AmqpConnection::WriteOut() {
   for (;;) {
     proton::io::const_buffer buffer = driver_.write_buffer();
     if (buffer.size == 0) break;
-    // The driver's buffer may move on the next dispatch: copy it out now.
-    stream_->output().append(reinterpret_cast<const char*>(buffer.data), buffer.size);
+    // The driver's buffer may move on the next dispatch: copy it out now
+    // (through the announcer, which adds our unsettled maps to attaches).
+    announcer_.Write(std::string_view(reinterpret_cast<const char*>(buffer.data), buffer.size), stream_->output());
     written += buffer.size;
     driver_.write_done(buffer.size);
   }

@@ -39,6 +39,7 @@
 #include <deque>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <unordered_map>
@@ -46,7 +47,9 @@
 
 #include "cluster-core/broker/authenticator.h"
 #include "cluster-core/broker/shard_broker.h"
+#include "frontends/amqp/session/attach_tap.h"
 #include "frontends/amqp/session/sasl.h"
+#include "frontends/amqp/session/unsettled_announcer.h"
 #include "io/stream.h"
 
 namespace estuary::amqp {
@@ -171,7 +174,16 @@ class AmqpConnection final : public proton::messaging_handler,
 
   // outgoing.cc: subscriptions -> client receivers
   void OpenOutgoing(proton::sender sender);
-  void AttachSubscription(proton::sender sender, std::string filter, bool durable, bool dynamic);
+  void AttachSubscription(proton::sender sender, std::string filter, bool durable, bool dynamic,
+                          std::optional<UnsettledMap> remote_unsettled);
+  // Link recovery (§2.6.13): the deliveries in flight at the last detach,
+  // in the order first sent, go to redeliver, except those the client's
+  // unsettled map holds accepted or rejected (settled here instead);
+  // released or modified ones get a new tag. Tells the announcer our
+  // unsettled map and which transfers resume.
+  void RecoverInflight(OutgoingLink& link);
+  // Moves an in-flight delivery to a fresh id (a new delivery tag); returns it.
+  static uint16_t Retag(core::Session& session, uint16_t packet_id);
   // Answers the attach once routes are visible: resends what was in flight
   // at the last detach, then retained messages for a new subscription.
   void StartSending(OutgoingLink& link, const core::SubscriptionOptions* new_subscription, bool existed);
@@ -207,6 +219,8 @@ class AmqpConnection final : public proton::messaging_handler,
   proton::message scratch_;         // reused for outgoing messages FromModel builds
   std::vector<char> scratch_bytes_;  // its encoding
   std::string encoded_;              // the message being sent, reused
+  AttachTap attach_tap_;             // the client's unsettled maps, which Proton-C drops
+  UnsettledAnnouncer announcer_;     // ours, which Proton-C cannot send
   // After driver_: links hold Proton objects and are destroyed first.
   std::unordered_map<pn_link_t*, std::unique_ptr<OutgoingLink>> outgoing_;
   std::unordered_map<pn_link_t*, std::unique_ptr<IncomingLink>> incoming_;

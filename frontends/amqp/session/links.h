@@ -6,9 +6,11 @@
 
 #include <deque>
 #include <map>
+#include <optional>
 #include <string>
 #include <unordered_map>
 
+#include "frontends/amqp/session/attach_tap.h"
 #include "frontends/amqp/session/connection.h"
 
 namespace estuary::amqp {
@@ -30,9 +32,16 @@ struct AmqpConnection::OutgoingLink final : public core::SessionSink {
   bool opened = false;      // our attach was sent (routes visible)
   bool pumping = false;
   uint64_t next_tag = 0;  // delivery tags of pre-settled transfers
-  // Released deliveries, sent again before the session's queue.
-  std::deque<core::Delivery> redeliver;
-  // Unsettled transfers on this link -> their in-flight id in the session.
+  // In-flight deliveries of the session (by id) to send again before its
+  // queue: released ones, and those unsettled at the last detach. They
+  // stay in the session's in-flight map (and store) until settled, so a
+  // kill -9 before they are sent again loses nothing.
+  std::deque<uint16_t> redeliver;
+  // The client's unsettled map from its attach (§2.6.13), if it sent one.
+  std::optional<UnsettledMap> remote_unsettled;
+  // Unsettled transfers on this link -> their in-flight id in the session,
+  // which is also the delivery tag (2 bytes, big-endian): stable across
+  // detach and restart, so a reattaching client's unsettled map names it.
   // Keyed by the Proton delivery, not its tag: ids are reused once settled.
   std::unordered_map<pn_delivery_t*, uint16_t> unsettled;
 };

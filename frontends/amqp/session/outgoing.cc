@@ -13,6 +13,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <set>
 
 #include "frontends/amqp/mapping/mapping.h"
 #include "frontends/amqp/session/c_access.h"
@@ -34,6 +35,11 @@ std::string DynamicAddress(uint16_t node, uint16_t shard) {
   static std::atomic<uint64_t> counter{0};
   return "tmp/amqp/" + std::to_string(node) + "/" + std::to_string(shard) + "/" +
          std::to_string(++counter);
+}
+
+// A transfer's delivery tag: its id in the session's in-flight map.
+std::string TagOf(uint16_t packet_id) {
+  return {static_cast<char>(packet_id >> 8), static_cast<char>(packet_id & 0xFF)};
 }
 
 bool IsValidFilter(const std::string& filter) {
@@ -74,6 +80,8 @@ void AmqpConnection::on_sender_open(proton::sender& sender) {
 }
 
 void AmqpConnection::OpenOutgoing(proton::sender sender) {
+  // The unsettled map of this attach, read off the wire (Proton-C drops it).
+  std::optional<UnsettledMap> remote_unsettled = attach_tap_.Take(sender.name());
   if (state_ != State::kOpen) return;
   if (link_count() >= settings_.max_links) {
     RefuseLink(sender, kResourceLimitExceeded, "too many links on this connection");
@@ -94,15 +102,17 @@ void AmqpConnection::OpenOutgoing(proton::sender sender) {
   // §3.5.3, §3.5.6: a durable terminus that never expires is a durable subscription.
   const bool durable = !dynamic && source.durability_mode() != proton::terminus::NONDURABLE &&
                        source.expiry_policy() == proton::terminus::NEVER;
-  AttachSubscription(sender, std::move(filter), durable, dynamic);
+  AttachSubscription(sender, std::move(filter), durable, dynamic, std::move(remote_unsettled));
 }
 
-void AmqpConnection::AttachSubscription(proton::sender sender, std::string filter, bool durable, bool dynamic) {
+void AmqpConnection::AttachSubscription(proton::sender sender, std::string filter, bool durable, bool dynamic,
+                                        std::optional<UnsettledMap> remote_unsettled) {
   pn_link_t* link = CObject::Of(sender);
   auto owned = std::make_unique<OutgoingLink>(*this, sender);
   OutgoingLink& out = *owned;
   out.filter = filter;
   out.durable = durable;
+  out.remote_unsettled = std::move(remote_unsettled);
   out.presettled = pn_link_remote_snd_settle_mode(link) == PN_SND_SETTLED;
   out.session_id = durable ? DurableSessionId(container_id_, sender.name())
                            : EphemeralSessionId(broker_->config().shard_id);
@@ -154,22 +164,74 @@ void AmqpConnection::StartSending(OutgoingLink& link, const core::SubscriptionOp
   link.sender.open(proton::sender_options().auto_settle(false));  // Settle() settles, once
   link.opened = true;
   if (link.session == nullptr) return;
-  // Deliveries the client had not settled before it detached: sent again
-  // first, in the order first sent.
-  auto& inflight = link.session->inflight();
-  std::vector<std::pair<uint64_t, uint16_t>> order;
-  for (const auto& [packet_id, entry] : inflight) order.emplace_back(entry.sent_order, packet_id);
-  std::sort(order.begin(), order.end());
-  for (const auto& [sent_order, packet_id] : order) {
-    link.redeliver.push_back(inflight[packet_id].delivery);
-    link.session->RemoveInflight(packet_id);
-    ShardMetrics::Sub(broker_->metrics().inflight_messages);
-  }
+  RecoverInflight(link);
   if (new_subscription != nullptr) {
     broker_->DeliverRetained(link.session, link.filter, *new_subscription, existed);
   }
   Pump(link);
   ScheduleProcess();
+}
+
+void AmqpConnection::RecoverInflight(OutgoingLink& link) {
+  core::Session& session = *link.session;
+  std::vector<std::pair<uint64_t, uint16_t>> order;
+  for (const auto& [packet_id, entry] : session.inflight()) order.emplace_back(entry.sent_order, packet_id);
+  std::sort(order.begin(), order.end());
+  const std::optional<UnsettledMap> remote = std::move(link.remote_unsettled);
+  link.remote_unsettled.reset();
+  ShardMetrics& metrics = broker_->metrics();
+  std::vector<std::string> unsettled;  // ours, for our attach: sent again under the same tag
+  std::set<std::string> resume;        // held by the client, not terminal: resumed
+  for (const auto& [sent_order, packet_id] : order) {
+    const std::string tag = TagOf(packet_id);
+    std::optional<RemoteDeliveryState> state;
+    if (remote) {
+      auto it = remote->find(tag);
+      if (it != remote->end()) state = it->second;
+    }
+    switch (state.value_or(RemoteDeliveryState::kNone)) {
+      case RemoteDeliveryState::kRejected:
+      case RemoteDeliveryState::kModifiedUndeliverable:
+        ShardMetrics::Add(metrics.messages_dropped);
+        [[fallthrough]];
+      case RemoteDeliveryState::kAccepted:
+        // The outcome reached the client's side: the delivery is done
+        // with, not sent again (§2.6.13).
+        session.RemoveInflight(packet_id);
+        ShardMetrics::Sub(metrics.inflight_messages);
+        break;
+      case RemoteDeliveryState::kReleased:
+      case RemoteDeliveryState::kModified:
+        // Terminal at the client, which keeps that tag until we settle it
+        // (which only a resumed transfer could do): a new delivery, under
+        // a new tag.
+        link.redeliver.push_back(Retag(session, packet_id));
+        break;
+      default:
+        // Null or received at the client: resumed (same tag, resume set).
+        // Not in its map (it never got it, or settled it first): sent
+        // again under the same tag. In the order first sent.
+        if (state) resume.insert(tag);
+        unsettled.push_back(tag);
+        link.redeliver.push_back(packet_id);
+        break;
+    }
+  }
+  // §2.6.13: our attach (written after this) lists what we still hold
+  // unsettled under the tags the client saw, and the transfers of those it
+  // holds unsettled too carry resume.
+  if (link.durable && !link.presettled) {
+    announcer_.Announce(link.sender.name(), std::move(unsettled), std::move(resume));
+  }
+}
+
+uint16_t AmqpConnection::Retag(core::Session& session, uint16_t packet_id) {
+  const uint16_t fresh = session.NextPacketId();
+  if (fresh == 0) return packet_id;  // every id in flight: keep the old one
+  core::InflightDelivery entry = session.inflight().at(packet_id);
+  session.RemoveInflight(packet_id);  // one batch with the AddInflight: never lost
+  session.AddInflight(fresh, std::move(entry));
+  return fresh;
 }
 
 void AmqpConnection::PumpAll() {
@@ -184,36 +246,46 @@ void AmqpConnection::Pump(OutgoingLink& link) {
   const int64_t now = broker_->loop().clock().WallMs();
   while (link.sender.credit() > 0 && stream_->queued_bytes() <= kOutputHighWatermark) {
     core::Delivery delivery;
-    bool redelivery = false;
-    if (!link.redeliver.empty()) {
-      delivery = std::move(link.redeliver.front());
+    uint16_t packet_id = 0;
+    const bool redelivery = !link.redeliver.empty();
+    if (redelivery) {
+      packet_id = link.redeliver.front();
       link.redeliver.pop_front();
-      redelivery = true;
+      auto found = session.inflight().find(packet_id);
+      if (found == session.inflight().end()) continue;  // settled meanwhile
+      if (!found->second.delivery.message) {  // nothing to send (an MQTT QoS 2 leftover)
+        session.RemoveInflight(packet_id);
+        ShardMetrics::Sub(metrics.inflight_messages);
+        continue;
+      }
+      delivery = found->second.delivery;  // the message is shared, not copied
     } else if (session.HasQueued()) {
+      if (!link.presettled && (packet_id = session.NextPacketId()) == 0) break;  // all ids in flight
       delivery = session.PopQueued();
       broker_->OnDequeued(session);
     } else {
       break;
     }
     const auto& expiry = delivery.message->properties.expiry_at_ms;
-    if (expiry && *expiry <= now) {
-      ShardMetrics::Add(metrics.messages_dropped);
-      continue;
-    }
-    if (link.presettled) {
-      const uint64_t tag = ++link.next_tag;
-      SendBytes(link, Encode(delivery, redelivery, now), {reinterpret_cast<const char*>(&tag), sizeof tag});
-    } else {
-      const uint16_t packet_id = session.NextPacketId();
-      if (packet_id == 0) {
-        link.redeliver.push_front(std::move(delivery));
-        break;
+    const bool expired = expiry && *expiry <= now;
+    if (expired) ShardMetrics::Add(metrics.messages_dropped);
+    if (link.presettled || expired) {
+      if (!expired) {
+        const uint64_t tag = ++link.next_tag;
+        SendBytes(link, Encode(delivery, redelivery, now), {reinterpret_cast<const char*>(&tag), sizeof tag});
       }
-      const char tag[2] = {static_cast<char>(packet_id >> 8), static_cast<char>(packet_id & 0xFF)};
-      link.unsettled[SendBytes(link, Encode(delivery, redelivery, now), {tag, sizeof tag})] = packet_id;
-      session.AddInflight(packet_id, core::InflightDelivery{std::move(delivery), core::InflightPhase::kAwaitingPuback,
-                                                             session.NextSendOrder()});
-      ShardMetrics::Add(metrics.inflight_messages);
+      if (redelivery) {  // in flight from an unsettled attach before: done with now
+        session.RemoveInflight(packet_id);
+        ShardMetrics::Sub(metrics.inflight_messages);
+      }
+      if (expired) continue;
+    } else {
+      link.unsettled[SendBytes(link, Encode(delivery, redelivery, now), TagOf(packet_id))] = packet_id;
+      if (!redelivery) {
+        session.AddInflight(packet_id, core::InflightDelivery{std::move(delivery), core::InflightPhase::kAwaitingPuback,
+                                                               session.NextSendOrder()});
+        ShardMetrics::Add(metrics.inflight_messages);
+      }
     }
     ShardMetrics::Add(metrics.messages_out);
   }
@@ -276,12 +348,13 @@ void AmqpConnection::Settle(proton::tracker& tracker, bool redeliver) {
   const uint16_t packet_id = entry->second;
   link.unsettled.erase(entry);
   tracker.settle();
-  auto& inflight = link.session->inflight();
-  auto found = inflight.find(packet_id);
-  if (found == inflight.end()) return;
-  if (redeliver) link.redeliver.push_back(std::move(found->second.delivery));
-  link.session->RemoveInflight(packet_id);
-  ShardMetrics::Sub(broker_->metrics().inflight_messages);
+  if (link.session->inflight().count(packet_id) == 0) return;
+  if (redeliver) {
+    link.redeliver.push_back(packet_id);  // stays in flight until sent again and settled
+  } else {
+    link.session->RemoveInflight(packet_id);
+    ShardMetrics::Sub(broker_->metrics().inflight_messages);
+  }
   Pump(link);
 }
 
@@ -314,16 +387,8 @@ void AmqpConnection::DetachOutgoing(pn_link_t* link, bool closed) {
   if (it == outgoing_.end()) return;
   OutgoingLink& out = *it->second;
   if (out.session != nullptr) {
-    // Released deliveries not yet sent again go back to the session first.
-    for (auto& delivery : out.redeliver) {
-      const uint16_t packet_id = out.session->NextPacketId();
-      if (packet_id == 0) break;
-      out.session->AddInflight(packet_id, core::InflightDelivery{std::move(delivery),
-                                                                 core::InflightPhase::kAwaitingPuback,
-                                                                 out.session->NextSendOrder()});
-      ShardMetrics::Add(broker_->metrics().inflight_messages);
-    }
-    out.redeliver.clear();
+    // Deliveries waiting to be sent again are still in the session's
+    // in-flight map: the next attach recovers them.
     // A close (or a non-durable link) ends the subscription; a detach of a
     // durable one keeps it, and its queue, for the reattach.
     if (closed || !out.durable) out.session->set_expiry_interval(0);
