@@ -11,6 +11,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <chrono>
 #include <cstring>
 #include <thread>
 
@@ -22,6 +23,13 @@ namespace {
 constexpr int64_t kPairTickMs = 20;
 constexpr size_t kMaxDatagram = 64 * 1024;
 constexpr size_t kMaxNodes = 1024;  // nodes a partner's heartbeats may add
+constexpr int64_t kRejectWarnEveryMs = 1000;
+
+// The wall clock that heartbeat timestamps use (heartbeat_auth.h).
+int64_t WallMs() {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
 
 Expected<sockaddr_storage, std::string> NumericSockaddr(const io::Endpoint& at) {
   sockaddr_storage out{};
@@ -122,6 +130,14 @@ Balancer::~Balancer() {
 Expected<void, std::string> Balancer::Start() {
   if (auto bound = BindHeartbeat(); !bound) return bound;
   pair_.emplace(config_.role, config_.heartbeat.ToString(), config_.pair, loop_.NowMs());
+  if (!config_.pair_secret.empty()) {
+    auth_.emplace(config_.pair_secret, NewBootId(), HeartbeatAuthOptions{config_.heartbeat_max_age_ms});
+    spdlog::info("heartbeats authenticated (HMAC-SHA256, boot {})", auth_->boot_id());
+  } else {
+    spdlog::warn("heartbeats are NOT authenticated: anyone who can send UDP to {} can make this balancer step "
+                 "down (use --pair-secret-file)",
+                 config_.heartbeat.ToString());
+  }
   if (config_.vip.empty()) {
     if (auto reserved = Reserve(config_.mqtt, mqtt_reserved_); !reserved) return reserved;
     if (auto reserved = Reserve(config_.amqp, amqp_reserved_); !reserved) return reserved;
@@ -358,26 +374,51 @@ void Balancer::SendHeartbeat() {
   if (!endpoint) return;
   auto address = NumericSockaddr(*endpoint);
   if (!address) return;
-  const std::string bytes = EncodeHeartbeat(heartbeat);
+  const std::string bytes = auth_ ? auth_->Seal(std::move(heartbeat), WallMs()) : EncodeHeartbeat(heartbeat);
   uv_buf_t buf = uv_buf_init(const_cast<char*>(bytes.data()), static_cast<unsigned>(bytes.size()));
   uv_udp_try_send(udp_, &buf, 1, reinterpret_cast<const sockaddr*>(&*address));
 }
 
 void Balancer::OnDatagram(std::string_view bytes, const sockaddr* from) {
-  auto heartbeat = DecodeHeartbeat(bytes);
-  if (!heartbeat) {
-    spdlog::debug("ignored a datagram from {}: {}", FormatSockaddr(from), heartbeat.error());
-    return;
-  }
+  Expected<Heartbeat, Rejected> heartbeat = [&]() -> Expected<Heartbeat, Rejected> {
+    if (auth_) return auth_->Open(bytes, WallMs());
+    auto plain = DecodeHeartbeat(bytes);
+    if (!plain) return MakeError(Rejected{HeartbeatReject::kMalformed, plain.error()});
+    return std::move(*plain);
+  }();
+  if (!heartbeat) return RejectHeartbeat(heartbeat.error(), from);
+  ++heartbeats_accepted_;
   if (config_.peer.empty()) peer_ = FormatSockaddr(from);
   const size_t known = table_.nodes().size();
   for (const SharedNode& node : heartbeat->nodes) {
-    // Share the node list, within a bound: the datagram is not authenticated.
+    // Share the node list, within a bound (without a secret the datagram is
+    // not authenticated).
     if (table_.nodes().size() < kMaxNodes && io::ParseEndpoint(node.admin)) table_.AddNode(node.admin);
   }
   if (table_.nodes().size() != known) PublishNodes();
   if (pair_->OnHeartbeat(*heartbeat, loop_.NowMs())) OnRoleChange();
   if (!ready_announced_ && !pair_->deciding()) OnRoleChange();
+}
+
+// Dropped, counted per reason, and logged at warn at most once a second
+// (a flood of forged datagrams must not flood the log).
+void Balancer::RejectHeartbeat(const Rejected& rejected, const sockaddr* from) {
+  ++heartbeats_rejected_[static_cast<int>(rejected.reason)];
+  const int64_t now = loop_.NowMs();
+  if (!auth_ && rejected.reason == HeartbeatReject::kMalformed) {
+    // As before the secret existed: a stray datagram, not an attack sign.
+    spdlog::debug("ignored a datagram from {}: {}", FormatSockaddr(from), rejected.detail);
+    return;
+  }
+  if (reject_warned_ms_ >= 0 && now - reject_warned_ms_ < kRejectWarnEveryMs) {
+    ++rejects_unwarned_;
+    return;
+  }
+  spdlog::warn("dropped a heartbeat from {}: {} ({}){}", FormatSockaddr(from), ToString(rejected.reason),
+               rejected.detail,
+               rejects_unwarned_ == 0 ? "" : fmt::format("; {} more dropped without a warning", rejects_unwarned_));
+  reject_warned_ms_ = now;
+  rejects_unwarned_ = 0;
 }
 
 void Balancer::TickPair() {

@@ -17,6 +17,7 @@
 #include <unordered_set>
 #include <vector>
 
+#include "balancer/heartbeat_auth.h"
 #include "balancer/lb_config.h"
 #include "balancer/node_table.h"
 #include "balancer/pair_state.h"
@@ -59,6 +60,7 @@ class Balancer {
   void Probe(const std::string& admin);
   void SendHeartbeat();
   void OnDatagram(std::string_view bytes, const sockaddr* from);
+  void RejectHeartbeat(const Rejected& rejected, const sockaddr* from);
   void TickPair();
   void OnRoleChange();
   bool OpenListeners();
@@ -82,6 +84,11 @@ class Balancer {
   std::function<void(const std::string&)> announce_;
   NodeTable table_;
   std::optional<PairState> pair_;  // made in Start(), once the heartbeat port is known
+  std::optional<HeartbeatAuth> auth_;  // with --pair-secret-file
+  uint64_t heartbeats_accepted_ = 0;
+  uint64_t heartbeats_rejected_[kHeartbeatRejectReasons] = {};
+  int64_t reject_warned_ms_ = -1;  // rate limit of the warnings: one per second
+  uint64_t rejects_unwarned_ = 0;
   std::unordered_set<std::string> probing_;
   // Worker threads' calls come back through the main loop's mailbox; they
   // check this (on the main thread) so none runs after the destructor.

@@ -91,6 +91,16 @@ std::string Balancer::MetricsText() const {
     fmt::format_to(std::back_inserter(out), "estuary_lb_node_eligible{{node=\"{}\"}} {}\n", node.admin,
                    table_.Eligible(node, Service::kMqtt, loop_.NowMs()) ? 1 : 0);
   }
+  fmt::format_to(std::back_inserter(out),
+                 "# HELP estuary_lb_heartbeats_accepted_total Partner heartbeats accepted.\n"
+                 "# TYPE estuary_lb_heartbeats_accepted_total counter\nestuary_lb_heartbeats_accepted_total {}\n"
+                 "# HELP estuary_lb_heartbeats_rejected_total Datagrams on the heartbeat port dropped, by reason.\n"
+                 "# TYPE estuary_lb_heartbeats_rejected_total counter\n",
+                 heartbeats_accepted_);
+  for (int i = 0; i < kHeartbeatRejectReasons; ++i) {
+    fmt::format_to(std::back_inserter(out), "estuary_lb_heartbeats_rejected_total{{reason=\"{}\"}} {}\n",
+                   ToString(static_cast<HeartbeatReject>(i)), heartbeats_rejected_[i]);
+  }
   out += "# HELP estuary_lb_worker_connections Client connections proxied by each data-plane thread.\n"
          "# TYPE estuary_lb_worker_connections gauge\n";
   for (const auto& worker : workers_) {

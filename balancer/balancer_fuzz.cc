@@ -1,8 +1,9 @@
 // libFuzzer target for the bytes estuary-lb and estuaryd read from outside
 // the process before any protocol: the PROXY v2 header (estuaryd, from a
 // balancer), the first MQTT bytes (estuary-lb, from any client) and the
-// pair's heartbeat datagram. Each must answer without crashing, and what
-// the PROXY decoder accepts must encode back to the same addresses.
+// pair's heartbeat datagram (plain and sealed). Each must answer without
+// crashing, and what the PROXY decoder accepts must encode back to the
+// same addresses.
 #include <cstddef>
 #include <cstdint>
 #include <cstdio>
@@ -10,6 +11,7 @@
 #include <string_view>
 
 #include "balancer/connect_peek.h"
+#include "balancer/heartbeat_auth.h"
 #include "balancer/pair_state.h"
 #include "balancer/proxy_protocol.h"
 
@@ -37,5 +39,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   CheckProxy(bytes);
   estuary::balancer::PeekConnect(bytes, 4096);
   (void)estuary::balancer::DecodeHeartbeat(bytes);
+  // The authenticated path (--pair-secret-file) reads the same datagram.
+  static estuary::balancer::HeartbeatAuth auth("fuzz", "fuzz-boot");
+  (void)auth.Open(bytes, 0);
   return 0;
 }

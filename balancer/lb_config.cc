@@ -1,8 +1,36 @@
 #include "balancer/lb_config.h"
 
+#include <sys/stat.h>
+
+#include <cerrno>
+#include <cstring>
+#include <fstream>
+#include <sstream>
+
 #include "io/uv/cli_options.h"
 
 namespace estuary::balancer {
+
+Expected<std::string, std::string> ReadPairSecret(const std::string& path) {
+  struct stat info {};
+  if (::stat(path.c_str(), &info) != 0) return MakeError(path + ": " + std::strerror(errno));
+  if (!S_ISREG(info.st_mode)) return MakeError(path + ": not a regular file");
+  if ((info.st_mode & (S_IRWXG | S_IRWXO)) != 0) {
+    return MakeError(path + ": readable or writable by group or others (chmod 600 it)");
+  }
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return MakeError(path + ": cannot be read");
+  std::ostringstream contents;
+  contents << in.rdbuf();
+  std::string secret = contents.str();
+  while (!secret.empty() && (secret.back() == '\n' || secret.back() == '\r' || secret.back() == ' ' ||
+                             secret.back() == '\t')) {
+    secret.pop_back();
+  }
+  if (secret.empty()) return MakeError(path + ": empty");
+  return secret;
+}
+
 namespace {
 
 using io::AddEndpointOption;
@@ -83,6 +111,12 @@ void BuildApp(CLI::App& app, BalancerConfig& config) {
   app.add_option("--startup-wait", config.pair.startup_wait_ms,
                  "Milliseconds a balancer started as active listens for an active partner first")
       ->capture_default_str();
+  app.add_option("--pair-secret-file", config.pair_secret_file,
+                 "File holding the pair's shared secret: heartbeats carry an HMAC-SHA256 (default: unauthenticated)");
+  app.add_option("--heartbeat-max-age", config.heartbeat_max_age_ms,
+                 "With a pair secret: milliseconds a heartbeat stays valid (the pair's clocks must agree within it)")
+      ->capture_default_str()
+      ->check(CLI::Range(int64_t(100), int64_t(600000)));
   io::AddOptionalEndpointOption(app, "--admin", config.admin,
                                 "Admin HTTP HOST:PORT: /healthz, /api/nodes, /metrics (default: off)");
   app.add_option("--vip", config.vip, "Virtual-IP mode: ADDRESS/PREFIX held by the active (needs root)");
@@ -104,6 +138,11 @@ ParseOutcome ParseCommandLine(int argc, const char* const* argv) {
     }
     if (!config.vip.empty() && (config.mqtt.port == 0 || config.amqp.port == 0)) {
       throw CLI::ValidationError("--vip", "needs fixed --mqtt and --amqp ports");
+    }
+    if (!config.pair_secret_file.empty()) {
+      auto secret = ReadPairSecret(config.pair_secret_file);
+      if (!secret) throw CLI::ValidationError("--pair-secret-file", secret.error());
+      config.pair_secret = std::move(*secret);
     }
   });
   if (std::holds_alternative<ExitRequest>(outcome)) return std::get<ExitRequest>(outcome);

@@ -34,7 +34,17 @@ struct BalancerConfig {
   std::string vip_interface;
   std::string admin;  // HOST:PORT of the balancer's own admin HTTP, "" = none
   unsigned threads = 0;  // data-plane worker threads, 0 = one per CPU
+  // Heartbeat authentication (heartbeat_auth.h): the file's path and its
+  // contents (read at parse time; "" = heartbeats are not authenticated).
+  std::string pair_secret_file;
+  std::string pair_secret;
+  int64_t heartbeat_max_age_ms = 5000;
 };
+
+// Reads a pair secret file: the whole file minus trailing white space. An
+// error (one line) when it is missing, empty, or has any group or other
+// permission bit (it must be like an ssh key: chmod 600).
+Expected<std::string, std::string> ReadPairSecret(const std::string& path);
 
 using ExitRequest = io::ExitRequest;
 using ParseOutcome = std::variant<BalancerConfig, ExitRequest>;

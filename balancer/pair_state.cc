@@ -21,6 +21,11 @@ std::string EncodeHeartbeat(const Heartbeat& heartbeat) {
                         {"priority", heartbeat.priority},
                         {"id", heartbeat.id},
                         {"nodes", std::move(nodes)}};
+  if (!heartbeat.boot.empty()) {
+    out["boot"] = heartbeat.boot;
+    out["seq"] = heartbeat.seq;
+    out["sent_ms"] = heartbeat.sent_ms;
+  }
   return out.dump();
 }
 
@@ -57,6 +62,18 @@ Expected<Heartbeat, std::string> DecodeHeartbeat(std::string_view bytes) {
   heartbeat.id = id.get<std::string>();
   if (parsed.contains("priority") && parsed["priority"].is_number_unsigned()) {
     heartbeat.priority = parsed["priority"].get<uint32_t>();
+  }
+  if (parsed.contains("boot")) {
+    const auto& boot = parsed["boot"];
+    const auto seq = parsed.find("seq");
+    const auto sent = parsed.find("sent_ms");
+    if (!boot.is_string() || seq == parsed.end() || !seq->is_number_unsigned() || sent == parsed.end() ||
+        !sent->is_number_integer()) {
+      return bad("bad boot, seq or sent_ms");
+    }
+    heartbeat.boot = boot.get<std::string>();
+    heartbeat.seq = seq->get<uint64_t>();
+    heartbeat.sent_ms = sent->get<int64_t>();
   }
   if (parsed.contains("nodes") && parsed["nodes"].is_array()) {
     for (const auto& node : parsed["nodes"]) {

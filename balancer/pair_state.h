@@ -41,9 +41,15 @@ struct Heartbeat {
   uint32_t priority = 0;  // 1 when started as active
   std::string id;         // the sender's heartbeat HOST:PORT
   std::vector<SharedNode> nodes;
+  // Set only with a pair secret (heartbeat_auth.h): the sender's random boot
+  // id, its per-boot sequence (from 1) and its wall clock at sending.
+  std::string boot = {};
+  uint64_t seq = 0;
+  int64_t sent_ms = 0;
   bool operator==(const Heartbeat&) const = default;
 };
-// One UDP datagram of JSON (docs/balancer.md has an example).
+// One UDP datagram of JSON (docs/balancer.md has an example); with a pair
+// secret, HeartbeatAuth appends a MAC line to these bytes.
 std::string EncodeHeartbeat(const Heartbeat& heartbeat);
 Expected<Heartbeat, std::string> DecodeHeartbeat(std::string_view bytes);
 
