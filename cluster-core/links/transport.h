@@ -1,0 +1,72 @@
+#pragma once
+// Transport: the cluster's seam over the inter-node links (docs/internode.md).
+//
+// A Transport keeps one authenticated, ordered, framed link to every peer
+// node it knows an address for, and hands the cluster logic whole frames.
+// The real one (UvTransport, links/uv_transport.h) runs on a libuv loop over
+// TCP; the simulated one (SimTransport, links/sim_transport.h) runs on a
+// SimLoop, so the same cluster logic runs under the simulator.
+//
+// Frame types: 0x00-0x0F belong to the link layer itself (hello, challenge,
+// heartbeat, ...) and never reach the handler; 0x10-0x1F are membership;
+// 0x20-0x3F are routing and forwarding; the rest are reserved.
+//
+// Threading: a Transport and its handler belong to one loop's thread.
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace estuary::cluster {
+
+using NodeId = uint16_t;
+
+struct PeerInfo {
+  NodeId node = 0;
+  std::string cluster_address;  // the address the peer listens on, "HOST:PORT"
+};
+
+class LinkHandler {
+ public:
+  virtual ~LinkHandler() = default;
+  // A link to `peer` finished its handshake (both sides proved the cluster
+  // secret). Frames sent from now on are delivered in order.
+  virtual void OnPeerUp(const PeerInfo& peer) = 0;
+  // The link to `node` is gone (closed, reset, or silent past the heartbeat
+  // timeout). Frames not yet written are dropped. A known address is
+  // redialled with backoff; OnPeerUp follows when it is back.
+  virtual void OnPeerDown(NodeId node) = 0;
+  // One frame from `from`. `body` is valid only during the call.
+  virtual void OnFrame(NodeId from, uint8_t type, std::string_view body) = 0;
+  // The send queue to `node` fell below its low watermark after Send
+  // returned kFull: the caller may send again.
+  virtual void OnWritable(NodeId /*node*/) {}
+};
+
+enum class SendResult : uint8_t {
+  kQueued,  // accepted; written with the other frames of this loop iteration
+  kFull,    // the peer's send queue is at its bound; nothing was queued
+  kNoLink,  // no authenticated link to that node now; nothing was queued
+};
+
+class Transport {
+ public:
+  virtual ~Transport() = default;
+  virtual NodeId self() const = 0;
+  void set_handler(LinkHandler* handler) { handler_ = handler; }
+  // Keeps a link to this address (a seed or a member's cluster address):
+  // dials it, and redials with backoff while it is unreachable. The node id
+  // behind it is learned in the handshake. Adding a known address is a no-op.
+  virtual void AddPeerAddress(const std::string& address) = 0;
+  // Closes the link to `node` and forgets its address (it left the cluster).
+  virtual void RemovePeer(NodeId node) = 0;
+  virtual SendResult Send(NodeId to, uint8_t type, std::string_view body) = 0;
+  virtual bool connected(NodeId node) const = 0;
+  // The peers with an authenticated link now.
+  virtual std::vector<PeerInfo> peers() const = 0;
+
+ protected:
+  LinkHandler* handler_ = nullptr;
+};
+
+}  // namespace estuary::cluster

@@ -1,0 +1,554 @@
+#include "cluster-core/links/uv_transport.h"
+
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+
+namespace estuary::cluster {
+namespace {
+
+enum class LinkState {
+  kConnecting,  // dialled, TCP connect in progress
+  kAwaitHello,  // waiting for the peer's hello
+  kAwaitAuth,   // hellos exchanged, waiting for the peer's MAC
+  kUp,          // authenticated: cluster frames flow
+  kClosed,      // forgotten by the transport (the socket may still be draining)
+};
+
+constexpr int64_t kLinkCloseTimeoutMs = 1000;
+
+}  // namespace
+
+struct UvTransport::Link {
+  uint64_t id = 0;
+  std::shared_ptr<io::TcpConnection> connection;
+  bool dialled = false;
+  std::string dial_address;  // the Dialer this link belongs to, if dialled
+  std::string remote;        // for logs: the socket's peer address
+  LinkState state = LinkState::kConnecting;
+  wire::FrameReader reader;
+  wire::Nonce our_nonce{};
+  wire::Nonce their_nonce{};
+  NodeId node = 0;          // from the peer's hello
+  std::string advertised;   // the peer's cluster address, from its hello
+  int64_t started_ms = 0;
+  int64_t last_received_ms = 0;
+  int64_t last_sent_ms = 0;
+  uint64_t writes_at_up = 0;
+  bool want_writable = false;  // Send returned kFull
+};
+
+struct UvTransport::Dialer {
+  std::string address;
+  io::Endpoint endpoint;
+  NodeId node = 0;  // the node last found behind the address
+  LinkPtr link;     // the link being dialled or up through this dialer
+  uint32_t attempts = 0;
+  io::TimerId timer = 0;
+  bool leads_to_self = false;
+};
+
+struct UvTransport::Peer {
+  std::string address;
+  LinkPtr link;  // the authenticated link, or null
+  uint64_t frames_in = 0, frames_out = 0, bytes_in = 0, bytes_out = 0;
+  uint64_t writes_done = 0;  // of links already closed
+  uint64_t ups = 0;
+};
+
+UvTransport::UvTransport(io::UvLoop& loop, UvTransportConfig config)
+    : loop_(loop), config_(std::move(config)), random_(config_.seed) {
+  if (2 * uint64_t{config_.heartbeat_ms} > config_.dead_after_ms) {
+    spdlog::warn("links: heartbeat_ms {} is more than half of dead_after_ms {}: idle links may flap",
+                 config_.heartbeat_ms, config_.dead_after_ms);
+  }
+  Tick();  // schedules the periodic tick
+}
+
+UvTransport::~UvTransport() { Close(); }
+
+Expected<uint16_t, std::string> UvTransport::Listen(const io::Endpoint& at) {
+  if (closed_) return MakeError(std::string("cluster links: transport closed"));
+  if (config_.secret.empty()) return MakeError(std::string("cluster links: the cluster secret is empty"));
+  auto listener = io::TcpListener::Listen(loop_, at, [this](int fd) { Accept(fd); });
+  if (!listener) return MakeError("cluster links: " + listener.error());
+  listener_ = std::move(*listener);
+  // Port 0 was asked for: the hello must carry the port really bound.
+  auto advertised = io::ParseEndpoint(config_.advertised_address);
+  if (config_.advertised_address.empty()) {
+    config_.advertised_address = io::Endpoint{at.host, listener_->port()}.ToString();
+  } else if (advertised && advertised->port == 0) {
+    config_.advertised_address = io::Endpoint{advertised->host, listener_->port()}.ToString();
+  }
+  return listener_->port();
+}
+
+void UvTransport::Close() {
+  if (closed_) return;
+  closed_ = true;
+  if (listener_) listener_->Close();
+  listener_.reset();
+  loop_.CancelTimer(tick_timer_);
+  for (auto& [address, dialer] : dialers_) loop_.CancelTimer(dialer->timer);
+  dialers_.clear();
+  for (auto& [id, link] : links_) {
+    if (link->state == LinkState::kUp) WriteFrame(*link, wire::kError, "node shutting down");
+    link->state = LinkState::kClosed;
+    link->connection->SetHandlers({});
+    link->connection->Close();
+  }
+  links_.clear();
+  for (auto& [node, peer] : peers_) peer.link.reset();
+}
+
+// ---- dialling and accepting --------------------------------------------------
+
+void UvTransport::AddPeerAddress(const std::string& address) {
+  // Our own address among the seeds: skipped here; an alias of it is found
+  // in the handshake (the hello carries our own id) and not redialled.
+  if (closed_ || dialers_.count(address) != 0 || address == config_.advertised_address) return;
+  if (config_.secret.empty()) {
+    spdlog::error("links: not dialling {}: the cluster secret is empty", address);
+    return;
+  }
+  auto endpoint = io::ParseEndpoint(address);
+  if (!endpoint) {
+    spdlog::error("links: not dialling: {}", endpoint.error());
+    return;
+  }
+  auto dialer = std::make_unique<Dialer>();
+  dialer->address = address;
+  dialer->endpoint = *endpoint;
+  Dialer& ref = *dialer;
+  dialers_[address] = std::move(dialer);
+  Dial(ref);
+}
+
+void UvTransport::RemovePeer(NodeId node) {
+  for (auto it = dialers_.begin(); it != dialers_.end();) {
+    Dialer& dialer = *it->second;
+    if (dialer.node != node) {
+      ++it;
+      continue;
+    }
+    loop_.CancelTimer(dialer.timer);
+    LinkPtr pending = dialer.link;
+    it = dialers_.erase(it);
+    if (pending && pending->state != LinkState::kUp) DropLink(pending, false);
+  }
+  auto peer = peers_.find(node);
+  if (peer != peers_.end() && peer->second.link) DropLink(peer->second.link, false);
+}
+
+// The node behind an address is skipped while it is connected through
+// another link (it dialled us): one link per pair.
+void UvTransport::Dial(Dialer& dialer) {
+  if (closed_ || dialer.link || dialer.leads_to_self) return;
+  if (dialer.node != 0 && connected(dialer.node)) return;
+  auto link = std::make_shared<Link>();
+  std::weak_ptr<Link> weak = link;
+  link->connection = io::TcpConnection::Connect(loop_, dialer.endpoint, [this, weak](int status) {
+    LinkPtr self = weak.lock();
+    if (!self || self->state == LinkState::kClosed) return;
+    if (status != 0) {
+      spdlog::debug("links: dial {} failed: {}", self->dial_address, uv_strerror(status));
+      return;  // on_close follows and schedules the redial
+    }
+    self->remote = self->connection->peer_address();
+    self->state = LinkState::kAwaitHello;
+    WriteFrame(*self, wire::kHello,
+               wire::EncodeHello({.node = config_.self, .address = config_.advertised_address, .nonce = self->our_nonce}));
+  });
+  link->dialled = true;
+  link->dial_address = dialer.address;
+  link->remote = dialer.address;
+  link->state = LinkState::kConnecting;
+  dialer.link = link;
+  StartLink(link);
+}
+
+void UvTransport::Accept(int fd) {
+  if (closed_) return;
+  auto link = std::make_shared<Link>();
+  link->connection = io::TcpConnection::Adopt(loop_, fd);
+  if (!link->connection) return;
+  link->remote = link->connection->peer_address();
+  link->state = LinkState::kAwaitHello;
+  StartLink(link);
+}
+
+void UvTransport::StartLink(const LinkPtr& link) {
+  link->id = next_link_id_++;
+  link->our_nonce = wire::RandomNonce();
+  link->started_ms = loop_.NowMs();
+  link->last_received_ms = link->started_ms;
+  link->last_sent_ms = link->started_ms;
+  link->reader.set_max_frame(wire::kHandshakeMaxFrame);
+  links_[link->id] = link;
+  std::weak_ptr<Link> weak = link;
+  io::TcpConnection& connection = *link->connection;
+  connection.set_watermarks(config_.queue_low_bytes, config_.queue_high_bytes);
+  connection.set_close_timeout(kLinkCloseTimeoutMs);
+  connection.SetHandlers({
+      .on_data =
+          [this, weak](std::string_view bytes) {
+            LinkPtr self = weak.lock();
+            if (self && self->state != LinkState::kClosed) OnData(self, bytes);
+          },
+      .on_close =
+          [this, weak](int status) {
+            LinkPtr self = weak.lock();
+            if (!self || self->state == LinkState::kClosed) return;
+            if (self->state == LinkState::kUp) {
+              spdlog::info("links: link to node {} ({}) closed: {}", self->node, self->remote,
+                           status == 0 ? "closed" : uv_strerror(status));
+            }
+            Forget(self);
+          },
+      .on_drain =
+          [this, weak] {
+            LinkPtr self = weak.lock();
+            if (!self || self->state != LinkState::kUp || !self->want_writable) return;
+            self->want_writable = false;
+            if (handler_ != nullptr) handler_->OnWritable(self->node);
+          },
+  });
+}
+
+void UvTransport::ScheduleRedial(Dialer& dialer) {
+  if (closed_ || dialer.timer != 0 || dialer.link || dialer.leads_to_self) return;
+  uint64_t base = config_.backoff_min_ms;
+  for (uint32_t i = 0; i < dialer.attempts && base < config_.backoff_max_ms; ++i) base *= 2;
+  base = std::max<uint64_t>(1, std::min<uint64_t>(base, config_.backoff_max_ms));
+  ++dialer.attempts;
+  // Jitter in [base/2, base]: peers that lost each other at once do not
+  // redial in lockstep.
+  uint64_t delay = base / 2 + random_() % (base / 2 + 1);
+  std::string address = dialer.address;
+  dialer.timer = loop_.AddTimer(static_cast<int64_t>(delay), [this, address] {
+    auto it = dialers_.find(address);
+    if (it == dialers_.end()) return;
+    it->second->timer = 0;
+    Dial(*it->second);
+  });
+}
+
+// ---- reading -----------------------------------------------------------------
+
+void UvTransport::OnData(const LinkPtr& link, std::string_view bytes) {
+  link->last_received_ms = loop_.NowMs();
+  link->reader.Feed(bytes);
+  wire::FrameReader::Frame frame;
+  while (link->state != LinkState::kClosed) {
+    switch (link->reader.Next(frame)) {
+      case wire::FrameReader::Status::kNeedMore:
+        return;
+      case wire::FrameReader::Status::kOversize:
+        return Refuse(link, link->state == LinkState::kUp ? "oversize frame" : "garbage: oversize handshake frame");
+      case wire::FrameReader::Status::kEmptyFrame:
+        return Refuse(link, "garbage: empty frame");
+      case wire::FrameReader::Status::kFrame:
+        break;
+    }
+    if (frame.type < wire::kFirstClusterType) {
+      OnLinkFrame(link, frame.type, frame.body);
+      continue;
+    }
+    if (link->state != LinkState::kUp) return Refuse(link, "cluster frame before authentication");
+    Peer& peer = peers_[link->node];
+    ++peer.frames_in;
+    peer.bytes_in += wire::kHeaderBytes + frame.body.size();
+    if (handler_ != nullptr) handler_->OnFrame(link->node, frame.type, frame.body);
+  }
+}
+
+void UvTransport::OnLinkFrame(const LinkPtr& link, uint8_t type, std::string_view body) {
+  switch (type) {
+    case wire::kHello:
+      if (link->state != LinkState::kAwaitHello) return Refuse(link, "unexpected hello");
+      return OnHello(link, body);
+    case wire::kAuth:
+      if (link->state != LinkState::kAwaitAuth) return Refuse(link, "unexpected auth");
+      return OnAuth(link, body);
+    case wire::kHeartbeat:
+      if (link->state != LinkState::kUp) return Refuse(link, "heartbeat before authentication");
+      return;
+    case wire::kError:
+      if (body == "duplicate link") {
+        spdlog::debug("links: {} (node {}) kept its own link to us", link->remote, link->node);
+      } else {
+        spdlog::warn("links: {} (node {}) closed the link: {}", link->remote, link->node,
+                     std::string(body.substr(0, 200)));
+      }
+      return DropLink(link, false);
+    default:
+      return Refuse(link, fmt::format("unknown link frame type 0x{:02x}", type));
+  }
+}
+
+void UvTransport::OnHello(const LinkPtr& link, std::string_view body) {
+  auto hello = wire::DecodeHello(body);
+  if (!hello) return Refuse(link, "garbage: malformed hello");
+  if (hello->magic != wire::kMagic) return Refuse(link, "garbage: bad magic");
+  if (hello->major != wire::kVersionMajor) {
+    return Refuse(link, fmt::format("unsupported protocol version {}.{} (we speak {}.{})", hello->major,
+                                    hello->minor, wire::kVersionMajor, wire::kVersionMinor));
+  }
+  if (hello->node == 0) return Refuse(link, "node id 0");
+  Dialer* dialer = nullptr;
+  if (link->dialled) {
+    auto it = dialers_.find(link->dial_address);
+    if (it != dialers_.end()) dialer = it->second.get();
+  }
+  if (hello->node == config_.self) {
+    if (dialer != nullptr) dialer->leads_to_self = true;  // our own address: stop dialling it
+    if (!link->dialled) {
+      // Our hello first, so that a dialer that is ourselves learns it and stops.
+      WriteFrame(*link, wire::kHello,
+                 wire::EncodeHello({.node = config_.self, .address = config_.advertised_address, .nonce = link->our_nonce}));
+    }
+    return Refuse(link, fmt::format("node id {} is our own", hello->node));
+  }
+  link->node = hello->node;
+  link->advertised = hello->address;
+  link->their_nonce = hello->nonce;
+  link->state = LinkState::kAwaitAuth;
+  if (!link->dialled) {
+    WriteFrame(*link, wire::kHello,
+               wire::EncodeHello({.node = config_.self, .address = config_.advertised_address, .nonce = link->our_nonce}));
+    return;
+  }
+  if (dialer != nullptr) {
+    if (dialer->node != 0 && dialer->node != hello->node) {
+      spdlog::info("links: {} is now node {} (was node {})", dialer->address, hello->node, dialer->node);
+    }
+    dialer->node = hello->node;
+  }
+  if (connected(hello->node)) {
+    // It dialled us first and that link is up: this one is redundant.
+    WriteFrame(*link, wire::kError, "duplicate link");
+    return DropLink(link, false);
+  }
+  wire::Mac mac = wire::ComputeMac(config_.secret, wire::Role::kDialer, link->our_nonce, link->their_nonce,
+                                   config_.self, link->node);
+  WriteFrame(*link, wire::kAuth, std::string_view(reinterpret_cast<const char*>(mac.data()), mac.size()));
+}
+
+void UvTransport::OnAuth(const LinkPtr& link, std::string_view body) {
+  wire::Mac expected =
+      link->dialled ? wire::ComputeMac(config_.secret, wire::Role::kAcceptor, link->our_nonce, link->their_nonce,
+                                       config_.self, link->node)
+                    : wire::ComputeMac(config_.secret, wire::Role::kDialer, link->their_nonce, link->our_nonce,
+                                       link->node, config_.self);
+  if (!wire::MacEquals(expected, body)) return Refuse(link, "authentication failed (wrong cluster secret?)");
+  if (!link->dialled) {
+    if (!Arbitrate(link)) return;
+    wire::Mac mac = wire::ComputeMac(config_.secret, wire::Role::kAcceptor, link->their_nonce, link->our_nonce,
+                                     link->node, config_.self);
+    WriteFrame(*link, wire::kAuth, std::string_view(reinterpret_cast<const char*>(mac.data()), mac.size()));
+  }
+  MarkUp(link);
+}
+
+// The acceptor decides which of two simultaneous links survives: the one
+// dialled by the lower node id. A dial of ours to that node whose hello
+// already arrived is the other candidate.
+bool UvTransport::Arbitrate(const LinkPtr& link) {
+  std::vector<LinkPtr> ours;
+  for (auto& [id, other] : links_) {
+    if (other != link && other->dialled && other->node == link->node && other->state == LinkState::kAwaitAuth) {
+      ours.push_back(other);
+    }
+  }
+  if (ours.empty()) return true;
+  if (config_.self < link->node) {
+    spdlog::debug("links: node {} dialled us while we dial it: keeping ours", link->node);
+    WriteFrame(*link, wire::kError, "duplicate link");
+    DropLink(link, false);
+    return false;
+  }
+  for (const LinkPtr& other : ours) {
+    WriteFrame(*other, wire::kError, "duplicate link");
+    DropLink(other, false);
+  }
+  return true;
+}
+
+void UvTransport::MarkUp(const LinkPtr& link) {
+  Peer& peer = peers_[link->node];
+  if (peer.link && peer.link != link) {
+    spdlog::info("links: node {} opened a new link: replacing the old one", link->node);
+    WriteFrame(*peer.link, wire::kError, "replaced by a newer link");
+    DropLink(peer.link, false);  // OnPeerDown for the old link first
+  }
+  Peer& fresh = peers_[link->node];
+  link->state = LinkState::kUp;
+  link->reader.set_max_frame(config_.max_frame_bytes);
+  link->last_received_ms = loop_.NowMs();
+  link->writes_at_up = link->connection->writes_issued();
+  fresh.link = link;
+  fresh.address = link->advertised;
+  if (fresh.ups++ > 0) spdlog::info("links: node {} ({}) reconnected", link->node, link->remote);
+  for (auto& [address, dialer] : dialers_) {
+    bool same = (link->dialled && address == link->dial_address) || address == link->advertised;
+    if (!same) continue;
+    dialer->node = link->node;
+    if (address == link->dial_address && link->dialled) dialer->attempts = 0;
+    // A dial still in handshake to the same node is redundant now.
+    if (dialer->link && dialer->link != link && dialer->link->state != LinkState::kUp) {
+      DropLink(dialer->link, false);
+    }
+  }
+  spdlog::info("links: node {} up ({}, {})", link->node, link->advertised, link->dialled ? "dialled" : "accepted");
+  if (handler_ != nullptr) handler_->OnPeerUp({link->node, link->advertised});
+}
+
+// ---- closing -----------------------------------------------------------------
+
+void UvTransport::Refuse(const LinkPtr& link, const std::string& reason) {
+  ++refused_;
+  if (link->node != 0) {
+    spdlog::warn("links: refused {} (node {}): {}", link->remote, link->node, reason);
+  } else {
+    spdlog::warn("links: refused {}: {}", link->remote, reason);
+  }
+  WriteFrame(*link, wire::kError, reason);
+  DropLink(link, false);
+}
+
+void UvTransport::DropLink(const LinkPtr& link, bool abort) {
+  if (link->state == LinkState::kClosed) return;
+  LinkPtr keep = link;  // the caller's reference may live in links_
+  keep->connection->SetHandlers({});
+  if (abort) {
+    keep->connection->Abort();
+  } else {
+    keep->connection->Close();
+  }
+  Forget(keep);
+}
+
+// Bookkeeping once a link is gone, whoever closed it.
+void UvTransport::Forget(const LinkPtr& link) {
+  bool was_up = link->state == LinkState::kUp;
+  link->state = LinkState::kClosed;
+  links_.erase(link->id);
+  if (link->dialled) {
+    auto it = dialers_.find(link->dial_address);
+    if (it != dialers_.end() && it->second->link == link) {
+      it->second->link.reset();
+      ScheduleRedial(*it->second);
+    }
+  }
+  if (was_up) PeerDown(link);
+}
+
+void UvTransport::PeerDown(const LinkPtr& link) {
+  Peer& peer = peers_[link->node];
+  if (peer.link != link) return;
+  peer.writes_done += link->connection->writes_issued() - link->writes_at_up;
+  peer.link.reset();
+  // A dialer standing by while the node had dialled us takes over.
+  for (auto& [address, dialer] : dialers_) {
+    if (dialer->node == link->node) ScheduleRedial(*dialer);
+  }
+  if (handler_ != nullptr && !closed_) handler_->OnPeerDown(link->node);
+}
+
+// ---- writing -----------------------------------------------------------------
+
+SendResult UvTransport::Send(NodeId to, uint8_t type, std::string_view body) {
+  if (closed_) return SendResult::kNoLink;
+  auto it = peers_.find(to);
+  if (it == peers_.end() || !it->second.link) return SendResult::kNoLink;
+  if (type < wire::kFirstClusterType || body.size() + 1 > config_.max_frame_bytes) {
+    spdlog::error("links: refusing to send frame type 0x{:02x} of {} bytes to node {}", type, body.size(), to);
+    return SendResult::kNoLink;
+  }
+  Link& link = *it->second.link;
+  if (link.connection->above_high_watermark()) {
+    link.want_writable = true;
+    return SendResult::kFull;
+  }
+  WriteFrame(link, type, body);
+  ++it->second.frames_out;
+  it->second.bytes_out += wire::kHeaderBytes + body.size();
+  return SendResult::kQueued;
+}
+
+void UvTransport::WriteFrame(Link& link, uint8_t type, std::string_view body) {
+  if (!link.connection->is_open()) return;
+  wire::AppendFrame(link.connection->output_buffer(), type, body);
+  link.connection->MarkDirty();
+  link.last_sent_ms = loop_.NowMs();
+}
+
+// ---- timers ------------------------------------------------------------------
+
+// One periodic tick for every link: heartbeats, dead peers, handshake
+// timeouts. A tick that comes late (the loop was stalled) first refreshes
+// the receive times: the heartbeats may be waiting in the socket, and the
+// timers of an iteration run before its reads.
+void UvTransport::Tick() {
+  const int64_t interval = std::max<int64_t>(1, std::min(config_.heartbeat_ms, config_.dead_after_ms) / 4);
+  const int64_t now = loop_.NowMs();
+  const bool stalled = last_tick_ms_ != 0 && now - last_tick_ms_ > std::max<int64_t>(4 * interval, config_.dead_after_ms / 2);
+  last_tick_ms_ = now;
+  std::vector<LinkPtr> snapshot;
+  snapshot.reserve(links_.size());
+  for (auto& [id, link] : links_) snapshot.push_back(link);
+  for (const LinkPtr& link : snapshot) {
+    if (link->state == LinkState::kClosed) continue;
+    if (link->state != LinkState::kUp) {
+      if (now - link->started_ms <= config_.handshake_timeout_ms) continue;
+      if (link->state == LinkState::kConnecting) {
+        spdlog::debug("links: dial {} timed out", link->dial_address);
+        DropLink(link, true);
+      } else {
+        Refuse(link, "handshake timeout");
+      }
+      continue;
+    }
+    if (stalled) link->last_received_ms = now;
+    if (now - link->last_received_ms > config_.dead_after_ms) {
+      spdlog::warn("links: node {} ({}) silent for {} ms: link down", link->node, link->remote,
+                   now - link->last_received_ms);
+      DropLink(link, true);
+      continue;
+    }
+    if (now - link->last_sent_ms >= config_.heartbeat_ms) WriteFrame(*link, wire::kHeartbeat, {});
+  }
+  if (!closed_) tick_timer_ = loop_.AddTimer(interval, [this] { Tick(); });
+}
+
+// ---- queries -----------------------------------------------------------------
+
+bool UvTransport::connected(NodeId node) const {
+  auto it = peers_.find(node);
+  return it != peers_.end() && it->second.link != nullptr;
+}
+
+std::vector<PeerInfo> UvTransport::peers() const {
+  std::vector<PeerInfo> out;
+  for (const auto& [node, peer] : peers_) {
+    if (peer.link) out.push_back({node, peer.address});
+  }
+  return out;
+}
+
+std::vector<UvTransport::PeerStats> UvTransport::stats() const {
+  std::vector<PeerStats> out;
+  for (const auto& [node, peer] : peers_) {
+    uint64_t writes = peer.writes_done;
+    size_t queued = 0;
+    if (peer.link) {
+      writes += peer.link->connection->writes_issued() - peer.link->writes_at_up;
+      queued = peer.link->connection->queued_bytes();
+    }
+    out.push_back({node, peer.address, peer.link != nullptr, peer.frames_in, peer.frames_out, peer.bytes_in,
+                   peer.bytes_out, writes, peer.ups > 0 ? peer.ups - 1 : 0, queued});
+  }
+  return out;
+}
+
+}  // namespace estuary::cluster
