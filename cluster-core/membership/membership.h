@@ -1,0 +1,166 @@
+#pragma once
+// Membership: who is in the cluster, in what state, at which addresses
+// (docs/membership.md). Nodes join through seeds, gossip their member
+// tables over the Transport (frames 0x10-0x1F), keep a full mesh of links
+// (every member dials every other member's cluster address), detect
+// failures from link loss (up -> suspect -> down, with indirect probes),
+// refute false suspicion by raising their incarnation, leave gracefully,
+// and are removed by an operator (a tombstone gossip cannot undo; a removed
+// node rejoins only through a deliberate Join).
+//
+// Ownership and threading: the ClusterAgent owns one Membership on shard
+// 0's loop and forwards it the Transport's OnPeerUp/OnPeerDown and frames
+// 0x10-0x1F. Every method must be called on that loop. The Membership does
+// not own the Transport or the Loop; both must outlive it.
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <optional>
+#include <set>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "cluster-core/links/transport.h"
+#include "cluster-core/membership/membership_codec.h"
+#include "io/loop.h"
+#include "model/result.h"
+
+namespace estuary::cluster {
+
+struct Member {
+  NodeId node = 0;
+  std::string cluster_address{};
+  std::string admin_address{};
+  MemberState state = MemberState::kJoining;
+  uint64_t incarnation = 0;
+  int64_t since_ms = 0;  // the local loop time this node saw `state` begin
+  uint32_t epoch = 0;    // readmissions after a removal
+  bool removed = false;  // kLeft by an operator's remove, not a graceful leave
+};
+
+struct MembershipConfig {
+  NodeId self = 1;
+  std::string cluster_address{};
+  std::string admin_address{};
+  uint32_t suspect_after_ms = 500;   // link lost this long -> suspect
+  uint32_t down_after_ms = 3000;     // link lost this long (and nobody reaches it) -> down
+  uint32_t leave_timeout_ms = 2000;  // Leave() waits this long for acks
+  uint32_t gossip_interval_ms = 500;
+  uint32_t tick_ms = 50;             // resolution of the failure detector
+};
+
+class Membership {
+ public:
+  Membership(io::Loop& loop, Transport& transport, MembershipConfig config);
+  ~Membership();
+  Membership(const Membership&) = delete;
+  Membership& operator=(const Membership&) = delete;
+
+  // Called when a member appears or its state or addresses change
+  // (including self), after the table changed.
+  void set_on_change(std::function<void(const Member&)> fn) { on_change_ = std::move(fn); }
+  // This node's addresses, when they are known only after listening (port 0).
+  // Call before Start().
+  void set_addresses(const std::string& cluster_address, const std::string& admin_address);
+  // Adds the seeds to the transport and starts the timers. With no seed
+  // (other than its own address) the node is the first member and is Up at
+  // once; otherwise it is Joining until a member answers its join.
+  void Start(const std::vector<std::string>& seeds);
+  void OnPeerUp(const PeerInfo& peer);
+  void OnPeerDown(NodeId node);
+  void OnFrame(NodeId from, uint8_t type, std::string_view body);  // types 0x10-0x1F only
+
+  // estuaryctl join: dial `cluster_address` and exchange tables. On a node
+  // that was removed, this is the deliberate rejoin; on a member, pointed at
+  // a removed node's address, it invites that node back.
+  void Join(const std::string& cluster_address);
+  // estuaryctl remove: mark kLeft cluster-wide (a tombstone), drop its link.
+  // Refuses self (use Leave) and unknown nodes.
+  Expected<void, std::string> Remove(NodeId node);
+  // Graceful leave: kLeaving is announced to every connected member, then
+  // kLeft once all acked or after leave_timeout_ms; `done` runs (posted)
+  // after kLeft was sent.
+  void Leave(std::function<void()> done);
+
+  std::vector<Member> members() const;  // sorted by node id, self included
+  const Member* Find(NodeId node) const;
+  bool IsLive(NodeId node) const;  // kJoining/kUp/kSuspect
+  NodeId self() const { return config_.self; }
+  int64_t NowMs() const { return loop_.NowMs(); }
+  // Set when a member refused this node (node-id conflict), empty otherwise.
+  const std::string& refused_reason() const { return refused_reason_; }
+  // True once this node learnt it was removed (until a deliberate Join).
+  bool removed() const { return removed_; }
+
+ private:
+  // The failure detector's view of one member whose link is down.
+  struct Episode {
+    int64_t lost_at_ms = 0;
+    int64_t last_probe_ms = -1;    // when we last asked the others about it
+    int64_t last_vouched_ms = -1;  // the latest "I still reach it" answer
+    bool suspected = false;        // we hold a suspicion at suspected_incarnation
+    int64_t suspected_at_ms = 0;
+    uint64_t suspected_incarnation = 0;
+  };
+  bool RecentlyVouched(const Episode& episode, int64_t now) const;
+  void Probe(NodeId node, Episode& episode, int64_t now);
+  void Suspect(Member& member, Episode& episode, int64_t now);
+
+  Member& SelfRecord() { return table_.at(config_.self); }
+  MemberEntry EntryOf(const Member& member) const;
+  std::vector<MemberEntry> Table() const;
+  void SetState(Member& member, MemberState state);
+  void Notify(const Member& member);
+
+  void HandleJoin(NodeId from, std::string_view body);
+  void HandleWelcome(NodeId from, std::string_view body);
+  void HandleLeave(NodeId from, std::string_view body);
+  void HandleProbe(NodeId from, std::string_view body);
+  void HandleProbeReply(std::string_view body);
+  void HandleRefuse(NodeId from, std::string_view body);
+  void HandleInvite(NodeId from);
+
+  void Merge(const std::vector<MemberEntry>& entries);
+  void MergeOne(const MemberEntry& entry);
+  void MergeSelf(const MemberEntry& entry);
+  void AfterChange(Member& member);
+  void BecomeRemoved(const MemberEntry& tombstone);
+  bool ConflictsWith(NodeId node, const std::string& address) const;
+  void Refuse(NodeId node, const std::string& address);
+
+  void Tick();
+  void TickEpisode(NodeId node, Episode& episode, int64_t now);
+  void GossipTick();
+  void SchedulePush();
+  void Broadcast(MembershipFrame type, const std::string& body);
+  void SendTable(NodeId to, MembershipFrame type);
+  void SendJoin(NodeId to);
+  void DropLinkSoon(NodeId node);
+  void DropAllLinks();
+  void FinishLeave();
+
+  io::Loop& loop_;
+  Transport& transport_;
+  MembershipConfig config_;
+  std::function<void(const Member&)> on_change_;
+  std::map<NodeId, Member> table_;
+  std::map<NodeId, Episode> unreachable_;
+  std::set<NodeId> refused_links_;       // links we refused (id conflict)
+  std::set<std::string> invited_;        // addresses an operator asked us to (re)admit
+  std::set<NodeId> leave_waiting_;       // members yet to ack our kLeave
+  std::vector<std::function<void()>> leave_done_;
+  bool started_ = false;
+  bool removed_ = false;
+  bool rejoin_pending_ = false;
+  bool push_scheduled_ = false;
+  std::string refused_reason_;
+  io::TimerId tick_timer_ = 0;
+  io::TimerId gossip_timer_ = 0;
+  io::TimerId leave_timer_ = 0;
+  std::set<io::TimerId> linger_timers_;
+  std::shared_ptr<bool> alive_ = std::make_shared<bool>(true);
+};
+
+}  // namespace estuary::cluster

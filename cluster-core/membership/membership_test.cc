@@ -1,0 +1,287 @@
+// Membership scenarios on simulated time over in-memory transports.
+#include "cluster-core/membership/membership.h"
+
+#include <gtest/gtest.h>
+
+#include <map>
+#include <memory>
+
+#include "cluster-core/membership/memory_transport.h"
+#include "io/sim/sim_loop.h"
+
+namespace estuary::cluster {
+namespace {
+
+using S = MemberState;
+
+std::string Address(NodeId id) { return "10.0.0." + std::to_string(id) + ":7000"; }
+
+// Forwards the transport's events to a Membership (the ClusterAgent's job).
+class Forwarder final : public LinkHandler {
+ public:
+  explicit Forwarder(Membership& membership) : membership_(membership) {}
+  void OnPeerUp(const PeerInfo& peer) override { membership_.OnPeerUp(peer); }
+  void OnPeerDown(NodeId node) override { membership_.OnPeerDown(node); }
+  void OnFrame(NodeId from, uint8_t type, std::string_view body) override {
+    membership_.OnFrame(from, type, body);
+  }
+
+ private:
+  Membership& membership_;
+};
+
+struct Node {
+  std::unique_ptr<testing::MemoryTransport> transport;
+  std::unique_ptr<Membership> membership;
+  std::unique_ptr<Forwarder> forwarder;
+  std::vector<Member> changes;
+};
+
+class MembershipTest : public ::testing::Test {
+ protected:
+  Node& Start(NodeId id, std::vector<std::string> seeds, std::string address = "") {
+    if (address.empty()) address = Address(id);
+    auto node = std::make_unique<Node>();
+    node->transport = std::make_unique<testing::MemoryTransport>(network_, id, address);
+    MembershipConfig config{.self = id, .cluster_address = address, .admin_address = "admin-" + address};
+    node->membership = std::make_unique<Membership>(loop_, *node->transport, config);
+    node->forwarder = std::make_unique<Forwarder>(*node->membership);
+    node->transport->set_handler(node->forwarder.get());
+    node->membership->set_on_change([raw = node.get()](const Member& m) { raw->changes.push_back(m); });
+    node->membership->Start(seeds);
+    Node& ref = *node;
+    nodes_[address] = std::move(node);
+    return ref;
+  }
+  Membership& M(NodeId id) { return *nodes_.at(Address(id))->membership; }
+  void Crash(NodeId id) {
+    auto it = nodes_.find(Address(id));
+    it->second->membership.reset();
+    nodes_.erase(it);  // the transport's destructor breaks its links
+  }
+  void Run(int64_t ms) { loop_.AdvanceBy(ms); }
+  S StateAt(NodeId observer, NodeId member) {
+    const Member* found = M(observer).Find(member);
+    return found ? found->state : S::kJoining;
+  }
+  // Every running node's view of `member`.
+  bool AllSee(NodeId member, S state) {
+    for (auto& [address, node] : nodes_) {
+      const Member* found = node->membership->Find(member);
+      if (!found || found->state != state) return false;
+    }
+    return true;
+  }
+  void StartThree() {
+    Start(1, {});
+    Start(2, {Address(1)});
+    Start(3, {Address(1)});
+    Run(1000);
+  }
+
+  io::ManualClock clock_;
+  io::SimLoop loop_{clock_};
+  testing::MemoryNetwork network_{loop_};
+  std::map<std::string, std::unique_ptr<Node>> nodes_;
+};
+
+TEST_F(MembershipTest, ThreeNodesJoinThroughOneSeedAndFormAFullMesh) {
+  StartThree();
+  for (NodeId id : {1, 2, 3}) EXPECT_TRUE(AllSee(id, S::kUp)) << id;
+  EXPECT_TRUE(nodes_.at(Address(2))->transport->connected(3));  // learnt from the table, not a seed
+  const Member* two = M(3).Find(2);
+  ASSERT_NE(two, nullptr);
+  EXPECT_EQ(two->cluster_address, Address(2));
+  EXPECT_EQ(two->admin_address, "admin-" + Address(2));
+  ASSERT_EQ(M(1).members().size(), 3u);
+  EXPECT_EQ(M(1).members()[0].node, 1);
+  EXPECT_TRUE(M(1).IsLive(3));
+}
+
+TEST_F(MembershipTest, CrashedNodeIsSuspectThenDownEverywhereThenUpWhenBack) {
+  StartThree();
+  Crash(3);
+  Run(600);  // past suspect_after_ms (500)
+  EXPECT_EQ(StateAt(1, 3), S::kSuspect);
+  EXPECT_EQ(StateAt(2, 3), S::kSuspect);
+  Run(2600);  // past down_after_ms (3000) since the loss
+  EXPECT_TRUE(AllSee(3, S::kDown));
+  EXPECT_FALSE(M(1).IsLive(3));
+  const uint64_t down_incarnation = M(1).Find(3)->incarnation;
+
+  Start(3, {Address(1)});  // a fresh process: incarnation 0, joining
+  Run(1000);
+  EXPECT_TRUE(AllSee(3, S::kUp));
+  EXPECT_GT(M(1).Find(3)->incarnation, down_incarnation);  // it refuted "down"
+  EXPECT_TRUE(nodes_.at(Address(3))->transport->connected(2));
+}
+
+TEST_F(MembershipTest, GracefulLeaveIsFinalAndGossipDoesNotBringItBack) {
+  StartThree();
+  bool done = false;
+  M(3).Leave([&] { done = true; });
+  EXPECT_EQ(StateAt(3, 3), S::kLeaving);
+  Run(200);
+  EXPECT_TRUE(done);
+  EXPECT_TRUE(AllSee(3, S::kLeft));
+  Run(10'000);  // many gossip rounds
+  EXPECT_TRUE(AllSee(3, S::kLeft));
+  EXPECT_FALSE(nodes_.at(Address(1))->transport->connected(3));
+  EXPECT_EQ(nodes_.at(Address(1))->transport->wanted().count(Address(3)), 0u);
+
+  // Starting it again is a deliberate act: the new process rejoins.
+  Crash(3);
+  Start(3, {Address(1)});
+  Run(1000);
+  EXPECT_TRUE(AllSee(3, S::kUp));
+  EXPECT_EQ(M(1).Find(3)->epoch, 1u);
+  EXPECT_TRUE(nodes_.at(Address(3))->transport->connected(2));
+}
+
+TEST_F(MembershipTest, OperatorRemoveIsClusterWideAndAnInviteReadmits) {
+  StartThree();
+  EXPECT_FALSE(M(1).Remove(1));  // self
+  EXPECT_FALSE(M(1).Remove(42));  // unknown
+  ASSERT_TRUE(M(1).Remove(3));
+  Run(500);
+  EXPECT_TRUE(AllSee(3, S::kLeft));
+  EXPECT_TRUE(M(3).removed());
+  Run(10'000);
+  EXPECT_TRUE(AllSee(3, S::kLeft));
+  EXPECT_FALSE(nodes_.at(Address(2))->transport->connected(3));
+
+  M(2).Join(Address(3));  // an operator asks a member to readmit it
+  Run(1000);
+  EXPECT_TRUE(AllSee(3, S::kUp));
+  EXPECT_FALSE(M(3).removed());
+  EXPECT_EQ(M(1).Find(3)->epoch, 1u);
+
+  // Removed again, then restarted with its seeds: it learns it is out and
+  // stays out...
+  ASSERT_TRUE(M(1).Remove(3));
+  Run(500);
+  Crash(3);
+  Node& again = Start(3, {Address(1)});
+  Run(2000);
+  EXPECT_TRUE(again.membership->removed());
+  EXPECT_EQ(StateAt(1, 3), S::kLeft);
+  EXPECT_TRUE(M(1).Find(3)->removed);
+  EXPECT_EQ(StateAt(2, 3), S::kLeft);
+  // ...until the operator joins it, from its own side this time.
+  again.membership->Join(Address(2));
+  Run(1000);
+  EXPECT_TRUE(AllSee(3, S::kUp));
+  EXPECT_EQ(M(1).Find(3)->epoch, 2u);
+  EXPECT_TRUE(again.transport->connected(1));
+}
+
+// The new process first joins through a member that never heard of the
+// leave, and meets its tombstone only afterwards, while already up.
+TEST_F(MembershipTest, ANewProcessRejoinsAfterALeaveEvenWhenItMeetsTheTombstoneLate) {
+  StartThree();
+  network_.Cut(Address(1), Address(2));
+  network_.Cut(Address(2), Address(3));
+  M(3).Leave(nullptr);
+  Run(4000);
+  ASSERT_EQ(StateAt(1, 3), S::kLeft);
+  ASSERT_EQ(StateAt(2, 3), S::kDown);  // it never heard of the leave
+  Crash(3);
+  network_.Heal(Address(2), Address(3));
+  Node& again = Start(3, {Address(2)});
+  Run(2000);
+  EXPECT_EQ(StateAt(3, 3), S::kUp);
+  EXPECT_FALSE(again.membership->removed());
+  network_.Heal(Address(1), Address(2));
+  Run(2000);
+  for (NodeId id : {1, 2, 3}) EXPECT_TRUE(AllSee(id, S::kUp)) << id;
+  EXPECT_FALSE(again.membership->removed());
+  EXPECT_EQ(M(1).Find(3)->epoch, 1u);
+}
+
+TEST_F(MembershipTest, RemovingANodeThatLeftKeepsItOutAfterARestart) {
+  StartThree();
+  M(3).Leave(nullptr);
+  Run(500);
+  ASSERT_TRUE(AllSee(3, S::kLeft));
+  ASSERT_TRUE(M(1).Remove(3));  // turns the leave into a removal
+  Run(500);
+  Crash(3);
+  Node& again = Start(3, {Address(2)});
+  Run(2000);
+  EXPECT_TRUE(again.membership->removed());
+  EXPECT_EQ(StateAt(1, 3), S::kLeft);
+  EXPECT_EQ(StateAt(2, 3), S::kLeft);
+}
+
+TEST_F(MembershipTest, NodeIdConflictRefusesTheNewcomer) {
+  Start(1, {});
+  Start(2, {Address(1)});
+  Run(1000);
+  Crash(2);
+  Run(100);  // node 2 is still a live member (not yet suspect)
+  Node& impostor = Start(2, {Address(1)}, "10.0.0.99:7000");
+  Run(1000);
+  EXPECT_FALSE(impostor.membership->refused_reason().empty());
+  EXPECT_NE(impostor.membership->refused_reason().find("10.0.0.2:7000"), std::string::npos);
+  EXPECT_EQ(M(1).Find(2)->cluster_address, Address(2));
+  EXPECT_EQ(impostor.membership->Find(1), nullptr);  // it never got the table
+  EXPECT_FALSE(impostor.transport->connected(1));
+}
+
+TEST_F(MembershipTest, WronglySuspectedNodeRefutesAndIsNeverDown) {
+  StartThree();
+  network_.Cut(Address(1), Address(3));  // 2 still reaches both
+  Run(10'000);
+  for (NodeId id : {1, 2, 3}) EXPECT_TRUE(AllSee(id, S::kUp)) << id;
+  EXPECT_GT(M(2).Find(3)->incarnation, 0u);  // 3 refuted 1's suspicion
+  for (const Member& change : nodes_.at(Address(1))->changes) {
+    EXPECT_FALSE(change.node == 3 && change.state == S::kDown);
+  }
+  bool suspected = false;
+  for (const Member& change : nodes_.at(Address(1))->changes) {
+    suspected |= change.node == 3 && change.state == S::kSuspect;
+  }
+  EXPECT_TRUE(suspected);
+}
+
+TEST_F(MembershipTest, PartitionOfOneFromTwoThenHeal) {
+  StartThree();
+  network_.Cut(Address(3), Address(1));
+  network_.Cut(Address(3), Address(2));
+  Run(3500);
+  EXPECT_EQ(StateAt(1, 3), S::kDown);
+  EXPECT_EQ(StateAt(2, 3), S::kDown);
+  EXPECT_EQ(StateAt(1, 2), S::kUp);
+  EXPECT_EQ(StateAt(3, 1), S::kDown);  // the lone node's view of the majority
+  EXPECT_EQ(StateAt(3, 2), S::kDown);
+
+  network_.Heal(Address(3), Address(1));
+  network_.Heal(Address(3), Address(2));
+  Run(2000);
+  for (NodeId id : {1, 2, 3}) EXPECT_TRUE(AllSee(id, S::kUp)) << id;
+}
+
+TEST_F(MembershipTest, ANodeThatDiesWhileLeavingIsLeftEverywhere) {
+  StartThree();
+  bool done = false;
+  M(3).Leave([&] { done = true; });
+  Run(1);  // the Leave frames are on the wire, the acks are not back
+  Crash(3);
+  Run(1000);
+  EXPECT_FALSE(done);
+  EXPECT_TRUE(AllSee(3, S::kLeft));
+  EXPECT_FALSE(M(1).Find(3)->removed);
+  for (NodeId id : {1, 2}) EXPECT_TRUE(AllSee(id, S::kUp));
+}
+
+TEST_F(MembershipTest, LeaveWithNoReachablePeerFinishesAtOnce) {
+  Start(1, {});
+  bool done = false;
+  M(1).Leave([&] { done = true; });
+  loop_.RunUntilIdle();
+  EXPECT_TRUE(done);
+  EXPECT_EQ(StateAt(1, 1), S::kLeft);
+}
+
+}  // namespace
+}  // namespace estuary::cluster

@@ -1,0 +1,83 @@
+#pragma once
+// MemoryNetwork: Transports that connect in memory on one io::Loop, for
+// membership tests (and estuaryctl's). Links come up one loop turn after a
+// dial, frames arrive 1 ms after Send, in order; nodes crash and restart,
+// pairs are cut and healed. Known addresses are redialled every 100 ms.
+// A link is refused while either side already has one to the other's id
+// (a real link layer refuses a second link claiming a connected node id).
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <set>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "cluster-core/links/transport.h"
+#include "io/loop.h"
+
+namespace estuary::cluster::testing {
+
+class MemoryNetwork;
+
+class MemoryTransport final : public Transport {
+ public:
+  MemoryTransport(MemoryNetwork& network, NodeId self, std::string address);
+  ~MemoryTransport() override;
+  NodeId self() const override { return self_; }
+  const std::string& address() const { return address_; }
+  void AddPeerAddress(const std::string& address) override;
+  void RemovePeer(NodeId node) override;
+  SendResult Send(NodeId to, uint8_t type, std::string_view body) override;
+  bool connected(NodeId node) const override { return links_.count(node) != 0; }
+  std::vector<PeerInfo> peers() const override;
+  const std::set<std::string>& wanted() const { return wanted_; }
+  LinkHandler* handler() const { return handler_; }
+
+ private:
+  friend class MemoryNetwork;
+  struct Link {
+    MemoryTransport* remote = nullptr;
+    uint64_t id = 0;
+  };
+  MemoryNetwork& network_;
+  NodeId self_;
+  std::string address_;
+  std::set<std::string> wanted_;
+  std::map<NodeId, Link> links_;
+  std::map<NodeId, std::string> addresses_;  // learnt in handshakes
+};
+
+class MemoryNetwork {
+ public:
+  explicit MemoryNetwork(io::Loop& loop);
+  ~MemoryNetwork();
+  io::Loop& loop() { return loop_; }
+  // Breaks every link of the node at `address` (its process died).
+  void Crash(const std::string& address);
+  // Cuts (or heals) the path between two addresses; a cut breaks the link.
+  void Cut(const std::string& a, const std::string& b);
+  void Heal(const std::string& a, const std::string& b);
+  uint64_t frames_delivered() const { return frames_delivered_; }
+
+ private:
+  friend class MemoryTransport;
+  void Register(MemoryTransport* transport);
+  void Unregister(MemoryTransport* transport);
+  void TryDial(MemoryTransport* from, const std::string& address);
+  void Break(MemoryTransport* a, MemoryTransport* b);
+  void Deliver(MemoryTransport* from, NodeId to, uint8_t type, std::string body);
+  void Redial();
+  bool IsCut(const std::string& a, const std::string& b) const;
+  bool Registered(const MemoryTransport* transport) const;
+
+  io::Loop& loop_;
+  std::map<std::string, MemoryTransport*> nodes_;
+  std::set<std::pair<std::string, std::string>> cuts_;
+  uint64_t next_link_id_ = 1;
+  uint64_t frames_delivered_ = 0;
+  io::TimerId redial_timer_ = 0;
+  std::shared_ptr<bool> alive_ = std::make_shared<bool>(true);
+};
+
+}  // namespace estuary::cluster::testing

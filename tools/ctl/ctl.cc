@@ -1,0 +1,209 @@
+#include "tools/ctl/ctl.h"
+
+#include <fmt/format.h>
+
+#include <CLI/CLI.hpp>
+#include <ostream>
+
+#include "io/uv/cli_options.h"
+#include "tools/ctl/http_client.h"
+
+namespace estuary::ctl {
+namespace {
+
+
+std::string Scalar(const nlohmann::json& value) {
+  return value.is_string() ? value.get<std::string>() : value.dump();
+}
+
+// A table of rows (each an object) with the given columns.
+std::string Table(const std::vector<std::string>& header, const std::vector<std::vector<std::string>>& rows) {
+  std::vector<size_t> widths;
+  for (const auto& name : header) widths.push_back(name.size());
+  for (const auto& row : rows) {
+    for (size_t i = 0; i < row.size() && i < widths.size(); ++i) widths[i] = std::max(widths[i], row[i].size());
+  }
+  std::string out;
+  auto line = [&](const std::vector<std::string>& cells) {
+    std::string text;
+    for (size_t i = 0; i < cells.size(); ++i) {
+      text += i + 1 == cells.size() ? cells[i] : fmt::format("{:<{}}  ", cells[i], widths[i]);
+    }
+    out += text + "\n";
+  };
+  line(header);
+  for (const auto& row : rows) line(row);
+  return out;
+}
+
+std::string Escape(const std::string& text) {
+  std::string out;
+  for (char c : text) {
+    const bool plain = std::isalnum(static_cast<unsigned char>(c)) || c == '.' || c == '-' || c == '_' || c == '~';
+    out += plain ? std::string(1, c) : fmt::format("%{:02X}", static_cast<unsigned char>(c));
+  }
+  return out;
+}
+
+std::string FormatReply(const nlohmann::json& body, const std::string& command) {
+  if (command == "members") return FormatMembers(body);
+  if (command == "join") return fmt::format("join requested: the node dials {} (see `estuaryctl members`)\n",
+                                            Scalar(body.value("joining", nlohmann::json(""))));
+  if (command == "remove") return fmt::format("node {} removed\n", Scalar(body.value("removed", nlohmann::json(""))));
+  if (command == "leave") {
+    return fmt::format("node {} is leaving the cluster\n", Scalar(body.value("leaving", nlohmann::json(""))));
+  }
+  return FormatGeneric(body);
+}
+
+// One line "estuaryctl: ..." for an HTTP error, from the JSON error if any.
+std::string ErrorLine(const HttpReply& reply, const std::string& target) {
+  auto json = nlohmann::json::parse(reply.body, nullptr, false);
+  if (!json.is_discarded() && json.is_object() && json.contains("error")) {
+    return fmt::format("estuaryctl: {} (HTTP {})", Scalar(json["error"]), reply.status);
+  }
+  if (reply.status == 404) return fmt::format("estuaryctl: the node does not serve {} (HTTP 404)", target);
+  std::string first_line = reply.body.substr(0, reply.body.find('\n'));
+  return fmt::format("estuaryctl: HTTP {} for {}{}{}", reply.status, target, first_line.empty() ? "" : ": ",
+                     first_line);
+}
+
+}  // namespace
+
+std::string FormatDuration(int64_t ms) {
+  if (ms < 0) ms = 0;
+  if (ms < 1000) return fmt::format("{}ms", ms);
+  const int64_t s = ms / 1000;
+  if (s < 60) return fmt::format("{}s", s);
+  if (s < 3600) return fmt::format("{}m{:02}s", s / 60, s % 60);
+  if (s < 86400) return fmt::format("{}h{:02}m", s / 3600, (s % 3600) / 60);
+  return fmt::format("{}d{:02}h", s / 86400, (s % 86400) / 3600);
+}
+
+std::string FormatMembers(const nlohmann::json& body) {
+  const auto self = body.value("self", nlohmann::json());
+  std::vector<std::vector<std::string>> rows;
+  for (const auto& member : body.value("members", nlohmann::json::array())) {
+    const auto node = member.value("node", nlohmann::json());
+    std::string id = Scalar(node) + (node == self ? "*" : "");
+    std::string incarnation = Scalar(member.value("incarnation", nlohmann::json(0)));
+    if (member.value("epoch", 0) != 0) incarnation += fmt::format(" (epoch {})", member.value("epoch", 0));
+    std::string state = member.value("state", "?");
+    if (member.value("removed", false)) state += " (removed)";
+    rows.push_back({id, state, member.value("cluster_address", ""),
+                    member.value("admin_address", ""), incarnation,
+                    FormatDuration(member.value("for_ms", int64_t{0}))});
+  }
+  std::string out = Table({"NODE", "STATE", "CLUSTER ADDRESS", "ADMIN ADDRESS", "INCARNATION", "SINCE"}, rows);
+  out += "(* the node that answered)\n";
+  if (body.contains("refused")) out += fmt::format("refused by the cluster: {}\n", Scalar(body["refused"]));
+  return out;
+}
+
+// Objects print as "key: value" lines; an array of objects as a table.
+std::string FormatGeneric(const nlohmann::json& body) {
+  auto table_of = [](const nlohmann::json& items) {
+    std::vector<std::string> header;
+    for (const auto& item : items) {
+      if (!item.is_object()) return std::string();
+      for (const auto& [key, value] : item.items()) {
+        if (std::find(header.begin(), header.end(), key) == header.end()) header.push_back(key);
+      }
+    }
+    std::vector<std::vector<std::string>> rows;
+    for (const auto& item : items) {
+      std::vector<std::string> row;
+      for (const auto& key : header) row.push_back(item.contains(key) ? Scalar(item[key]) : "");
+      rows.push_back(row);
+    }
+    std::vector<std::string> upper = header;
+    for (auto& name : upper) {
+      for (char& c : name) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+    }
+    return Table(upper, rows);
+  };
+  if (body.is_array() && !body.empty()) {
+    if (auto table = table_of(body); !table.empty()) return table;
+  }
+  if (!body.is_object()) return body.dump(2) + "\n";
+  std::string out;
+  for (const auto& [key, value] : body.items()) {
+    if (value.is_array() && !value.empty() && value[0].is_object()) {
+      if (auto table = table_of(value); !table.empty()) {
+        out += key + ":\n" + table;
+        continue;
+      }
+    }
+    out += fmt::format("{}: {}\n", key, value.is_structured() ? value.dump() : Scalar(value));
+  }
+  return out;
+}
+
+int RunCtl(int argc, const char* const* argv, std::ostream& out, std::ostream& err) {
+  CLI::App app("estuaryctl: administer an Estuary cluster through a node's admin API", "estuaryctl");
+  io::Endpoint admin{"127.0.0.1", 8080};
+  bool json = false;
+  int timeout_ms = 5000;
+  io::AddEndpointOption(app, "--admin", admin, "the node's admin address HOST:PORT");
+  app.add_flag("--json", json, "print the API's JSON as it came");
+  app.add_option("--timeout-ms", timeout_ms, "connect and read timeout")->capture_default_str()->check(
+      CLI::Range(1, 600'000));
+  app.require_subcommand(1, 1);
+  std::string address;
+  unsigned node = 0;
+  app.add_subcommand("members", "list the members, their state and addresses");
+  app.add_subcommand("join", "make the node dial ADDR (a cluster address) and exchange member tables")
+      ->add_option("ADDR", address, "HOST:PORT of a node's cluster listener")
+      ->required()
+      ->check([](const std::string& text) {
+        auto endpoint = io::ParseEndpoint(text);
+        return endpoint ? std::string() : endpoint.error();
+      });
+  app.add_subcommand("remove", "remove node ID from the cluster (it stays out until joined again)")
+      ->add_option("ID", node, "node id")
+      ->required()
+      ->check(CLI::Range(1, 65535));
+  app.add_subcommand("leave", "make the node leave the cluster gracefully");
+  app.add_subcommand("routes", "show the cluster's route table");
+  app.add_subcommand("load", "show the node's load report");
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::CallForHelp&) {
+    out << app.help();
+    return 0;
+  } catch (const CLI::ParseError& error) {
+    err << "estuaryctl: error: " << error.what() << "\n";
+    return 2;
+  }
+  const std::string command = app.get_subcommands().at(0)->get_name();
+  std::string method = "GET", target;
+  if (command == "members") target = "/api/cluster/members";
+  if (command == "join") method = "POST", target = "/api/cluster/join?address=" + Escape(address);
+  if (command == "remove") method = "DELETE", target = fmt::format("/api/cluster/members/{}", node);
+  if (command == "leave") method = "POST", target = "/api/cluster/leave";
+  if (command == "routes") target = "/api/cluster/routes";
+  if (command == "load") target = "/api/load";
+
+  auto reply = HttpRequest(admin.host, admin.port, method, target, timeout_ms);
+  if (!reply) {
+    err << "estuaryctl: cannot reach the admin API at " << admin.ToString() << ": " << reply.error() << "\n";
+    return 1;
+  }
+  if (reply->status >= 400) {
+    err << ErrorLine(*reply, target) << "\n";
+    return 1;
+  }
+  if (json) {
+    out << reply->body << (reply->body.ends_with('\n') ? "" : "\n");
+    return 0;
+  }
+  auto body = nlohmann::json::parse(reply->body, nullptr, false);
+  if (body.is_discarded()) {
+    out << reply->body << (reply->body.ends_with('\n') ? "" : "\n");
+    return 0;
+  }
+  out << FormatReply(body, command);
+  return 0;
+}
+
+}  // namespace estuary::ctl

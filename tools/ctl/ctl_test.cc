@@ -1,0 +1,225 @@
+// estuaryctl against an in-test admin server that serves
+// ServeMembershipAdmin over Memberships linked by in-memory transports (on
+// a real UvLoop, so timers run in real time), and the built binary's exit
+// statuses.
+#include "tools/ctl/ctl.h"
+
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <chrono>
+#include <map>
+#include <cstdio>
+#include <memory>
+#include <sstream>
+#include <thread>
+
+#include "cluster-core/membership/membership_admin.h"
+#include "cluster-core/membership/memory_transport.h"
+#include "io/uv/http_server.h"
+#include "io/uv/test_util.h"
+
+namespace estuary::ctl {
+namespace {
+
+using cluster::Membership;
+using cluster::MemberState;
+
+struct Outcome {
+  int status = -1;
+  std::string out, err;
+};
+
+Outcome Ctl(std::vector<std::string> args) {
+  args.insert(args.begin(), "estuaryctl");
+  std::vector<const char*> argv;
+  for (const auto& arg : args) argv.push_back(arg.c_str());
+  std::ostringstream out, err;
+  Outcome outcome;
+  outcome.status = RunCtl(static_cast<int>(argv.size()), argv.data(), out, err);
+  outcome.out = out.str();
+  outcome.err = err.str();
+  return outcome;
+}
+
+class Forwarder final : public cluster::LinkHandler {
+ public:
+  explicit Forwarder(Membership& membership) : membership_(membership) {}
+  void OnPeerUp(const cluster::PeerInfo& peer) override { membership_.OnPeerUp(peer); }
+  void OnPeerDown(cluster::NodeId node) override { membership_.OnPeerDown(node); }
+  void OnFrame(cluster::NodeId from, uint8_t type, std::string_view body) override {
+    membership_.OnFrame(from, type, body);
+  }
+
+ private:
+  Membership& membership_;
+};
+
+struct FakeNode {
+  std::unique_ptr<cluster::testing::MemoryTransport> transport;
+  std::unique_ptr<Membership> membership;
+  std::unique_ptr<Forwarder> forwarder;
+};
+
+class CtlTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    loop_.RunSync([this](io::UvLoop& loop) {
+      network_ = std::make_unique<cluster::testing::MemoryNetwork>(loop);
+      for (cluster::NodeId id : {1, 2}) {
+        auto& node = nodes_[id];
+        const std::string address = fmt::format("10.0.0.{}:7000", id);
+        node.transport = std::make_unique<cluster::testing::MemoryTransport>(*network_, id, address);
+        cluster::MembershipConfig config{.self = id, .cluster_address = address,
+                                         .admin_address = fmt::format("10.0.0.{}:8080", id)};
+        node.membership = std::make_unique<Membership>(loop, *node.transport, config);
+        node.forwarder = std::make_unique<Forwarder>(*node.membership);
+        node.transport->set_handler(node.forwarder.get());
+        node.membership->Start({});  // two separate one-node clusters until `join`
+      }
+      auto server = io::HttpServer::Start(loop, {"127.0.0.1", 0}, [this](const std::string& method,
+                                                                          const std::string& path) {
+        auto response = cluster::ServeMembershipAdmin(*nodes_[1].membership, method, path);
+        return response ? *response : io::HttpResponse{404, "text/plain", "not found\n"};
+      });
+      ASSERT_TRUE(server) << server.error();
+      server_ = std::move(*server);
+    });
+    admin_ = fmt::format("127.0.0.1:{}", server_->port());
+  }
+  void TearDown() override {
+    loop_.RunSync([this](io::UvLoop&) {
+      server_.reset();
+      nodes_.clear();
+      network_.reset();
+    });
+  }
+  MemberState StateOf(cluster::NodeId observer, cluster::NodeId member) {
+    MemberState state = MemberState::kJoining;
+    loop_.RunSync([&](io::UvLoop&) {
+      if (auto* found = nodes_[observer].membership->Find(member)) state = found->state;
+    });
+    return state;
+  }
+  // Waits (with a deadline) until `observer` sees `member` in `state`.
+  bool WaitFor(cluster::NodeId observer, cluster::NodeId member, MemberState state) {
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+    while (std::chrono::steady_clock::now() < deadline) {
+      if (StateOf(observer, member) == state) return true;
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));  // polling interval, not correctness
+    }
+    return false;
+  }
+
+  io::testing::LoopThread loop_;
+  std::unique_ptr<cluster::testing::MemoryNetwork> network_;
+  std::map<cluster::NodeId, FakeNode> nodes_;
+  std::unique_ptr<io::HttpServer> server_;
+  std::string admin_;
+};
+
+TEST_F(CtlTest, MembersJoinRemoveLeave) {
+  auto members = Ctl({"--admin", admin_, "members"});
+  ASSERT_EQ(members.status, 0) << members.err;
+  EXPECT_NE(members.out.find("NODE"), std::string::npos);
+  EXPECT_NE(members.out.find("1*"), std::string::npos);
+  EXPECT_NE(members.out.find("10.0.0.1:7000"), std::string::npos);
+  EXPECT_NE(members.out.find("10.0.0.1:8080"), std::string::npos);
+
+  auto join = Ctl({"--admin", admin_, "join", "10.0.0.2:7000"});
+  ASSERT_EQ(join.status, 0) << join.err;
+  EXPECT_NE(join.out.find("10.0.0.2:7000"), std::string::npos);
+  ASSERT_TRUE(WaitFor(1, 2, MemberState::kUp));
+  ASSERT_TRUE(WaitFor(2, 1, MemberState::kUp));
+
+  auto json = Ctl({"--admin", admin_, "--json", "members"});
+  ASSERT_EQ(json.status, 0);
+  auto body = nlohmann::json::parse(json.out);
+  ASSERT_EQ(body["members"].size(), 2u);
+  EXPECT_EQ(body["members"][1]["node"], 2);
+  EXPECT_EQ(body["members"][1]["state"], "up");
+
+  auto self = Ctl({"--admin", admin_, "remove", "1"});
+  EXPECT_EQ(self.status, 1);
+  EXPECT_NE(self.err.find("cannot remove this node itself"), std::string::npos) << self.err;
+  auto unknown = Ctl({"--admin", admin_, "remove", "9"});
+  EXPECT_EQ(unknown.status, 1);
+  EXPECT_NE(unknown.err.find("unknown node 9"), std::string::npos) << unknown.err;
+
+  auto remove = Ctl({"--admin", admin_, "remove", "2"});
+  ASSERT_EQ(remove.status, 0) << remove.err;
+  EXPECT_EQ(remove.out, "node 2 removed\n");
+  EXPECT_TRUE(WaitFor(1, 2, MemberState::kLeft));
+  EXPECT_TRUE(WaitFor(2, 2, MemberState::kLeft));  // it learnt of its removal
+  EXPECT_NE(Ctl({"--admin", admin_, "members"}).out.find("left (removed)"), std::string::npos);
+
+  auto leave = Ctl({"--admin", admin_, "leave"});
+  ASSERT_EQ(leave.status, 0) << leave.err;
+  EXPECT_TRUE(WaitFor(1, 1, MemberState::kLeft));
+}
+
+TEST_F(CtlTest, UnservedPathsAndUnreachableNodesAreOneLineErrors) {
+  auto routes = Ctl({"--admin", admin_, "routes"});
+  EXPECT_EQ(routes.status, 1);
+  EXPECT_NE(routes.err.find("does not serve /api/cluster/routes"), std::string::npos) << routes.err;
+
+  uint16_t closed_port = 0;
+  loop_.RunSync([&](io::UvLoop& loop) {
+    auto probe = io::HttpServer::Start(loop, {"127.0.0.1", 0}, [](const std::string&, const std::string&) {
+      return io::HttpResponse{};
+    });
+    closed_port = (*probe)->port();
+  });  // the server is gone again: nothing listens on that port now
+  auto down = Ctl({"--admin", fmt::format("127.0.0.1:{}", closed_port), "members"});
+  EXPECT_EQ(down.status, 1);
+  EXPECT_NE(down.err.find("cannot reach the admin API"), std::string::npos) << down.err;
+  EXPECT_EQ(std::count(down.err.begin(), down.err.end(), '\n'), 1);
+}
+
+TEST(CtlUsage, HelpAndBadUsage) {
+  EXPECT_EQ(Ctl({"--help"}).status, 0);
+  EXPECT_NE(Ctl({"--help"}).out.find("members"), std::string::npos);
+  EXPECT_EQ(Ctl({"join", "--help"}).status, 0);
+  EXPECT_EQ(Ctl({}).status, 2);
+  EXPECT_EQ(Ctl({"frobnicate"}).status, 2);
+  EXPECT_EQ(Ctl({"remove", "abc"}).status, 2);
+  EXPECT_EQ(Ctl({"join"}).status, 2);
+  EXPECT_EQ(Ctl({"join", "nohostport"}).status, 2);
+  EXPECT_EQ(Ctl({"--admin", "x", "members"}).status, 2);
+  auto bad = Ctl({"--bogus", "members"});
+  EXPECT_EQ(bad.status, 2);
+  EXPECT_EQ(bad.err.rfind("estuaryctl: error: ", 0), 0u) << bad.err;
+}
+
+TEST(CtlFormat, DurationsMembersAndGenericJson) {
+  EXPECT_EQ(FormatDuration(850), "850ms");
+  EXPECT_EQ(FormatDuration(42'000), "42s");
+  EXPECT_EQ(FormatDuration(187'000), "3m07s");
+  EXPECT_EQ(FormatDuration(7'500'000), "2h05m");
+  auto members = FormatMembers(nlohmann::json::parse(
+      R"({"self":1,"members":[{"node":1,"state":"up","cluster_address":"a:1","admin_address":"b:2",
+          "incarnation":3,"epoch":0,"for_ms":61000}]})"));
+  EXPECT_NE(members.find("1*    up     a:1"), std::string::npos) << members;
+  EXPECT_NE(members.find("1m01s"), std::string::npos) << members;
+  auto generic = FormatGeneric(nlohmann::json::parse(R"({"score":0.5,"routes":[{"filter":"a/#","nodes":[1,2]}]})"));
+  EXPECT_NE(generic.find("score: 0.5"), std::string::npos) << generic;
+  EXPECT_NE(generic.find("FILTER"), std::string::npos) << generic;
+  EXPECT_NE(generic.find("a/#"), std::string::npos) << generic;
+}
+
+// The installed binary keeps DESIGN.md's exit contract.
+TEST(CtlBinary, ExitStatuses) {
+  auto run = [](const std::string& args) {
+    const int status = std::system((std::string(ESTUARY_CTL_BINARY) + " " + args + " >/dev/null 2>&1").c_str());
+    return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  };
+  EXPECT_EQ(run("--help"), 0);
+  EXPECT_EQ(run("--nope"), 2);
+  EXPECT_EQ(run("--admin 127.0.0.1:1 --timeout-ms 2000 members"), 1);
+}
+
+}  // namespace
+}  // namespace estuary::ctl

@@ -1,0 +1,23 @@
+#pragma once
+// A blocking HTTP/1.1 client for estuaryctl: one request per connection
+// ("Connection: close"), a Content-Length or read-to-close body, no TLS,
+// no chunked encoding (the admin listener sends neither).
+#include <cstdint>
+#include <string>
+
+#include "model/result.h"
+
+namespace estuary::ctl {
+
+struct HttpReply {
+  int status = 0;
+  std::string content_type;
+  std::string body;
+};
+
+// `host` is an IPv4/IPv6 address or a name; `timeout_ms` bounds the
+// connect and every read. Errors are one readable line.
+Expected<HttpReply, std::string> HttpRequest(const std::string& host, uint16_t port, const std::string& method,
+                                             const std::string& target, int timeout_ms = 5000);
+
+}  // namespace estuary::ctl
