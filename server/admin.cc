@@ -7,6 +7,7 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 
+#include "cluster-core/membership/membership_admin.h"
 #include "server/node.h"
 
 namespace estuary::server {
@@ -95,6 +96,41 @@ std::string Node::MetricsText() const {
                  "# TYPE estuary_resident_memory_bytes gauge\n"
                  "estuary_resident_memory_bytes{{node=\"{}\"}} {}\n",
                  config_.node_id, uptime, config_.node_id, ResidentBytes());
+  out += ClusterMetricsText();
+  return out;
+}
+
+// The agent's series and the links' per-peer counters (shard 0's loop, as
+// the admin listener and the agent are).
+std::string Node::ClusterMetricsText() const {
+  if (!agent_) return {};
+  std::string out = agent_->MetricsText();
+  const auto stats = transport_->stats();
+  auto per_peer = [&](const char* name, const char* type, const char* help, auto field) {
+    fmt::format_to(std::back_inserter(out), "# HELP {} {}\n# TYPE {} {}\n", name, help, name, type);
+    for (const auto& peer : stats) {
+      fmt::format_to(std::back_inserter(out), "{}{{node=\"{}\",peer=\"{}\"}} {}\n", name, config_.node_id, peer.node,
+                     field(peer));
+    }
+  };
+  using Stats = cluster::UvTransport::PeerStats;
+  per_peer("estuary_cluster_link_frames_out_total", "counter", "Frames sent to a peer.",
+           [](const Stats& p) { return p.frames_out; });
+  per_peer("estuary_cluster_link_frames_in_total", "counter", "Frames received from a peer.",
+           [](const Stats& p) { return p.frames_in; });
+  per_peer("estuary_cluster_link_bytes_out_total", "counter", "Bytes sent to a peer.",
+           [](const Stats& p) { return p.bytes_out; });
+  per_peer("estuary_cluster_link_writes_total", "counter", "Socket writes to a peer (frames are batched).",
+           [](const Stats& p) { return p.writes; });
+  per_peer("estuary_cluster_link_reconnects_total", "counter", "Times the link to a peer was re-established.",
+           [](const Stats& p) { return p.reconnects; });
+  per_peer("estuary_cluster_link_queued_bytes", "gauge", "Bytes waiting in a peer's send queue.",
+           [](const Stats& p) { return p.queued_bytes; });
+  fmt::format_to(std::back_inserter(out),
+                 "# HELP estuary_cluster_links_refused_total Inter-node links refused or dropped for a protocol reason "
+                 "(wrong secret, bad version, oversize, timeout).\n# TYPE estuary_cluster_links_refused_total counter\n"
+                 "estuary_cluster_links_refused_total{{node=\"{}\"}} {}\n",
+                 config_.node_id, transport_->refused());
   return out;
 }
 
@@ -143,10 +179,17 @@ io::HttpResponse Node::ServeAdmin(const std::string& method, const std::string& 
     draining_ = method == "POST";
     return {200, "text/plain; charset=utf-8", draining_ ? "draining\n" : "not draining\n"};
   }
+  if (agent_ != nullptr) {  // /api/cluster/members, join, leave, remove (estuaryctl)
+    if (auto response = cluster::ServeMembershipAdmin(*agent_->membership(), method, path)) return *response;
+  }
   if (method != "GET") return {405, "text/plain; charset=utf-8", "method not allowed\n"};
   if (path == "/healthz") return {200, "text/plain; charset=utf-8", shutting_down_ ? "stopping\n" : "ok\n"};
   if (path == "/metrics") return {200, "text/plain; version=0.0.4; charset=utf-8", MetricsText()};
   if (path == "/api/load") return {200, "application/json", LoadJson()};
+  if (path == "/api/cluster/routes") {
+    if (!agent_) return {404, "text/plain; charset=utf-8", "no cluster: start with --cluster-secret-file\n"};
+    return {200, "application/json", agent_->RoutesJson()};
+  }
   return {404, "text/plain; charset=utf-8", "not found\n"};
 }
 

@@ -2,6 +2,7 @@
 
 #include <arpa/inet.h>
 
+#include <fstream>
 #include <thread>
 
 #include "io/uv/cli_options.h"
@@ -56,6 +57,16 @@ void BuildApp(CLI::App& app, NodeConfig& config) {
   AddEndpointOption(app, "--admin", config.admin, "Admin HTTP listener HOST:PORT (/healthz, /metrics, /api)");
   AddEndpointOption(app, "--cluster", config.cluster, "Inter-node listener HOST:PORT");
   io::AddEndpointListOption(app, "--seeds", config.seeds, "Other nodes' inter-node addresses HOST:PORT,...");
+  app.add_option("--cluster-secret-file", config.cluster_secret_file,
+                 "File whose first line is the cluster secret every node shares (required with --seeds)")
+      ->check(CLI::ExistingFile);
+  app.add_option("--cluster-peer-grace", config.cluster_peer_grace_ms,
+                 "Milliseconds a peer's link may stay down before its routes are forgotten")
+      ->capture_default_str();
+  app.add_option("--cluster-forward-timeout", config.cluster_forward_timeout_ms,
+                 "Milliseconds a QoS 1/2 publish waits for another node's confirmation")
+      ->capture_default_str()
+      ->check(CLI::Range(1u, 3'600'000u));
   app.add_option("--shards", config.shards, "Event loops (threads); 0 = one per core")
       ->capture_default_str()
       ->check(CLI::Range(0, 256));
@@ -94,13 +105,32 @@ void BuildApp(CLI::App& app, NodeConfig& config) {
   AddLimits(app, config.limits);
 }
 
+// The secret is the file's first line, without surrounding blanks.
+void LoadClusterSecret(NodeConfig& config) {
+  if (config.cluster_secret_file.empty()) {
+    if (!config.seeds.empty()) {
+      throw CLI::ValidationError("--seeds", "needs --cluster-secret-file: nodes form no links without a cluster secret");
+    }
+    return;
+  }
+  std::ifstream in(config.cluster_secret_file);
+  std::string line;
+  std::getline(in, line);
+  const auto first = line.find_first_not_of(" \t\r");
+  const auto last = line.find_last_not_of(" \t\r");
+  if (!in || first == std::string::npos) {
+    throw CLI::ValidationError("--cluster-secret-file", config.cluster_secret_file + " holds no secret on its first line");
+  }
+  config.cluster_secret = line.substr(first, last - first + 1);
+}
+
 }  // namespace
 
 ParseOutcome ParseCommandLine(int argc, const char* const* argv) {
   NodeConfig config;
   CLI::App app{"estuaryd: an Estuary broker node (MQTT 3.1/3.1.1/5.0, AMQP 1.0)", "estuaryd"};
   BuildApp(app, config);
-  auto outcome = io::ParseOrExit(app, config, argc, argv);
+  auto outcome = io::ParseOrExit(app, config, argc, argv, [&config] { LoadClusterSecret(config); });
   if (std::holds_alternative<ExitRequest>(outcome)) return std::get<ExitRequest>(outcome);
   if (config.shards == 0) {
     config.shards = static_cast<uint16_t>(std::max(1u, std::thread::hardware_concurrency()));

@@ -21,6 +21,12 @@ struct NodeConfig {
   io::Endpoint admin{"127.0.0.1", 8080};
   io::Endpoint cluster{"127.0.0.1", 0};
   std::vector<io::Endpoint> seeds;
+  // Cluster secret (docs/cluster.md): the file's first line; required with
+  // --seeds. Without one a node forms no links (and refuses any on --cluster).
+  std::string cluster_secret_file;
+  std::string cluster_secret;  // read from the file while parsing
+  uint32_t cluster_peer_grace_ms = 3000;       // a peer down this long is gone (routes forgotten)
+  uint32_t cluster_forward_timeout_ms = 5000;  // a QoS 1/2 forward stops holding its PUBACK after this
   uint16_t shards = 0;  // 0 = one per core
   std::string storage = "bitcask";  // bitcask | rocksdb | memory
   std::string sync = "interval";

@@ -14,9 +14,16 @@ ParseOutcome Parse(std::vector<const char*> args) {
   return ParseCommandLine(static_cast<int>(args.size()), args.data());
 }
 
+std::string SecretFile(const std::string& text) {
+  const std::string path = ::testing::TempDir() + "estuary_config_test.secret";
+  std::ofstream(path) << text;
+  return path;
+}
+
 TEST(ConfigTest, FlagsSetEndpointsAndLimits) {
-  auto outcome = Parse({"--node-id", "3", "--mqtt", "127.0.0.1:0", "--shards", "2",
-                        "--max-connections", "10", "--seeds", "10.0.0.1:7000,10.0.0.2:7000"});
+  const std::string secret = SecretFile("  s3cret \nignored\n");
+  auto outcome = Parse({"--node-id", "3", "--mqtt", "127.0.0.1:0", "--shards", "2", "--max-connections", "10",
+                        "--seeds", "10.0.0.1:7000,10.0.0.2:7000", "--cluster-secret-file", secret.c_str()});
   ASSERT_TRUE(std::holds_alternative<NodeConfig>(outcome));
   const auto& config = std::get<NodeConfig>(outcome);
   EXPECT_EQ(config.node_id, 3);
@@ -25,6 +32,17 @@ TEST(ConfigTest, FlagsSetEndpointsAndLimits) {
   EXPECT_EQ(config.limits.max_connections, 10u);
   ASSERT_EQ(config.seeds.size(), 2u);
   EXPECT_EQ(config.seeds[1].host, "10.0.0.2");
+  EXPECT_EQ(config.cluster_secret, "s3cret");
+}
+
+TEST(ConfigTest, SeedsWithoutASecretExitTwo) {
+  auto outcome = Parse({"--seeds", "10.0.0.1:7000"});
+  ASSERT_TRUE(std::holds_alternative<ExitRequest>(outcome));
+  EXPECT_EQ(std::get<ExitRequest>(outcome).status, 2);
+  const std::string empty = SecretFile("\n");
+  outcome = Parse({"--cluster-secret-file", empty.c_str()});
+  ASSERT_TRUE(std::holds_alternative<ExitRequest>(outcome));
+  EXPECT_EQ(std::get<ExitRequest>(outcome).status, 2);
 }
 
 TEST(ConfigTest, DefaultShardsFollowTheCores) {

@@ -4,6 +4,7 @@
 #include <spdlog/spdlog.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 
 #include "server/password_authenticator.h"
@@ -58,6 +59,8 @@ Node::~Node() {
   }
   admin_.reset();
   cluster_listener_.reset();
+  agent_.reset();
+  transport_.reset();
 }
 
 void Node::Post(uint16_t shard, std::function<void(core::ShardBroker&)> work) {
@@ -73,6 +76,7 @@ Expected<void, std::string> Node::Start() {
     authenticator_ = std::move(*loaded);
     shared_.authenticator = authenticator_.get();
   }
+  SetUpCluster();
   if (auto storage = OpenStorage(); !storage) return storage;
   // Shard 0 binds first so that port 0 resolves; the others share its port.
   io::Endpoint mqtt = config_.mqtt;
@@ -102,9 +106,64 @@ Expected<void, std::string> Node::Start() {
   return {};
 }
 
+void Node::SetUpCluster() {
+  if (config_.cluster_secret.empty()) return;  // a lone node (--seeds requires a secret)
+  ShardRuntime* first = shards_[0].get();
+  cluster::UvTransportConfig links;
+  links.self = config_.node_id;
+  links.advertised_address = config_.cluster.ToString();
+  links.secret = config_.cluster_secret;
+  links.seed = (uint64_t{config_.node_id} << 32) ^ static_cast<uint64_t>(io::SystemClock::Instance().NowMs());
+  transport_ = std::make_unique<cluster::UvTransport>(first->loop(), links);
+  cluster::ClusterAgentConfig agent;
+  agent.self = config_.node_id;
+  agent.shard_count = config_.shards;
+  agent.peer_gone_grace_ms = config_.cluster_peer_grace_ms;
+  agent.forward_timeout_ms = config_.cluster_forward_timeout_ms;
+  shard0_thread_ = std::this_thread::get_id();
+  // Shard 0 shares the agent's loop: a plain post, no mailbox wake-up.
+  auto post_to_agent = [first, thread = shard0_thread_](std::function<void()> fn) {
+    if (std::this_thread::get_id() == thread) {
+      first->loop().Post(std::move(fn));
+    } else {
+      first->loop().mailbox().Send(std::move(fn));
+    }
+  };
+  agent_ = std::make_unique<cluster::ClusterAgent>(agent, first->loop(), *transport_, agent_link_, post_to_agent);
+  // Membership decides when a peer is gone: down after the grace period.
+  cluster::MembershipConfig members;
+  members.down_after_ms = std::max<uint32_t>(config_.cluster_peer_grace_ms, members.suspect_after_ms + 1);
+  agent_->EnableMembership(members);
+  for (auto& shard : shards_) shard->broker().set_cluster(&agent_->port());  // no thread runs yet
+}
+
+void Node::AgentShardLink::Post(uint16_t shard, std::function<void(core::ShardBroker&)> work) {
+  if (shard != 0) {
+    node_.Post(shard, std::move(work));
+    return;
+  }
+  ShardRuntime* first = node_.shards_[0].get();
+  first->loop().Post([first, work = std::move(work)] { work(first->broker()); });
+}
+
+Expected<void, std::string> Node::StartClusterLinks() {
+  auto port = transport_->Listen(config_.cluster);
+  if (!port) return MakeError(fmt::format("cluster listener {}: {}", config_.cluster.ToString(), port.error()));
+  cluster_port_ = *port;
+  // Membership dials the seeds, then every member it learns of (full mesh).
+  cluster::Membership& membership = *agent_->membership();
+  membership.set_addresses(transport_->advertised_address(),
+                           io::Endpoint{config_.admin.host, admin_port_}.ToString());
+  std::vector<std::string> seeds;
+  for (const io::Endpoint& seed : config_.seeds) seeds.push_back(seed.ToString());
+  membership.Start(seeds);
+  return {};
+}
+
 Expected<void, std::string> Node::StartAuxiliaryListeners() {
-  // Inter-node links come with their own issue; the port is bound now so
-  // the ready line is true and scripts can rely on it.
+  if (transport_) return StartClusterLinks();
+  // No secret, no links: the port is bound so the ready line is true and
+  // scripts can rely on it, and a connection to it is closed at once.
   auto refuse = [](int fd) { ::close(fd); };
   auto cluster = io::TcpListener::Listen(shards_[0]->loop(), config_.cluster, refuse);
   if (!cluster) {
@@ -154,20 +213,40 @@ void Node::Shutdown() {
   sigterm_ = sigint_ = nullptr;
   if (admin_) admin_->Close();
   if (cluster_listener_) cluster_listener_->Close();
-  // Other shards stop themselves; shard 0 stops last, once they all have.
-  auto remaining = std::make_shared<std::atomic<size_t>>(shards_.size() - 1);
+  // Shard 0 stops last, once every other shard has stopped and, in a
+  // cluster, the graceful leave finished (peers acknowledged it or
+  // membership's leave timeout passed), so the last "left" frame is written
+  // before the links close. Both flags live on shard 0's thread.
   ShardRuntime* first = shards_[0].get();
   const uint32_t grace = config_.shutdown_grace_ms;
-  auto stop_first = [first, grace] { first->BeginShutdown(grace); };
+  auto left = std::make_shared<bool>(agent_ == nullptr);
+  auto others_stopped = std::make_shared<bool>(shards_.size() == 1);
+  auto maybe_stop_first = [first, grace, left, others_stopped] {
+    if (*left && *others_stopped) first->BeginShutdown(grace);
+  };
+  if (agent_) {
+    // Peers mark this node left at once, not after the failure detector.
+    agent_->membership()->Leave([this, left, maybe_stop_first] {
+      transport_->Close();
+      *left = true;
+      maybe_stop_first();
+    });
+  }
   if (shards_.size() == 1) {
-    stop_first();
+    maybe_stop_first();
     return;
   }
+  auto remaining = std::make_shared<std::atomic<size_t>>(shards_.size() - 1);
   for (size_t i = 1; i < shards_.size(); ++i) {
     ShardRuntime* shard = shards_[i].get();
-    shard->loop().mailbox().Send([shard, first, remaining, grace, stop_first] {
-      shard->BeginShutdown(grace, [first, remaining, stop_first] {
-        if (remaining->fetch_sub(1) == 1) first->loop().mailbox().Send(stop_first);
+    shard->loop().mailbox().Send([shard, first, remaining, grace, others_stopped, maybe_stop_first] {
+      shard->BeginShutdown(grace, [first, remaining, others_stopped, maybe_stop_first] {
+        if (remaining->fetch_sub(1) == 1) {
+          first->loop().mailbox().Send([others_stopped, maybe_stop_first] {
+            *others_stopped = true;
+            maybe_stop_first();
+          });
+        }
       });
     });
   }

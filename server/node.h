@@ -3,6 +3,10 @@
 // listeners (MQTT on every shard; admin, $SYS and signals on shard 0), runs
 // shard 0 on the calling thread and the others on their own threads, and
 // shuts everything down on SIGTERM/SIGINT.
+//
+// With a cluster secret, shard 0 also runs the inter-node links (a
+// UvTransport on --cluster, dialling --seeds) and the ClusterAgent, which
+// every shard reaches through its ClusterPort (a post to shard 0's loop).
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -10,6 +14,8 @@
 #include <vector>
 
 #include "cluster-core/broker/metrics.h"
+#include "cluster-core/cluster/cluster_agent.h"
+#include "cluster-core/links/uv_transport.h"
 #include "io/uv/http_server.h"
 #include "server/config.h"
 #include "server/shard_runtime.h"
@@ -40,6 +46,11 @@ class Node final : public core::ShardLink {
  private:
   io::HttpResponse ServeAdmin(const std::string& method, const std::string& path);
   Expected<void, std::string> StartAuxiliaryListeners();
+  // Creates the transport and agent and hands every shard its port
+  // (before storage recovery, so recovered routes reach the agent).
+  void SetUpCluster();
+  Expected<void, std::string> StartClusterLinks();
+  std::string ClusterMetricsText() const;
   // Opens each shard's engine and recovers its state (server/storage.cc).
   Expected<void, std::string> OpenStorage();
   void InstallSignalHandlers();
@@ -54,8 +65,24 @@ class Node final : public core::ShardLink {
   std::vector<std::thread> threads_;
   std::unique_ptr<io::HttpServer> admin_;
   std::unique_ptr<core::Authenticator> authenticator_;  // --password-file
-  // Reserved until inter-node links exist: accepted connections are closed.
+  // Without a cluster secret: accepted inter-node connections are closed.
   std::unique_ptr<io::TcpListener> cluster_listener_;
+  // With one: the links and the agent, both on shard 0's loop. Declared
+  // after shards_, so destroyed before the loops they use.
+  std::unique_ptr<cluster::UvTransport> transport_;
+  std::unique_ptr<cluster::ClusterAgent> agent_;
+  // The agent's way to the shards: shard 0 (its own loop) by a plain post,
+  // the others by their mailboxes.
+  class AgentShardLink final : public core::ShardLink {
+   public:
+    explicit AgentShardLink(Node& node) : node_(node) {}
+    void Post(uint16_t shard, std::function<void(core::ShardBroker&)> work) override;
+
+   private:
+    Node& node_;
+  };
+  AgentShardLink agent_link_{*this};
+  std::thread::id shard0_thread_;  // Start() and Run() run shard 0 here
   uint16_t mqtt_port_ = 0;
   uint16_t amqp_port_ = 0;
   uint16_t admin_port_ = 0;

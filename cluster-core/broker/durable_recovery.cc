@@ -68,6 +68,9 @@ Expected<ShardBroker::RecoveryCounts, std::string> ShardBroker::Recover() {
     }
     retained_.Apply(message);
     Broadcast([message](ShardBroker& shard) { shard.ApplyRetained(message); });
+    if (cluster_ != nullptr && !IsNodeLocalTopic(message->topic)) {
+      cluster_->RetainedPublished(message);  // for the peers' snapshots
+    }
     ++counts.retained;
   }
   metrics_.retained_messages.store(retained_.size(), std::memory_order_relaxed);

@@ -25,6 +25,8 @@ bool Expired(const Message& message, int64_t now_wall_ms) {
 
 }  // namespace
 
+bool IsNodeLocalTopic(std::string_view topic) { return topic.starts_with("$SYS/"); }
+
 uint16_t ShardForClientId(std::string_view client_id, uint16_t shard_count) {
   if (shard_count <= 1) return 0;
   return static_cast<uint16_t>(Fnv1a(client_id) % shard_count);
@@ -76,7 +78,21 @@ ShardBroker::AttachResult ShardBroker::Attach(const std::string& client_id, bool
   }
   session->set_sink(sink);
   session->set_disconnected_at_ms(0);  // written with the expiry the connection sets next
+  if (cluster_ != nullptr) cluster_->ClientAttached(client_id);
   return {session, present};
+}
+
+void ShardBroker::TakenOverElsewhere(const std::string& client_id) {
+  Session* session = FindSession(client_id);
+  if (session == nullptr) return;
+  if (SessionSink* old = session->sink(); old != nullptr) {
+    session->set_sink(nullptr);
+    old->OnDetached(DetachReason::kTakenOver);
+  }
+  // Sessions do not move between nodes yet (docs/cluster.md): this one ends.
+  session->NextGeneration();
+  if (session->will()) PublishWill(*session);
+  RemoveSession(session);
 }
 
 void ShardBroker::Disconnect(Session* session, SessionSink* sink, bool publish_will) {
@@ -166,8 +182,6 @@ MessageId ShardBroker::NextMessageId() {
 
 void ShardBroker::Publish(MessagePtr message, std::function<void()> on_safe, FlowId flow) {
   current_publisher_ = FlowRef{config_.shard_id, flow};
-  // With a store, on_safe waits for every durable write the publish causes.
-  const uint64_t safe_token = store_ && on_safe ? BeginSafe(std::move(on_safe)) : 0;
   if (message->retain) {
     if (store_ && ShardForTopic(message->topic, config_.shard_count) == config_.shard_id) {
       PersistRetained(*message);
@@ -175,64 +189,72 @@ void ShardBroker::Publish(MessagePtr message, std::function<void()> on_safe, Flo
     retained_.Apply(message);
     metrics_.retained_messages.store(retained_.size(), std::memory_order_relaxed);
     Broadcast([message](ShardBroker& shard) { shard.ApplyRetained(message); });
+    if (cluster_ != nullptr && !IsNodeLocalTopic(message->topic)) cluster_->RetainedPublished(message);
   }
+  Route(message, std::move(on_safe), flow, RouteScope{});
+  current_publisher_ = FlowRef{};
+}
+
+void ShardBroker::DeliverFromNode(const MessagePtr& message, bool plain,
+                                  const std::vector<std::string>& shared_keys, std::function<void()> on_safe) {
+  // No flow: a remote publisher is paused by its own node's window. The
+  // shard still names this one, where the safe steps come back to.
+  current_publisher_ = FlowRef{config_.shard_id, 0};
+  Route(message, std::move(on_safe), 0, RouteScope{true, plain, &shared_keys});
+  current_publisher_ = FlowRef{};
+}
+
+void ShardBroker::Route(const MessagePtr& message, std::function<void()> on_safe, FlowId flow,
+                        const RouteScope& scope) {
   MatchResult& match = match_scratch_;
   match.Clear();
   router_.Match(message->topic, match);
-  DeliverLocal(message, match);
-
-  // Shared subscriptions: one member cluster-wide, chosen here.
-  std::vector<std::pair<Destination, std::string>> shared_forwards;
-  std::vector<std::pair<std::string, std::vector<uint16_t>>> candidates;
-  auto add_candidate = [&](const std::string& key, uint16_t shard) {
-    auto it = std::find_if(candidates.begin(), candidates.end(),
-                           [&](const auto& c) { return c.first == key; });
-    if (it == candidates.end()) it = candidates.insert(candidates.end(), {key, {}});
-    it->second.push_back(shard);
-  };
-  for (SharedGroup* group : match.local_shared) add_candidate(group->key, config_.shard_id);
-  for (const RemoteShared* remote : match.remote_shared) add_candidate(remote->key, remote->destination);
-  for (auto& [key, shards] : candidates) {
-    const uint16_t chosen = PickSharedDestination(key, shards);
-    if (chosen == config_.shard_id) {
-      if (SharedGroup* group = router_.FindSharedGroup(key)) DeliverToShared(*group, message);
-    } else {
-      shared_forwards.emplace_back(chosen, key);
-    }
-  }
+  if (scope.plain) DeliverLocal(message, match);
+  const std::vector<std::pair<Destination, std::string>> shared_forwards = DeliverShared(message, match, scope);
+  // A forward from a node stays on this node; $SYS topics describe this
+  // node and stay on it too.
+  const bool node_local = scope.from_node || IsNodeLocalTopic(message->topic);
+  auto in_scope = [&](Destination destination) { return !node_local || !IsNodeDestination(destination); };
 
   // One forward per destination with plain routes or a chosen shared group.
-  std::vector<Destination> destinations = match.remote;
+  std::vector<Destination> destinations;
+  if (scope.plain) {
+    for (Destination destination : match.remote) {
+      if (in_scope(destination)) destinations.push_back(destination);
+    }
+  }
+  const size_t plain_count = destinations.size();
+  bool to_nodes = false;
   for (const auto& [destination, key] : shared_forwards) {
     if (std::find(destinations.begin(), destinations.end(), destination) == destinations.end()) {
       destinations.push_back(destination);
     }
   }
-  for (Destination destination : destinations) {
-    const bool plain = std::find(match.remote.begin(), match.remote.end(), destination) != match.remote.end();
+  for (Destination destination : destinations) to_nodes = to_nodes || IsNodeDestination(destination);
+  // The publisher's acknowledgement waits for durable writes, for the
+  // nodes it reached, and (a forward from a node) for this node's shards.
+  const uint64_t safe_token =
+      on_safe && (store_ || to_nodes || scope.from_node) ? BeginSafe(std::move(on_safe)) : 0;
+  for (size_t i = 0; i < destinations.size(); ++i) {
     std::vector<std::string> keys;
     for (const auto& [d, key] : shared_forwards) {
-      if (d == destination) keys.push_back(key);
+      if (d == destinations[i]) keys.push_back(key);
     }
-    ShardMetrics::Add(metrics_.forwards_out);
-    ChargeForward(flow);
-    const FlowRef publisher = current_publisher_;
-    if (safe_token != 0) AddSafeStep(safe_token);
-    link_.Post(destination, [message, plain, keys = std::move(keys), publisher, safe_token](ShardBroker& shard) {
-      shard.DeliverForwarded(message, plain, keys, publisher, safe_token);
-    });
+    SendForward(destinations[i], message, i < plain_count, std::move(keys), flow, safe_token);
   }
-  current_publisher_ = FlowRef{};
+  const bool wait_routes = message->retain && !scope.from_node;
   if (safe_token != 0) {
-    AddSafeStep(safe_token);
-    store_->WhenDurable([this, safe_token] { OnForwardSafe(safe_token); });
-    if (message->retain) {
+    if (store_) {
+      AddSafeStep(safe_token);
+      store_->WhenDurable([this, safe_token] { OnForwardSafe(safe_token); });
+    }
+    if (wait_routes) {
       AddSafeStep(safe_token);
       WhenRoutesVisible([this, safe_token] { OnForwardSafe(safe_token); });
     }
-    OnForwardSafe(safe_token);  // the step Publish itself held
+    OnForwardSafe(safe_token);  // the step Route itself held
   } else if (on_safe) {
-    if (message->retain) {
+    if (wait_routes) {
       WhenRoutesVisible(std::move(on_safe));
     } else {
       on_safe();
@@ -240,10 +262,65 @@ void ShardBroker::Publish(MessagePtr message, std::function<void()> on_safe, Flo
   }
 }
 
-uint16_t ShardBroker::PickSharedDestination(const std::string& key, std::vector<uint16_t>& shards) {
-  std::sort(shards.begin(), shards.end());
+// Shared subscriptions: one member cluster-wide, chosen here. Delivers to
+// a group picked on this shard; returns the groups picked elsewhere.
+std::vector<std::pair<Destination, std::string>> ShardBroker::DeliverShared(const MessagePtr& message,
+                                                                           const MatchResult& match,
+                                                                           const RouteScope& scope) {
+  // A forward from a node stays on this node, and only for its groups.
+  const bool node_local = scope.from_node || IsNodeLocalTopic(message->topic);
+  auto in_scope = [&](Destination destination, const std::string& key) {
+    if (node_local && IsNodeDestination(destination)) return false;
+    return !scope.from_node ||
+           std::find(scope.shared_keys->begin(), scope.shared_keys->end(), key) != scope.shared_keys->end();
+  };
+  std::vector<std::pair<std::string, std::vector<Destination>>> candidates;
+  auto add_candidate = [&](const std::string& key, Destination destination) {
+    if (!in_scope(destination, key)) return;
+    auto it = std::find_if(candidates.begin(), candidates.end(),
+                           [&](const auto& c) { return c.first == key; });
+    if (it == candidates.end()) it = candidates.insert(candidates.end(), {key, {}});
+    it->second.push_back(destination);
+  };
+  for (SharedGroup* group : match.local_shared) add_candidate(group->key, config_.shard_id);
+  for (const RemoteShared* remote : match.remote_shared) add_candidate(remote->key, remote->destination);
+  std::vector<std::pair<Destination, std::string>> elsewhere;
+  for (auto& [key, destinations] : candidates) {
+    const Destination chosen = PickSharedDestination(key, destinations);
+    if (chosen == config_.shard_id) {
+      if (SharedGroup* group = router_.FindSharedGroup(key)) DeliverToShared(*group, message);
+    } else {
+      elsewhere.emplace_back(chosen, key);
+    }
+  }
+  if (scope.from_node && candidates.size() < scope.shared_keys->size()) {
+    ShardMetrics::Add(metrics_.messages_dropped, scope.shared_keys->size() - candidates.size());  // group left
+  }
+  return elsewhere;
+}
+
+void ShardBroker::SendForward(Destination destination, const MessagePtr& message, bool plain,
+                              std::vector<std::string> keys, FlowId flow, uint64_t safe_token) {
+  if (IsNodeDestination(destination) && cluster_ == nullptr) return;  // no agent: routes cannot exist
+  ShardMetrics::Add(metrics_.forwards_out);
+  ChargeForward(flow);
+  const FlowRef publisher = current_publisher_;
+  if (safe_token != 0) AddSafeStep(safe_token);
+  if (IsNodeDestination(destination)) {
+    cluster_->Forward(NodeOfDestination(destination),
+                      NodeForward{message, plain, std::move(keys), config_.shard_id, safe_token, publisher});
+    return;
+  }
+  link_.Post(static_cast<uint16_t>(destination),
+             [message, plain, keys = std::move(keys), publisher, safe_token](ShardBroker& shard) {
+               shard.DeliverForwarded(message, plain, keys, publisher, safe_token);
+             });
+}
+
+Destination ShardBroker::PickSharedDestination(const std::string& key, std::vector<Destination>& destinations) {
+  std::sort(destinations.begin(), destinations.end());
   uint32_t& turn = shared_round_robin_[key];
-  return shards[turn++ % shards.size()];
+  return destinations[turn++ % destinations.size()];
 }
 
 void ShardBroker::DeliverLocal(const MessagePtr& message, const MatchResult& match) {
@@ -430,7 +507,9 @@ void ShardBroker::DeliverRetained(Session* session, const std::string& filter,
 }
 
 void ShardBroker::ApplyLocalRouteChange(const std::optional<RouteUpdate>& update) {
-  if (!update || config_.shard_count <= 1) return;
+  if (!update) return;
+  if (cluster_ != nullptr) cluster_->RouteChanged(*update);
+  if (config_.shard_count <= 1) return;
   RouteUpdate copy = *update;
   Broadcast([copy](ShardBroker& shard) { shard.ApplyRouteUpdate(copy); });
 }
@@ -487,7 +566,18 @@ void ShardBroker::WhenRoutesVisible(std::function<void()> done) {
 
 void ShardBroker::ApplyRouteUpdate(const RouteUpdate& update) { router_.ApplyRemote(update); }
 
+void ShardBroker::ReplaceRoutesOf(Destination destination,
+                                  const std::vector<std::pair<std::string, std::string>>& routes) {
+  router_.ForgetDestination(destination);
+  for (const auto& [filter, key] : routes) router_.ApplyRemote(RouteUpdate{true, filter, key, destination});
+}
+
 void ShardBroker::ApplyRetained(const MessagePtr& message) {
+  // A retained message from another node moves this clock past it, so a
+  // later change made here is newer everywhere (the cluster keeps the newest).
+  if (message->id.node != config_.node_id) {
+    hlc_.Update(static_cast<uint64_t>(loop_.clock().WallMs()), message->id.timestamp);
+  }
   if (store_ && ShardForTopic(message->topic, config_.shard_count) == config_.shard_id) {
     PersistRetained(*message);
   }

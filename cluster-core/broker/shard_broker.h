@@ -15,6 +15,13 @@
 // on_safe waits until every shard it reached has made its writes durable
 // (docs/storage.md). Without a store nothing is written.
 //
+// Cluster (optional, set_cluster): other nodes are Destinations in the same
+// Router (kNodeDestinationBase + node id); a publish is forwarded once per
+// node with matching routes through the ClusterPort, and a forward received
+// from a node is delivered on this node only (DeliverFromNode), never sent
+// on to other nodes. The publisher's on_safe then also waits for every node
+// it reached (docs/cluster.md).
+//
 // Everything here runs on the shard's own thread.
 #include <cstdint>
 #include <deque>
@@ -25,6 +32,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "cluster-core/broker/cluster_port.h"
 #include "cluster-core/broker/flow_control.h"
 #include "cluster-core/broker/limits.h"
 #include "cluster-core/broker/metrics.h"
@@ -58,6 +66,9 @@ class ShardLink {
 
 // Which shard owns a client id's session.
 uint16_t ShardForClientId(std::string_view client_id, uint16_t shard_count);
+// Topics that describe one node ($SYS/...): never forwarded to other nodes
+// nor replicated to them, so each node's $SYS shows that node.
+bool IsNodeLocalTopic(std::string_view topic);
 // Which shard stores a retained topic.
 uint16_t ShardForTopic(std::string_view topic, uint16_t shard_count);
 
@@ -132,6 +143,24 @@ class ShardBroker {
   void OnForwardsDelivered(const std::vector<std::pair<FlowId, uint32_t>>& credits);
   void OnBroadcastApplied(uint16_t from_shard, uint64_t sequence);
 
+  // --- cluster (called by the ClusterAgent through ShardLink) ---------------
+  // Hands forwards, route changes, retained messages and attaches to the
+  // node's cluster agent from now on (null: none). Set before any client.
+  void set_cluster(ClusterPort* port) { cluster_ = port; }
+  // A publish another node forwarded here: delivered to this node's local
+  // routes (plain routes if `plain`, and the shared groups named), on this
+  // shard and on the other shards of this node, never to other nodes.
+  // `on_safe` runs on this shard once every delivery is enqueued, and
+  // durable where a store is attached.
+  void DeliverFromNode(const MessagePtr& message, bool plain, const std::vector<std::string>& shared_keys,
+                       std::function<void()> on_safe);
+  // Replaces every route held for `destination` (a node's snapshot; empty:
+  // the node is gone).
+  void ReplaceRoutesOf(Destination destination, const std::vector<std::pair<std::string, std::string>>& routes);
+  // The client attached on another node: a live connection here is closed
+  // as taken over (MQTT 5: 0x8E) and the session here ends (its will goes).
+  void TakenOverElsewhere(const std::string& client_id);
+
   // Periodic upkeep: expires retained messages (wall clock).
   void Housekeeping();
 
@@ -168,6 +197,18 @@ class ShardBroker {
   const Router& router() const { return router_; }
 
  private:
+  // Which routes a publish may take: all of them for a publish made here;
+  // this node's only (and the named groups) for a forward from a node.
+  struct RouteScope {
+    bool from_node = false;
+    bool plain = true;
+    const std::vector<std::string>* shared_keys = nullptr;  // from_node only
+  };
+  void Route(const MessagePtr& message, std::function<void()> on_safe, FlowId flow, const RouteScope& scope);
+  std::vector<std::pair<Destination, std::string>> DeliverShared(const MessagePtr& message, const MatchResult& match,
+                                                                 const RouteScope& scope);
+  void SendForward(Destination destination, const MessagePtr& message, bool plain,
+                   std::vector<std::string> keys, FlowId flow, uint64_t safe_token);
   void DeliverLocal(const MessagePtr& message, const MatchResult& match);
   void DeliverToShared(SharedGroup& group, const MessagePtr& message);
   void Offer(Session& session, Delivery delivery);
@@ -187,12 +228,13 @@ class ShardBroker {
   void RestoreSession(store::RecoveredSession& recovered, RecoveryCounts& counts);
   void RemoveAllSubscriptions(Session& session);
   void ApplyLocalRouteChange(const std::optional<RouteUpdate>& update);
-  uint16_t PickSharedDestination(const std::string& key, std::vector<uint16_t>& shards);
+  Destination PickSharedDestination(const std::string& key, std::vector<Destination>& destinations);
 
   ShardConfig config_;
   io::Loop& loop_;
   ShardLink& link_;
   ShardMetrics& metrics_;
+  ClusterPort* cluster_ = nullptr;
   HybridLogicalClock hlc_;
   uint32_t next_sequence_ = 0;
   Router router_;

@@ -116,4 +116,10 @@ std::vector<RouteUpdate> Router::LocalRoutes() const {
   return routes;
 }
 
+std::vector<std::pair<std::string, std::string>> Router::RoutesOf(Destination destination) const {
+  auto it = remote_by_destination_.find(destination);
+  if (it == remote_by_destination_.end()) return {};
+  return {it->second.begin(), it->second.end()};
+}
+
 }  // namespace estuary::core

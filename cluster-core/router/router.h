@@ -4,9 +4,9 @@
 // It keeps two kinds of routes apart, as the cluster needs:
 //  - local routes: sessions on this shard, by filter (plain and $share);
 //  - remote routes: a replica of the filters other destinations hold. A
-//    destination is another shard of this node today and another node once
-//    the cluster exists; a publish is forwarded once per destination, which
-//    then matches its own local routes.
+//    destination is another shard of this node or another node of the
+//    cluster (see Destination); a publish is forwarded once per destination,
+//    which then matches its own local routes.
 // AddLocal/RemoveLocal report a RouteUpdate when this shard's route set
 // changes (first subscriber to a filter, last one gone), for the owner to
 // broadcast; ApplyRemote applies updates received from elsewhere.
@@ -25,7 +25,19 @@
 
 namespace estuary::core {
 
-using Destination = uint16_t;
+// A Destination names where a publish is forwarded: another shard of this
+// node (its shard id, 0..65535) or another node of the cluster
+// (kNodeDestinationBase + node id). The two ranges never overlap, so one
+// trie holds both and a match says at once which link carries the forward.
+using Destination = uint32_t;
+inline constexpr Destination kNodeDestinationBase = 0x10000;
+inline constexpr Destination NodeDestination(uint16_t node) { return kNodeDestinationBase + node; }
+inline constexpr bool IsNodeDestination(Destination destination) {
+  return destination >= kNodeDestinationBase;
+}
+inline constexpr uint16_t NodeOfDestination(Destination destination) {
+  return static_cast<uint16_t>(destination - kNodeDestinationBase);
+}
 
 struct SubscriberRef {
   Session* session = nullptr;
@@ -89,6 +101,8 @@ class Router {
 
   // The local route set, for replaying to a destination that (re)joins.
   std::vector<RouteUpdate> LocalRoutes() const;
+  // The routes held for one destination, as (filter, shared key) pairs.
+  std::vector<std::pair<std::string, std::string>> RoutesOf(Destination destination) const;
 
   size_t local_subscriptions() const { return plain_.size() + shared_members_; }
   size_t remote_routes() const { return remote_plain_.size() + remote_shared_.size(); }

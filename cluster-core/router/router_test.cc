@@ -2,6 +2,8 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+
 namespace estuary::core {
 namespace {
 
@@ -79,6 +81,27 @@ TEST(RouterTest, LocalRoutesListsEveryRouteForReplay) {
   router.AddLocal("a", {}, {&a, &options});
   router.AddLocal("b", SharedKey("g", "b"), {&a, &options});
   EXPECT_EQ(router.LocalRoutes().size(), 2u);
+}
+
+TEST(RouterTest, NodeDestinationsNeverCollideWithShardIds) {
+  EXPECT_FALSE(IsNodeDestination(65535));
+  EXPECT_TRUE(IsNodeDestination(NodeDestination(0)));
+  EXPECT_EQ(NodeOfDestination(NodeDestination(65535)), 65535);
+  Router router(0);
+  router.ApplyRemote({true, "a/+", {}, 1});                    // shard 1
+  router.ApplyRemote({true, "a/#", {}, NodeDestination(1)});   // node 1
+  router.ApplyRemote({true, "a/#", SharedKey("g", "a/#"), NodeDestination(2)});
+  MatchResult match;
+  router.Match("a/b", match);
+  std::sort(match.remote.begin(), match.remote.end());
+  EXPECT_EQ(match.remote, (std::vector<Destination>{1, NodeDestination(1)}));
+  ASSERT_EQ(match.remote_shared.size(), 1u);
+  EXPECT_EQ(match.remote_shared[0]->destination, NodeDestination(2));
+  EXPECT_EQ(router.RoutesOf(NodeDestination(1)).size(), 1u);
+  router.ForgetDestination(NodeDestination(1));
+  match.Clear();
+  router.Match("a/b", match);
+  EXPECT_EQ(match.remote, (std::vector<Destination>{1}));
 }
 
 }  // namespace

@@ -1,5 +1,7 @@
 #include "cluster-core/store/record_codec.h"
 
+#include <cstring>
+#include <memory>
 #include <utility>
 #include <vector>
 
@@ -10,6 +12,8 @@ constexpr uint8_t kFormatVersion = 1;
 
 class Writer {
  public:
+  Writer() = default;
+  explicit Writer(std::string&& out) : out_(std::move(out)) {}
   void U8(uint8_t v) { out_.push_back(static_cast<char>(v)); }
   void U16(uint16_t v) { BigEndian(v, 2); }
   void U32(uint32_t v) { BigEndian(v, 4); }
@@ -46,7 +50,18 @@ class Reader {
       ok_ = false;
       return {};
     }
-    std::string v(in_.substr(0, n));
+    std::string v(in_.data(), n);
+    in_.remove_prefix(n);
+    return v;
+  }
+  // The next Bytes() as a view into the input (valid as long as it is).
+  std::string_view BytesView() {
+    const uint32_t n = U32();
+    if (!ok_ || in_.size() < n) {
+      ok_ = false;
+      return {};
+    }
+    std::string_view v = in_.substr(0, n);
     in_.remove_prefix(n);
     return v;
   }
@@ -63,7 +78,8 @@ class Reader {
       ok_ = false;
       return 0;
     }
-    const uint64_t v = DecodeBigEndian(in_.substr(0, n));
+    uint64_t v = 0;
+    for (size_t i = 0; i < n; ++i) v = (v << 8) | static_cast<unsigned char>(in_[i]);
     in_.remove_prefix(n);
     return v;
   }
@@ -75,7 +91,49 @@ void AppendBigEndian(std::string& out, uint64_t v, int n) {
   for (int i = n - 1; i >= 0; --i) out.push_back(static_cast<char>((v >> (8 * i)) & 0xFF));
 }
 
-void WriteMessage(Writer& w, const Message& m) {
+// Counts the bytes a Writer would append (AppendMessage sizes its frame once).
+class SizeCounter {
+ public:
+  void U8(uint8_t) { n_ += 1; }
+  void U16(uint16_t) { n_ += 2; }
+  void U32(uint32_t) { n_ += 4; }
+  void U64(uint64_t) { n_ += 8; }
+  void Bytes(std::string_view v) { n_ += 4 + v.size(); }
+  void OptBytes(const std::optional<std::string>& v) { n_ += v ? 5 + v->size() : 1; }
+  size_t size() const { return n_; }
+
+ private:
+  size_t n_ = 0;
+};
+
+// Writes into memory already sized by a SizeCounter: no capacity checks.
+class RawWriter {
+ public:
+  explicit RawWriter(char* at) : at_(at) {}
+  void U8(uint8_t v) { *at_++ = static_cast<char>(v); }
+  void U16(uint16_t v) { BigEndian(v, 2); }
+  void U32(uint32_t v) { BigEndian(v, 4); }
+  void U64(uint64_t v) { BigEndian(v, 8); }
+  void Bytes(std::string_view v) {
+    U32(static_cast<uint32_t>(v.size()));
+    if (!v.empty()) std::memcpy(at_, v.data(), v.size());
+    at_ += v.size();
+  }
+  void OptBytes(const std::optional<std::string>& v) {
+    U8(v ? 1 : 0);
+    if (v) Bytes(*v);
+  }
+  char* at() const { return at_; }
+
+ private:
+  void BigEndian(uint64_t v, int n) {
+    for (int i = n - 1; i >= 0; --i) *at_++ = static_cast<char>((v >> (8 * i)) & 0xFF);
+  }
+  char* at_;
+};
+
+template <typename W>
+void WriteMessage(W& w, const Message& m) {
   w.U16(m.id.node);
   w.U64(m.id.timestamp);
   w.U32(m.id.sequence);
@@ -109,7 +167,7 @@ std::shared_ptr<Message> ReadMessage(Reader& r) {
   m->id.timestamp = r.U64();
   m->id.sequence = r.U32();
   m->topic = r.Bytes();
-  if (r.U8() != 0) m->payload = MakePayload(r.Bytes());
+  if (r.U8() != 0) m->payload = std::make_shared<const std::string>(r.BytesView());
   const uint8_t flags = r.U8();
   if ((flags & 3) > 2) return nullptr;
   m->qos = static_cast<QoS>(flags & 3);
@@ -314,6 +372,46 @@ std::string EncodeMessage(const Message& message) {
   w.U8(kFormatVersion);
   WriteMessage(w, message);
   return w.Take();
+}
+
+std::optional<std::string_view> PeekOriginClientId(std::string_view bytes) {
+  // Walks the fields WriteMessage wrote, up to the origin's client id.
+  Reader r(bytes);
+  if (!VersionOk(r)) return std::nullopt;
+  r.U16();
+  r.U64();
+  r.U32();
+  r.BytesView();                    // topic
+  if (r.U8() != 0) r.BytesView();   // payload
+  r.U8();                           // flags
+  for (int i = 0; i < 3; ++i) {     // content type, response topic, correlation data
+    if (r.U8() != 0) r.BytesView();
+  }
+  if (r.U8() != 0) r.U8();   // payload format
+  if (r.U8() != 0) r.U64();  // expiry
+  const uint32_t count = r.U32();
+  for (uint32_t i = 0; i < count && r.ok(); ++i) {
+    r.BytesView();
+    r.BytesView();
+  }
+  r.U8();  // protocol
+  const std::string_view client_id = r.BytesView();
+  if (!r.ok()) return std::nullopt;
+  return client_id;
+}
+
+size_t AppendedMessageSize(const Message& message) {
+  SizeCounter counter;
+  WriteMessage(counter, message);
+  return 1 + counter.size();
+}
+
+void AppendMessage(std::string& out, const Message& message) {
+  const size_t at = out.size();
+  out.resize(at + AppendedMessageSize(message));
+  RawWriter w(out.data() + at);
+  w.U8(kFormatVersion);
+  WriteMessage(w, message);
 }
 
 std::optional<MessagePtr> DecodeMessage(std::string_view bytes) {

@@ -69,6 +69,14 @@ std::string EncodeInflight(const InflightDelivery& inflight);
 std::optional<InflightDelivery> DecodeInflight(std::string_view bytes);
 
 std::string EncodeMessage(const Message& message);
+// EncodeMessage's bytes appended to `out` (a frame under construction), so
+// the payload is copied once, straight into the frame.
+void AppendMessage(std::string& out, const Message& message);
+// The number of bytes AppendMessage appends for `message`.
+size_t AppendedMessageSize(const Message& message);
+// The origin client id of EncodeMessage's bytes, without decoding the rest
+// (a view into `bytes`); nullopt if they end before it.
+std::optional<std::string_view> PeekOriginClientId(std::string_view bytes);
 std::optional<MessagePtr> DecodeMessage(std::string_view bytes);
 
 }  // namespace estuary::core::store

@@ -1,0 +1,46 @@
+#pragma once
+// ClusterPort: how a ShardBroker reaches the node's cluster agent (the
+// ClusterAgent in cluster-core/cluster/, which lives on shard 0's loop).
+//
+// Every call is made on the calling shard's thread; an implementation hands
+// the work to the agent's loop (a mailbox post) and never runs agent code
+// on the caller's thread. Calls from one shard arrive in the order made, so
+// forwards from one publisher stay in order. Without a port (single-node
+// estuaryd, unit tests of one node) the broker makes no such calls.
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "cluster-core/broker/flow_control.h"
+#include "cluster-core/router/router.h"
+#include "model/message.h"
+
+namespace estuary::core {
+
+// One publish forwarded to another node.
+struct NodeForward {
+  MessagePtr message;
+  bool plain = false;                    // the node has plain routes matching the topic
+  std::vector<std::string> shared_keys;  // shared groups whose member was picked on that node
+  uint16_t origin_shard = 0;
+  uint64_t safe_token = 0;  // 0: the publisher waits for nothing; else OnForwardSafe(token) on origin_shard
+  FlowRef publisher;        // credit goes back with OnForwardsDelivered once the agent took it
+};
+
+class ClusterPort {
+ public:
+  virtual ~ClusterPort() = default;
+  // This shard's route set changed (first local subscriber to a filter, or
+  // the last one gone): `update.destination` is the shard id.
+  virtual void RouteChanged(const RouteUpdate& update) = 0;
+  virtual void Forward(uint16_t node, NodeForward forward) = 0;
+  // A retained message published on this node (not one received from a peer).
+  virtual void RetainedPublished(const MessagePtr& message) = 0;
+  // A client attached on this node: peers close their connection for the id.
+  virtual void ClientAttached(const std::string& client_id) = 0;
+  // Deliveries for a forward received from `origin` (DeliverFromNode) are
+  // enqueued, and durable with a store: the agent tells the origin node.
+  virtual void ForwardSafe(uint16_t origin, uint64_t forward_id) = 0;
+};
+
+}  // namespace estuary::core

@@ -1,0 +1,206 @@
+#pragma once
+// ClusterAgent: a node's half of cross-node publish/subscribe. Pure logic
+// on an io::Loop and a Transport (no sockets), so it runs in estuaryd on
+// shard 0's loop and in tests on a SimLoop with an in-memory Transport.
+//
+// What it does (docs/cluster.md):
+//  - routes: aggregates the route sets of this node's shards into one
+//    node-level set (a filter held by any shard is one route) and sends the
+//    changes to every peer, batched per loop iteration; on link up it sends
+//    a full snapshot that replaces everything the peer held from this node.
+//    Routes received from a peer are applied to every shard's Router as
+//    Destination NodeDestination(peer).
+//  - forwards: a shard's NodeForward becomes one kForward frame; the
+//    receiving agent hands it to the shard its publisher's client id hashes
+//    to (DeliverFromNode), and returns kForwardSafe once it is enqueued
+//    (and durable); only then does the origin shard's safe step complete.
+//    Frames a peer cannot take now are held in a bounded queue per peer.
+//  - retained messages and client attaches go to every peer (retained also
+//    as a snapshot at link up); an attach elsewhere closes the local
+//    connection of that client id as taken over.
+//  - a peer whose link stays down for the grace period is gone: every
+//    shard forgets its routes, forwards waiting for it are released.
+//
+// Membership: with EnableMembership the agent owns a Membership
+// (cluster-core/membership/), passes it peer up/down and frames 0x10-0x1F,
+// and a member it reports down or left is gone. Without one, frames
+// 0x10-0x1F go to the membership handler (if any) and a grace timer
+// declares a peer gone.
+//
+// Threading: everything runs on the agent's loop. Shards reach it only
+// through port() (posts to that loop), and it reaches shards only through
+// the ShardLink.
+#include <atomic>
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <map>
+#include <memory>
+#include <set>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+#include <vector>
+
+#include "cluster-core/broker/cluster_port.h"
+#include "cluster-core/broker/shard_broker.h"
+#include "cluster-core/cluster/cluster_frames.h"
+#include "cluster-core/links/transport.h"
+#include "cluster-core/membership/membership.h"
+#include "io/loop.h"
+
+namespace estuary::cluster {
+
+struct ClusterAgentConfig {
+  NodeId self = 1;
+  uint16_t shard_count = 1;
+  // A peer down this long is gone: its routes are forgotten (--cluster-peer-grace).
+  uint32_t peer_gone_grace_ms = 3000;
+  // A QoS 1/2 forward not confirmed by then no longer holds its publisher's
+  // acknowledgement (counted in forwards_expired).
+  uint32_t forward_timeout_ms = 5000;
+  // Forward frames held per peer while its link is down or full, in bytes.
+  size_t max_held_bytes = 8u << 20;
+  uint32_t tick_ms = 100;
+};
+
+struct ClusterCounters {
+  uint64_t forwards_out = 0;
+  uint64_t forwards_in = 0;
+  uint64_t forwards_dropped = 0;  // QoS 0 to a peer without a link, or over the held bound
+  uint64_t forwards_expired = 0;  // released by the deadline or because the peer is gone
+  uint64_t forwards_held = 0;     // held now (all peers)
+  uint64_t route_changes_out = 0;
+  uint64_t route_changes_in = 0;
+  uint64_t retained_in = 0;
+  uint64_t takeovers_in = 0;  // attaches elsewhere that ended a session here
+  uint64_t bad_frames = 0;
+};
+
+class ClusterAgent final : public LinkHandler {
+ public:
+  // Runs `fn` on the agent's loop; callable from any thread.
+  using Poster = std::function<void(std::function<void()>)>;
+  ClusterAgent(ClusterAgentConfig config, io::Loop& loop, Transport& transport, core::ShardLink& shards,
+               Poster post_here);
+  ~ClusterAgent() override;
+  ClusterAgent(const ClusterAgent&) = delete;
+  ClusterAgent& operator=(const ClusterAgent&) = delete;
+
+  // Give this to every ShardBroker::set_cluster; safe from any shard.
+  core::ClusterPort& port();
+
+  // --- membership -------------------------------------------------------------
+  // Creates the node's Membership (call once, before Start of the links);
+  // from then on it decides when a peer is gone (the grace timer is off).
+  Membership& EnableMembership(MembershipConfig config);
+  Membership* membership() { return membership_owned_.get(); }
+  using MembershipHandler = std::function<void(NodeId from, uint8_t type, std::string_view body)>;
+  void set_membership_handler(MembershipHandler handler) { membership_ = std::move(handler); }
+  void set_grace_timer(bool on) { grace_timer_ = on; }
+  // The peer left or failed for good: forget its routes, release what waits for it.
+  void DeclareGone(NodeId node);
+
+  // --- from the shards (through port(), on the agent's loop) ---------------
+  void OnRouteChanged(const core::RouteUpdate& shard_update);
+  void OnForward(NodeId node, core::NodeForward forward);
+  void OnRetainedPublished(const MessagePtr& message);
+  void OnClientAttached(const std::string& client_id);
+  void OnForwardSafe(NodeId origin, uint64_t forward_id);
+
+  // --- LinkHandler ------------------------------------------------------------
+  void OnPeerUp(const PeerInfo& peer) override;
+  void OnPeerDown(NodeId node) override;
+  void OnFrame(NodeId from, uint8_t type, std::string_view body) override;
+  void OnWritable(NodeId node) override;
+
+  // --- observation --------------------------------------------------------------
+  const ClusterCounters& counters() const {
+    counters_.bad_frames = bad_frames_->load(std::memory_order_relaxed);
+    return counters_;
+  }
+  size_t local_route_count() const { return local_routes_.size(); }
+  size_t remote_route_count() const;
+  // GET /api/cluster/routes, and the estuary_cluster_* part of /metrics.
+  std::string RoutesJson() const;
+  std::string MetricsText() const;
+
+ private:
+  using RouteKey = std::pair<std::string, std::string>;  // (filter, shared key)
+  struct Held {
+    uint8_t type = 0;
+    std::string body;
+    bool forward = false;  // a kForward frame (the others are control frames)
+    QoS qos = QoS::kAtMostOnce;
+    uint16_t origin_shard = 0;
+    core::FlowRef publisher;
+    int64_t since_ms = 0;
+  };
+  struct Peer {
+    bool up = false;
+    bool known = false;        // seen up at least once and not gone since
+    int64_t down_since_ms = -1;  // -1: not waiting for a grace period
+    std::deque<Held> held;
+    size_t held_bytes = 0;
+  };
+  struct PendingForward {
+    NodeId node = 0;
+    uint16_t shard = 0;
+    uint64_t token = 0;
+    int64_t deadline_ms = 0;
+  };
+  class Port;
+  static Held Control(uint8_t type, std::string body);
+
+  void Send(NodeId node, Held frame);
+  bool TrySend(NodeId node, Held& frame);
+  void Hold(Peer& peer, Held frame);
+  void DrainHeld(NodeId node);
+  void DropHeld(Peer& peer, bool keep_reliable_forwards);
+  void Credit(const Held& frame);
+  void Broadcast(uint8_t type, const std::string& body);
+  void SendSnapshots(NodeId node);
+  void ScheduleFlush();
+  void Flush();
+  void Tick();
+  void ReleaseForward(uint64_t forward_id);
+  void ApplyRoutes(NodeId from, uint8_t type, std::string_view body);
+  void DeliverForward(NodeId from, std::string_view body);
+  void ApplyRetained(const MessagePtr& message, bool from_peer);
+  void PostToShard(uint16_t shard, std::function<void(core::ShardBroker&)> work);
+  void QueueSafe(uint16_t shard, uint64_t safe_token);
+  void FlushShardItems(uint16_t shard);
+
+  ClusterAgentConfig config_;
+  io::Loop& loop_;
+  Transport& transport_;
+  core::ShardLink& shards_;
+  std::unique_ptr<Port> port_;
+  std::unique_ptr<Membership> membership_owned_;
+  MembershipHandler membership_;
+  bool grace_timer_ = true;
+  mutable ClusterCounters counters_;  // bad_frames: see bad_frames_
+  std::map<RouteKey, uint32_t> local_routes_;  // node-level route -> shards holding it
+  std::vector<RouteEntry> pending_routes_;
+  std::map<NodeId, std::set<RouteKey>> remote_routes_;
+  std::map<NodeId, Peer> peers_;
+  std::unordered_map<uint64_t, PendingForward> pending_forwards_;
+  uint64_t next_forward_id_ = 1;
+  std::map<NodeId, std::vector<uint64_t>> pending_safe_;
+  std::vector<std::vector<std::pair<core::FlowId, uint32_t>>> pending_credits_;
+  std::vector<std::string> pending_attached_;
+  std::map<std::string, MessagePtr, std::less<>> retained_;  // newest per topic, empty payload included
+  // Per shard, posted as one batch at Flush (or before any other post to
+  // that shard): records 'F' (from u16, length u32, a kForward body to
+  // decode and deliver there) and 'S' (a safe token u64 to complete).
+  std::vector<std::string> shard_items_;
+  // Malformed frames, counted here and by the shards (they decode the
+  // forwards); counters() copies it into counters_.bad_frames.
+  std::shared_ptr<std::atomic<uint64_t>> bad_frames_ = std::make_shared<std::atomic<uint64_t>>(0);
+  std::string forward_scratch_;                       // OnForward's reused frame buffer
+  bool flush_scheduled_ = false;
+  io::TimerId tick_timer_ = 0;
+  std::shared_ptr<int> lifetime_ = std::make_shared<int>(0);
+};
+
+}  // namespace estuary::cluster

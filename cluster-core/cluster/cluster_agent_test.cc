@@ -1,0 +1,520 @@
+// ClusterAgent + ShardBroker across "nodes" in one process: every node's
+// shards and agent run on one SimLoop, joined by an in-memory Transport.
+#include "cluster-core/cluster/cluster_agent.h"
+
+#include <gtest/gtest.h>
+
+#include <deque>
+#include <map>
+#include <memory>
+#include <set>
+
+#include "io/sim/sim_loop.h"
+
+namespace estuary::cluster {
+namespace {
+
+using core::ShardBroker;
+
+class FakeNetwork;
+
+// Frames go through the loop in order; a link can be cut, paused (frames
+// wait) or made full (Send answers kFull until Writable()).
+class FakeTransport final : public Transport {
+ public:
+  FakeTransport(FakeNetwork& network, NodeId self) : network_(network), self_(self) {}
+  NodeId self() const override { return self_; }
+  void AddPeerAddress(const std::string&) override {}
+  void RemovePeer(NodeId) override {}
+  SendResult Send(NodeId to, uint8_t type, std::string_view body) override;
+  bool connected(NodeId node) const override;
+  std::vector<PeerInfo> peers() const override { return {}; }
+  LinkHandler* handler() const { return handler_; }
+  std::set<NodeId> full;
+  size_t sent = 0;
+
+ private:
+  FakeNetwork& network_;
+  NodeId self_;
+};
+
+class FakeNetwork {
+ public:
+  explicit FakeNetwork(io::SimLoop& loop) : loop_(loop) {}
+  void Register(FakeTransport* transport) { transports_[transport->self()] = transport; }
+  void Unregister(NodeId node) {
+    transports_.erase(node);
+    for (auto it = links_.begin(); it != links_.end();) {
+      if (it->first.first == node || it->first.second == node) {
+        const NodeId other = it->first.first == node ? it->first.second : it->first.first;
+        it = links_.erase(it);
+        if (auto* t = Find(other); t != nullptr && t->handler()) t->handler()->OnPeerDown(node);
+      } else {
+        ++it;
+      }
+    }
+  }
+  void Connect(NodeId a, NodeId b) {
+    links_[Key(a, b)] = Link{++epoch_};
+    Find(a)->handler()->OnPeerUp(PeerInfo{b, "fake"});
+    Find(b)->handler()->OnPeerUp(PeerInfo{a, "fake"});
+  }
+  void Cut(NodeId a, NodeId b) {
+    links_.erase(Key(a, b));
+    Find(a)->handler()->OnPeerDown(b);
+    Find(b)->handler()->OnPeerDown(a);
+  }
+  bool Up(NodeId a, NodeId b) const { return links_.count(Key(a, b)) > 0; }
+  void Carry(NodeId from, NodeId to, uint8_t type, std::string body) {
+    const uint64_t epoch = links_.at(Key(from, to)).epoch;
+    auto deliver = [this, from, to, type, body = std::move(body), epoch] {
+      auto it = links_.find(Key(from, to));
+      if (it == links_.end() || it->second.epoch != epoch) return;  // the link went down meanwhile
+      if (auto* t = Find(to); t != nullptr && t->handler()) t->handler()->OnFrame(from, type, body);
+    };
+    if (paused) {
+      held_.push_back(std::move(deliver));
+    } else {
+      loop_.Post(std::move(deliver));
+    }
+  }
+  void Resume() {
+    paused = false;
+    for (auto& deliver : held_) loop_.Post(std::move(deliver));
+    held_.clear();
+  }
+  bool paused = false;
+
+ private:
+  struct Link {
+    uint64_t epoch = 0;
+  };
+  static std::pair<NodeId, NodeId> Key(NodeId a, NodeId b) { return {std::min(a, b), std::max(a, b)}; }
+  FakeTransport* Find(NodeId node) {
+    auto it = transports_.find(node);
+    return it == transports_.end() ? nullptr : it->second;
+  }
+  io::SimLoop& loop_;
+  std::map<NodeId, FakeTransport*> transports_;
+  std::map<std::pair<NodeId, NodeId>, Link> links_;
+  std::deque<std::function<void()>> held_;
+  uint64_t epoch_ = 0;
+};
+
+SendResult FakeTransport::Send(NodeId to, uint8_t type, std::string_view body) {
+  if (!network_.Up(self_, to)) return SendResult::kNoLink;
+  if (full.count(to)) return SendResult::kFull;
+  ++sent;
+  network_.Carry(self_, to, type, std::string(body));
+  return SendResult::kQueued;
+}
+
+bool FakeTransport::connected(NodeId node) const { return network_.Up(self_, node); }
+
+// One node: its shards, their link, its transport and agent.
+struct TestNode final : core::ShardLink {
+  TestNode(io::SimLoop& loop, FakeNetwork& network, NodeId id, uint16_t shard_count, ClusterAgentConfig config)
+      : loop_(loop), network_(network), transport(network, id), metrics(shard_count) {
+    network.Register(&transport);
+    for (uint16_t i = 0; i < shard_count; ++i) {
+      core::ShardConfig shard;
+      shard.node_id = id;
+      shard.shard_id = i;
+      shard.shard_count = shard_count;
+      shards.push_back(std::make_unique<ShardBroker>(shard, loop, *this, metrics[i]));
+    }
+    config.self = id;
+    config.shard_count = shard_count;
+    agent = std::make_unique<ClusterAgent>(config, loop, transport, *this,
+                                           [&loop](std::function<void()> fn) { loop.Post(std::move(fn)); });
+    for (auto& shard : shards) shard->set_cluster(&agent->port());
+  }
+  ~TestNode() override {
+    network_.Unregister(transport.self());
+    alive_.reset();
+  }
+  void Post(uint16_t shard, std::function<void(ShardBroker&)> work) override {
+    std::weak_ptr<int> alive = alive_;
+    loop_.Post([this, alive, shard, work = std::move(work)] {
+      if (alive.lock()) work(*shards[shard]);
+    });
+  }
+  ShardBroker& ShardOf(const std::string& client_id) {
+    return *shards[core::ShardForClientId(client_id, static_cast<uint16_t>(shards.size()))];
+  }
+
+  io::SimLoop& loop_;
+  FakeNetwork& network_;
+  FakeTransport transport;
+  std::vector<core::ShardMetrics> metrics;
+  std::vector<std::unique_ptr<ShardBroker>> shards;
+  std::unique_ptr<ClusterAgent> agent;
+  std::shared_ptr<int> alive_ = std::make_shared<int>(0);
+};
+
+class RecordingSink final : public core::SessionSink {
+ public:
+  void OnDeliveriesReady() override {}
+  void OnDetached(core::DetachReason reason) override { detached.push_back(reason); }
+  std::vector<core::DetachReason> detached;
+};
+
+class CountingFlow final : public core::PublisherFlow {
+ public:
+  void PauseIngress() override { ++paused; }
+  void ResumeIngress() override { ++resumed; }
+  int paused = 0;
+  int resumed = 0;
+};
+
+class ClusterAgentTest : public ::testing::Test {
+ protected:
+  TestNode& AddNode(NodeId id, uint16_t shards = 2) {
+    nodes_[id] = std::make_unique<TestNode>(loop_, network_, id, shards, config_);
+    return *nodes_[id];
+  }
+  void ConnectAll() {
+    for (auto& [a, node_a] : nodes_) {
+      for (auto& [b, node_b] : nodes_) {
+        if (a < b && !network_.Up(a, b)) network_.Connect(a, b);
+      }
+    }
+    loop_.RunUntilIdle();
+  }
+  core::Session* Subscriber(NodeId node, const std::string& client_id, const std::string& filter,
+                            QoS qos = QoS::kExactlyOnce) {
+    ShardBroker& shard = nodes_[node]->ShardOf(client_id);
+    core::Session* session = shard.Attach(client_id, true, &sink_).session;
+    core::SubscriptionOptions options;
+    options.max_qos = qos;
+    shard.Subscribe(session, filter, options);
+    loop_.RunUntilIdle();
+    return session;
+  }
+  MessagePtr Make(NodeId node, std::string topic, std::string payload, QoS qos = QoS::kAtLeastOnce,
+                  bool retain = false, std::string publisher = "pub") {
+    auto message = std::make_shared<Message>();
+    message->id = nodes_[node]->ShardOf(publisher).NextMessageId();
+    message->topic = std::move(topic);
+    message->payload = MakePayload(std::move(payload));
+    message->qos = qos;
+    message->retain = retain;
+    message->origin = Origin{Protocol::kMqtt, std::move(publisher), node};
+    return message;
+  }
+  // Publishes on the publisher's shard of `node`; returns a flag set by on_safe.
+  std::shared_ptr<bool> Publish(NodeId node, MessagePtr message, core::FlowId flow = 0) {
+    auto safe = std::make_shared<bool>(false);
+    nodes_[node]->ShardOf(message->origin.client_id).Publish(message, [safe] { *safe = true; }, flow);
+    return safe;
+  }
+  std::vector<std::pair<std::string, QoS>> Drain(core::Session* session) {
+    std::vector<std::pair<std::string, QoS>> out;
+    while (session->HasQueued()) {
+      core::Delivery delivery = session->PopQueued();
+      out.emplace_back(*delivery.message->payload, delivery.qos);
+    }
+    return out;
+  }
+
+  io::ManualClock clock_;
+  io::SimLoop loop_{clock_};
+  FakeNetwork network_{loop_};
+  ClusterAgentConfig config_;
+  RecordingSink sink_;
+  std::map<NodeId, std::unique_ptr<TestNode>> nodes_;
+};
+
+TEST_F(ClusterAgentTest, DeliversAcrossNodesAtEveryQosWithWildcards) {
+  AddNode(1);
+  AddNode(2);
+  ConnectAll();
+  core::Session* plus = Subscriber(2, "sub-plus", "s/+/x", QoS::kExactlyOnce);
+  core::Session* hash = Subscriber(2, "sub-hash", "s/#", QoS::kAtLeastOnce);
+  for (QoS qos : {QoS::kAtMostOnce, QoS::kAtLeastOnce, QoS::kExactlyOnce}) {
+    Publish(1, Make(1, "s/a/x", std::to_string(int(qos)), qos));
+  }
+  Publish(1, Make(1, "other", "no"));
+  loop_.RunUntilIdle();
+  using Got = std::vector<std::pair<std::string, QoS>>;
+  EXPECT_EQ(Drain(plus), (Got{{"0", QoS::kAtMostOnce}, {"1", QoS::kAtLeastOnce}, {"2", QoS::kExactlyOnce}}));
+  EXPECT_EQ(Drain(hash), (Got{{"0", QoS::kAtMostOnce}, {"1", QoS::kAtLeastOnce}, {"2", QoS::kAtLeastOnce}}));
+  // One forward per publish with matching routes, whatever the subscriber count.
+  EXPECT_EQ(nodes_[1]->agent->counters().forwards_out, 3u);
+  EXPECT_EQ(nodes_[2]->agent->counters().forwards_in, 3u);
+  EXPECT_EQ(nodes_[1]->agent->remote_route_count(), 2u);
+}
+
+TEST_F(ClusterAgentTest, ReceivingNodeNeverForwardsToAThirdNode) {
+  AddNode(1);
+  AddNode(2);
+  AddNode(3);
+  ConnectAll();
+  core::Session* on2 = Subscriber(2, "a", "t");
+  core::Session* on3 = Subscriber(3, "b", "t");
+  Publish(1, Make(1, "t", "m"));
+  loop_.RunUntilIdle();
+  EXPECT_EQ(Drain(on2).size(), 1u);
+  EXPECT_EQ(Drain(on3).size(), 1u);
+  EXPECT_EQ(nodes_[2]->agent->counters().forwards_out, 0u);
+  EXPECT_EQ(nodes_[3]->agent->counters().forwards_out, 0u);
+}
+
+TEST_F(ClusterAgentTest, PublisherAcknowledgementWaitsForTheRemoteSafeFrame) {
+  AddNode(1);
+  AddNode(2);
+  ConnectAll();
+  Subscriber(2, "sub", "t");
+  network_.paused = true;  // frames between nodes wait
+  auto safe = Publish(1, Make(1, "t", "m", QoS::kAtLeastOnce));
+  loop_.RunUntilIdle();
+  EXPECT_FALSE(*safe);
+  network_.Resume();
+  loop_.RunUntilIdle();
+  EXPECT_TRUE(*safe);
+  // Without remote subscribers the acknowledgement does not wait.
+  network_.paused = true;
+  auto local_only = Publish(1, Make(1, "nobody", "m", QoS::kAtLeastOnce));
+  loop_.RunUntilIdle();
+  EXPECT_TRUE(*local_only);
+  network_.Resume();
+}
+
+TEST_F(ClusterAgentTest, QosOneForwardToADownLinkIsReleasedByTheDeadline) {
+  config_.peer_gone_grace_ms = 60'000;
+  AddNode(1);
+  AddNode(2);
+  ConnectAll();
+  Subscriber(2, "sub", "t");
+  network_.Cut(1, 2);
+  auto safe = Publish(1, Make(1, "t", "m", QoS::kAtLeastOnce));
+  auto qos0 = Publish(1, Make(1, "t", "m0", QoS::kAtMostOnce));
+  loop_.RunUntilIdle();
+  EXPECT_FALSE(*safe);
+  EXPECT_TRUE(*qos0);
+  EXPECT_EQ(nodes_[1]->agent->counters().forwards_dropped, 1u);  // QoS 0 without a link
+  loop_.AdvanceBy(config_.forward_timeout_ms + config_.tick_ms);
+  EXPECT_TRUE(*safe);
+  EXPECT_EQ(nodes_[1]->agent->counters().forwards_expired, 1u);
+}
+
+TEST_F(ClusterAgentTest, HeldForwardsAreSentWhenTheLinkComesBackInTime) {
+  config_.peer_gone_grace_ms = 60'000;
+  AddNode(1);
+  AddNode(2);
+  ConnectAll();
+  core::Session* sub = Subscriber(2, "sub", "t");
+  network_.Cut(1, 2);
+  auto safe = Publish(1, Make(1, "t", "held", QoS::kAtLeastOnce));
+  loop_.RunUntilIdle();
+  EXPECT_EQ(nodes_[1]->agent->counters().forwards_held, 1u);
+  network_.Connect(1, 2);
+  loop_.RunUntilIdle();
+  EXPECT_TRUE(*safe);
+  ASSERT_EQ(Drain(sub).size(), 1u);
+  EXPECT_EQ(nodes_[1]->agent->counters().forwards_expired, 0u);
+}
+
+TEST_F(ClusterAgentTest, SharedGroupAcrossNodesGivesEachMessageToExactlyOneMember) {
+  AddNode(1);
+  AddNode(2);
+  AddNode(3);
+  ConnectAll();
+  std::vector<core::Session*> members{Subscriber(1, "m1", "$share/g/job/+"), Subscriber(2, "m2", "$share/g/job/+"),
+                                      Subscriber(2, "m3", "$share/g/job/+"), Subscriber(3, "m4", "$share/g/job/+")};
+  const int count = 60;
+  for (int i = 0; i < count; ++i) Publish(1, Make(1, "job/x", std::to_string(i)));
+  loop_.RunUntilIdle();
+  std::multiset<std::string> seen;
+  for (core::Session* member : members) {
+    auto got = Drain(member);
+    EXPECT_FALSE(got.empty()) << member->client_id();
+    for (auto& [payload, qos] : got) seen.insert(payload);
+  }
+  ASSERT_EQ(seen.size(), size_t(count));
+  for (int i = 0; i < count; ++i) EXPECT_EQ(seen.count(std::to_string(i)), 1u) << i;
+}
+
+TEST_F(ClusterAgentTest, SnapshotAfterARestartReplacesStaleRoutes) {
+  config_.peer_gone_grace_ms = 60'000;  // the restart is faster than the grace period
+  AddNode(1);
+  AddNode(2);
+  ConnectAll();
+  Subscriber(2, "old", "old/#");
+  ASSERT_EQ(nodes_[1]->shards[0]->router().RoutesOf(core::NodeDestination(2)).size(), 1u);
+  nodes_.erase(2);  // crash: no goodbye
+  loop_.RunUntilIdle();
+  AddNode(2);
+  Subscriber(2, "new", "new/#");
+  ConnectAll();
+  for (auto& shard : nodes_[1]->shards) {
+    auto routes = shard->router().RoutesOf(core::NodeDestination(2));
+    ASSERT_EQ(routes.size(), 1u);
+    EXPECT_EQ(routes[0].first, "new/#");
+  }
+  Publish(1, Make(1, "old/x", "stale"));
+  loop_.RunUntilIdle();
+  EXPECT_EQ(nodes_[1]->agent->counters().forwards_out, 0u);
+}
+
+TEST_F(ClusterAgentTest, RoutesOfAPeerGoneForTheGracePeriodAreForgotten) {
+  AddNode(1);
+  AddNode(2);
+  ConnectAll();
+  Subscriber(2, "sub", "t");
+  network_.Cut(1, 2);
+  loop_.AdvanceBy(config_.peer_gone_grace_ms / 2);
+  EXPECT_EQ(nodes_[1]->shards[1]->router().RoutesOf(core::NodeDestination(2)).size(), 1u);
+  loop_.AdvanceBy(config_.peer_gone_grace_ms);
+  for (auto& shard : nodes_[1]->shards) EXPECT_TRUE(shard->router().RoutesOf(core::NodeDestination(2)).empty());
+  EXPECT_EQ(nodes_[1]->agent->remote_route_count(), 0u);
+}
+
+TEST_F(ClusterAgentTest, NodeRouteIsOneRouteWhateverTheShardsHoldingIt) {
+  AddNode(1, 4);
+  AddNode(2);
+  ConnectAll();
+  for (int i = 0; i < 8; ++i) Subscriber(1, "c" + std::to_string(i), "same");
+  EXPECT_EQ(nodes_[1]->agent->local_route_count(), 1u);
+  EXPECT_EQ(nodes_[2]->agent->remote_route_count(), 1u);
+}
+
+TEST_F(ClusterAgentTest, RetainedMessagesReachEveryNodeLiveAndBySnapshot) {
+  AddNode(1);
+  AddNode(2);
+  Publish(1, Make(1, "r/early", "before-link", QoS::kAtLeastOnce, true));
+  loop_.RunUntilIdle();
+  ConnectAll();
+  Publish(1, Make(1, "r/live", "after-link", QoS::kAtLeastOnce, true));
+  loop_.RunUntilIdle();
+  for (auto& shard : nodes_[2]->shards) EXPECT_EQ(shard->retained().size(), 2u);
+  ShardBroker& shard = nodes_[2]->ShardOf("late");
+  core::Session* late = shard.Attach("late", true, &sink_).session;
+  core::SubscriptionOptions options;
+  options.max_qos = QoS::kAtLeastOnce;
+  shard.Subscribe(late, "r/#", options);
+  shard.DeliverRetained(late, "r/#", options, false);
+  EXPECT_EQ(Drain(late).size(), 2u);
+  // Clearing it on node 2 clears it on node 1.
+  Publish(2, Make(2, "r/live", "", QoS::kAtLeastOnce, true));
+  loop_.RunUntilIdle();
+  for (auto& s : nodes_[1]->shards) EXPECT_EQ(s->retained().size(), 1u);
+}
+
+TEST_F(ClusterAgentTest, LargeRetainedSnapshotTravelsInChunks) {
+  AddNode(1);
+  AddNode(2);
+  for (int i = 0; i < 40; ++i) {
+    Publish(1, Make(1, "big/" + std::to_string(i), std::string(100'000, 'r'), QoS::kAtLeastOnce, true));
+  }
+  loop_.RunUntilIdle();
+  const size_t sent_before = nodes_[1]->transport.sent;
+  ConnectAll();
+  EXPECT_GE(nodes_[1]->transport.sent - sent_before, 4u);  // route snapshot + >= 3 retained frames
+  for (auto& shard : nodes_[2]->shards) EXPECT_EQ(shard->retained().size(), 40u);
+}
+
+TEST_F(ClusterAgentTest, AttachOnAnotherNodeTakesTheClientIdOver) {
+  AddNode(1);
+  AddNode(2);
+  ConnectAll();
+  RecordingSink first, second;
+  nodes_[1]->ShardOf("dev").Attach("dev", false, &first);
+  loop_.RunUntilIdle();
+  nodes_[2]->ShardOf("dev").Attach("dev", false, &second);
+  loop_.RunUntilIdle();
+  ASSERT_EQ(first.detached.size(), 1u);
+  EXPECT_EQ(first.detached[0], core::DetachReason::kTakenOver);
+  EXPECT_TRUE(second.detached.empty());
+  EXPECT_EQ(nodes_[1]->ShardOf("dev").FindSession("dev"), nullptr);
+  EXPECT_NE(nodes_[2]->ShardOf("dev").FindSession("dev"), nullptr);
+}
+
+TEST_F(ClusterAgentTest, FullLinkHoldsABoundedQueueAndPausesThePublisher) {
+  config_.max_held_bytes = 64 * 1024;
+  AddNode(1);
+  AddNode(2);
+  ConnectAll();
+  core::Session* sub = Subscriber(2, "sub", "t", QoS::kAtMostOnce);
+  auto flow = std::make_shared<CountingFlow>();
+  ShardBroker& origin = nodes_[1]->ShardOf("pub");
+  const core::FlowId id = origin.RegisterFlow(flow);
+  nodes_[1]->transport.full.insert(2);
+  const int count = 1000;
+  for (int i = 0; i < count; ++i) Publish(1, Make(1, "t", std::string(200, 'p'), QoS::kAtMostOnce), id);
+  loop_.RunUntilIdle();
+  const ClusterCounters& c = nodes_[1]->agent->counters();
+  EXPECT_GE(flow->paused, 1);  // the forward window stops the publisher
+  EXPECT_GT(c.forwards_held, 0u);
+  EXPECT_LE(c.forwards_held * 200, config_.max_held_bytes);
+  EXPECT_EQ(c.forwards_held + c.forwards_dropped, uint64_t(count));
+  nodes_[1]->transport.full.clear();
+  nodes_[1]->agent->OnWritable(2);
+  loop_.RunUntilIdle();
+  EXPECT_EQ(c.forwards_held, 0u);
+  EXPECT_EQ(flow->resumed, flow->paused);
+  EXPECT_EQ(Drain(sub).size(), count - c.forwards_dropped);
+}
+
+TEST_F(ClusterAgentTest, OrderPerPublisherHoldsAcrossNodes) {
+  AddNode(1, 3);
+  AddNode(2, 3);
+  ConnectAll();
+  core::Session* sub = Subscriber(2, "sub", "seq/#", QoS::kAtLeastOnce);
+  for (int i = 0; i < 50; ++i) Publish(1, Make(1, "seq/" + std::to_string(i % 3), std::to_string(i)));
+  loop_.RunUntilIdle();
+  auto got = Drain(sub);
+  ASSERT_EQ(got.size(), 50u);
+  for (int i = 0; i < 50; ++i) EXPECT_EQ(got[i].first, std::to_string(i));
+}
+
+TEST_F(ClusterAgentTest, ReportsRoutesAsJsonAndMetrics) {
+  AddNode(1);
+  AddNode(2);
+  ConnectAll();
+  Subscriber(2, "sub", "$share/grp/a/#");
+  const std::string json = nodes_[1]->agent->RoutesJson();
+  EXPECT_NE(json.find("\"share\":\"grp\""), std::string::npos) << json;
+  EXPECT_NE(json.find("\"link\":\"up\""), std::string::npos) << json;
+  const std::string metrics = nodes_[1]->agent->MetricsText();
+  EXPECT_NE(metrics.find("estuary_cluster_peer_up{node=\"1\",peer=\"2\"} 1"), std::string::npos) << metrics;
+}
+
+TEST_F(ClusterAgentTest, WithMembershipAPeerReportedDownIsGone) {
+  config_.peer_gone_grace_ms = 600'000;  // the agent's own timer must not be what acts
+  AddNode(1);
+  AddNode(2);
+  MembershipConfig members;
+  members.down_after_ms = 2000;
+  for (NodeId id : {1, 2}) {
+    members.cluster_address = "node" + std::to_string(id);
+    nodes_[id]->agent->EnableMembership(members).Start(id == 1 ? std::vector<std::string>{}
+                                                               : std::vector<std::string>{"node1"});
+  }
+  ConnectAll();
+  loop_.AdvanceBy(1000);
+  ASSERT_TRUE(nodes_[1]->agent->membership()->IsLive(2));
+  Subscriber(2, "sub", "t");
+  ASSERT_EQ(nodes_[1]->agent->remote_route_count(), 1u);
+  network_.Cut(1, 2);
+  loop_.AdvanceBy(members.down_after_ms + 1000);
+  EXPECT_FALSE(nodes_[1]->agent->membership()->IsLive(2));
+  EXPECT_EQ(nodes_[1]->agent->remote_route_count(), 0u);
+  for (auto& shard : nodes_[1]->shards) EXPECT_TRUE(shard->router().RoutesOf(core::NodeDestination(2)).empty());
+}
+
+TEST_F(ClusterAgentTest, SysTopicsStayOnTheirNode) {
+  AddNode(1);
+  AddNode(2);
+  ConnectAll();
+  core::Session* remote = Subscriber(2, "sys-remote", "$SYS/#");
+  core::Session* local = Subscriber(1, "sys-local", "$SYS/#");
+  Publish(1, Make(1, "$SYS/broker/uptime", "5 seconds", QoS::kAtMostOnce, true));
+  loop_.RunUntilIdle();
+  EXPECT_EQ(Drain(local).size(), 1u);
+  EXPECT_TRUE(Drain(remote).empty());
+  EXPECT_EQ(nodes_[2]->shards[0]->retained().size(), 0u);
+}
+
+}  // namespace
+}  // namespace estuary::cluster

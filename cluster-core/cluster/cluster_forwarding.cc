@@ -1,0 +1,257 @@
+// ClusterAgent's forwarding half: forwards out and in, their confirmations
+// and deadlines, and the bounded queue of frames held per peer.
+#include <algorithm>
+#include <cstring>
+
+#include "cluster-core/cluster/cluster_agent.h"
+
+namespace estuary::cluster {
+
+// --- forwards -------------------------------------------------------------------
+
+void ClusterAgent::OnForward(NodeId node, core::NodeForward forward) {
+  uint64_t forward_id = 0;
+  if (forward.safe_token != 0 && forward.message->qos == QoS::kAtMostOnce) {
+    // Nothing to confirm at QoS 0: the publisher's step is done once sent.
+    QueueSafe(forward.origin_shard, forward.safe_token);
+  } else if (forward.safe_token != 0) {
+    forward_id = next_forward_id_++;
+    pending_forwards_[forward_id] = PendingForward{node, forward.origin_shard, forward.safe_token,
+                                                   loop_.NowMs() + config_.forward_timeout_ms};
+  }
+  ++counters_.forwards_out;
+  Held frame;
+  frame.type = kForward;
+  frame.forward = true;
+  frame.qos = forward.message->qos;
+  frame.origin_shard = forward.origin_shard;
+  frame.publisher = forward.publisher;
+  Peer& peer = peers_[node];
+  if (!peer.held.empty()) {  // behind frames already held: in order, through Send
+    frame.body = EncodeForward(forward_id, forward.plain, forward.shared_keys, *forward.message);
+    Send(node, std::move(frame));
+    return;
+  }
+  // The usual case: encoded into a reused buffer and copied once, into the
+  // link's output; only a frame that has to wait gets a body of its own.
+  forward_scratch_.clear();
+  AppendForward(forward_scratch_, forward_id, forward.plain, forward.shared_keys, *forward.message);
+  switch (transport_.Send(node, kForward, forward_scratch_)) {
+    case SendResult::kQueued:
+      Credit(frame);
+      return;
+    case SendResult::kNoLink:
+      if (frame.qos == QoS::kAtMostOnce) {  // as TrySend: QoS 0 never waits for a link
+        ++counters_.forwards_dropped;
+        Credit(frame);
+        return;
+      }
+      break;
+    case SendResult::kFull:
+      break;
+  }
+  frame.body = forward_scratch_;
+  Hold(peer, std::move(frame));
+}
+
+void ClusterAgent::DeliverForward(NodeId from, std::string_view body) {
+  // One shard per publisher: its forwards stay in order on this node.
+  uint16_t shard = 0;
+  if (config_.shard_count > 1) {
+    auto client_id = PeekForwardClientId(body);
+    if (!client_id) {
+      bad_frames_->fetch_add(1, std::memory_order_relaxed);
+      return;
+    }
+    shard = core::ShardForClientId(*client_id, config_.shard_count);
+  }
+  ++counters_.forwards_in;
+  // The body is copied into the shard's queue as it is and decoded there,
+  // next to its delivery; the queue goes over in one post per loop
+  // iteration (FlushShardItems).
+  std::string& queue = shard_items_[shard];
+  const char kind = 'F';
+  const auto length = static_cast<uint32_t>(body.size());
+  queue.append(&kind, 1);
+  queue.append(reinterpret_cast<const char*>(&from), sizeof from);
+  queue.append(reinterpret_cast<const char*>(&length), sizeof length);
+  queue.append(body);
+  ScheduleFlush();
+}
+
+void ClusterAgent::QueueSafe(uint16_t shard, uint64_t safe_token) {
+  std::string& queue = shard_items_[shard];
+  const char kind = 'S';
+  queue.append(&kind, 1);
+  queue.append(reinterpret_cast<const char*>(&safe_token), sizeof safe_token);
+  ScheduleFlush();
+}
+
+void ClusterAgent::FlushShardItems(uint16_t shard) {
+  std::string& queued = shard_items_[shard];
+  if (queued.empty()) return;
+  std::string items;
+  items.swap(queued);
+  core::ClusterPort* port = &this->port();
+  shards_.Post(shard, [items = std::move(items), port, bad = bad_frames_](core::ShardBroker& broker) {
+    std::string_view in = items;
+    auto take = [&in](void* to, size_t n) {
+      std::memcpy(to, in.data(), n);
+      in.remove_prefix(n);
+    };
+    while (!in.empty()) {
+      const char kind = in.front();
+      in.remove_prefix(1);
+      if (kind == 'S') {
+        uint64_t token = 0;
+        take(&token, sizeof token);
+        broker.OnForwardSafe(token);
+        continue;
+      }
+      NodeId from = 0;
+      uint32_t length = 0;
+      take(&from, sizeof from);
+      take(&length, sizeof length);
+      const std::string_view body = in.substr(0, length);
+      in.remove_prefix(length);
+      auto frame = DecodeForward(body);
+      if (!frame) {
+        bad->fetch_add(1, std::memory_order_relaxed);
+        continue;
+      }
+      std::function<void()> on_safe;
+      if (frame->forward_id != 0) {
+        on_safe = [port, from, id = frame->forward_id] { port->ForwardSafe(from, id); };
+      }
+      broker.DeliverFromNode(frame->message, frame->plain, frame->shared_keys, std::move(on_safe));
+    }
+  });
+}
+
+void ClusterAgent::OnForwardSafe(NodeId origin, uint64_t forward_id) {
+  pending_safe_[origin].push_back(forward_id);
+  ScheduleFlush();
+}
+
+void ClusterAgent::ReleaseForward(uint64_t forward_id) {
+  auto it = pending_forwards_.find(forward_id);
+  if (it == pending_forwards_.end()) return;
+  const uint64_t token = it->second.token;
+  const uint16_t shard = it->second.shard;
+  pending_forwards_.erase(it);
+  QueueSafe(shard, token);
+}
+
+// --- sending, holding ------------------------------------------------------------
+
+void ClusterAgent::Send(NodeId node, Held frame) {
+  Peer& peer = peers_[node];
+  if (frame.forward && frame.qos == QoS::kAtMostOnce && !peer.held.empty() && !transport_.connected(node)) {
+    ++counters_.forwards_dropped;  // QoS 0 never waits for a link
+    Credit(frame);
+    return;
+  }
+  if (!peer.held.empty() || !TrySend(node, frame)) Hold(peer, std::move(frame));
+}
+
+// True once the frame is dealt with (queued, or dropped for good).
+bool ClusterAgent::TrySend(NodeId node, Held& frame) {
+  switch (transport_.Send(node, frame.type, frame.body)) {
+    case SendResult::kQueued:
+      if (frame.forward) Credit(frame);
+      return true;
+    case SendResult::kFull:
+      return false;
+    case SendResult::kNoLink:
+      if (frame.forward && frame.qos != QoS::kAtMostOnce) return false;  // until the deadline
+      if (frame.forward) {
+        ++counters_.forwards_dropped;
+        Credit(frame);
+      }
+      return true;  // control frames: the snapshot at link up replaces them
+  }
+  return true;
+}
+
+void ClusterAgent::Hold(Peer& peer, Held frame) {
+  if (frame.forward && peer.held_bytes + frame.body.size() > config_.max_held_bytes) {
+    // Over the bound: dropped. A QoS 1/2 publisher is released by the deadline.
+    ++counters_.forwards_dropped;
+    Credit(frame);
+    return;
+  }
+  frame.since_ms = loop_.NowMs();
+  peer.held_bytes += frame.body.size();
+  if (frame.forward) ++counters_.forwards_held;
+  peer.held.push_back(std::move(frame));
+}
+
+void ClusterAgent::DrainHeld(NodeId node) {
+  Peer& peer = peers_[node];
+  while (!peer.held.empty()) {
+    Held& frame = peer.held.front();
+    if (!TrySend(node, frame)) return;
+    peer.held_bytes -= frame.body.size();
+    if (frame.forward) --counters_.forwards_held;
+    peer.held.pop_front();
+  }
+}
+
+void ClusterAgent::DropHeld(Peer& peer, bool keep_reliable_forwards) {
+  std::deque<Held> kept;
+  for (Held& frame : peer.held) {
+    if (frame.forward && keep_reliable_forwards && frame.qos != QoS::kAtMostOnce) {
+      kept.push_back(std::move(frame));
+      continue;
+    }
+    peer.held_bytes -= frame.body.size();
+    if (frame.forward) {
+      --counters_.forwards_held;
+      ++counters_.forwards_dropped;
+      Credit(frame);
+    }
+  }
+  peer.held.swap(kept);
+}
+
+void ClusterAgent::Credit(const Held& frame) {
+  if (frame.publisher.id == 0) return;
+  auto& credits = pending_credits_[frame.publisher.shard];
+  if (!credits.empty() && credits.back().first == frame.publisher.id) {
+    ++credits.back().second;
+  } else {
+    credits.emplace_back(frame.publisher.id, 1);
+  }
+  ScheduleFlush();
+}
+
+// --- time --------------------------------------------------------------------------
+
+void ClusterAgent::Tick() {
+  tick_timer_ = loop_.AddTimer(config_.tick_ms, [this] { Tick(); });
+  const int64_t now = loop_.NowMs();
+  for (auto& [node, peer] : peers_) {
+    if (grace_timer_ && peer.down_since_ms >= 0 && now - peer.down_since_ms >= config_.peer_gone_grace_ms) {
+      DeclareGone(node);
+    }
+    // Held forwards past the deadline are dropped (their publishers released below).
+    while (!peer.held.empty() && peer.held.front().forward &&
+           now - peer.held.front().since_ms >= config_.forward_timeout_ms) {
+      Held& frame = peer.held.front();
+      peer.held_bytes -= frame.body.size();
+      --counters_.forwards_held;
+      ++counters_.forwards_dropped;
+      Credit(frame);
+      peer.held.pop_front();
+    }
+  }
+  std::vector<uint64_t> expired;
+  for (const auto& [id, pending] : pending_forwards_) {
+    if (pending.deadline_ms <= now) expired.push_back(id);
+  }
+  std::sort(expired.begin(), expired.end());
+  counters_.forwards_expired += expired.size();
+  for (uint64_t id : expired) ReleaseForward(id);
+}
+
+}  // namespace estuary::cluster

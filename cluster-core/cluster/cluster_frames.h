@@ -1,0 +1,67 @@
+#pragma once
+// The cluster's routing and forwarding frames (types 0x20-0x3F on a
+// Transport; docs/internode.md, "Cluster frames"). Pure encode and decode:
+// bytes in, values out; a malformed body decodes to nullopt.
+//
+// Every body starts with a version byte (kClusterFrameVersion); integers
+// are big-endian; a string is u16 length + bytes (u32 for a message).
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "model/message.h"
+
+namespace estuary::cluster {
+
+enum FrameType : uint8_t {
+  kRouteSnapshot = 0x20,   // every route of the sender; replaces what the receiver had from it
+  kRouteDelta = 0x21,      // route changes, in order
+  kForward = 0x22,         // one publish to deliver on the receiver's local routes
+  kForwardSafe = 0x23,     // forward ids whose deliveries are enqueued (and durable)
+  kRetained = 0x24,        // retained messages (a change, or the snapshot at link up)
+  kClientAttached = 0x25,  // client ids that attached on the sender
+};
+
+inline constexpr uint8_t kClusterFrameVersion = 1;
+inline bool IsMembershipFrame(uint8_t type) { return type >= 0x10 && type <= 0x1F; }
+
+struct RouteEntry {
+  bool add = true;
+  std::string filter;
+  std::string shared_key;  // SharedKey(group, filter); empty for a plain route
+  friend bool operator==(const RouteEntry&, const RouteEntry&) = default;
+};
+
+// kRouteSnapshot and kRouteDelta bodies (a snapshot holds adds only).
+std::string EncodeRoutes(const std::vector<RouteEntry>& entries);
+std::optional<std::vector<RouteEntry>> DecodeRoutes(std::string_view body);
+
+struct ForwardFrame {
+  uint64_t forward_id = 0;  // 0: the sender waits for no kForwardSafe
+  bool plain = false;
+  std::vector<std::string> shared_keys;
+  MessagePtr message;
+};
+// The payload is copied once, into the frame.
+std::string EncodeForward(uint64_t forward_id, bool plain, const std::vector<std::string>& shared_keys,
+                          const Message& message);
+// EncodeForward's bytes appended to `out` (a reused buffer: no allocation
+// once it has grown to a frame's size).
+void AppendForward(std::string& out, uint64_t forward_id, bool plain, const std::vector<std::string>& shared_keys,
+                   const Message& message);
+std::optional<ForwardFrame> DecodeForward(std::string_view body);
+// The publisher's client id in a kForward body, decoding nothing else.
+std::optional<std::string_view> PeekForwardClientId(std::string_view body);
+
+std::string EncodeForwardSafe(const std::vector<uint64_t>& forward_ids);
+std::optional<std::vector<uint64_t>> DecodeForwardSafe(std::string_view body);
+
+std::string EncodeRetained(const std::vector<MessagePtr>& messages);
+std::optional<std::vector<MessagePtr>> DecodeRetained(std::string_view body);
+
+std::string EncodeClientIds(const std::vector<std::string>& client_ids);
+std::optional<std::vector<std::string>> DecodeClientIds(std::string_view body);
+
+}  // namespace estuary::cluster

@@ -1,0 +1,89 @@
+#include "cluster-core/cluster/cluster_frames.h"
+
+#include <gtest/gtest.h>
+
+namespace estuary::cluster {
+namespace {
+
+MessagePtr Make(std::string topic, std::string payload) {
+  auto message = std::make_shared<Message>();
+  message->id = MessageId{3, 12345, 7};
+  message->topic = std::move(topic);
+  message->payload = MakePayload(std::move(payload));
+  message->qos = QoS::kExactlyOnce;
+  message->properties.user_properties.push_back({"k", "v"});
+  message->origin = Origin{Protocol::kMqtt, "publisher", 3};
+  return message;
+}
+
+TEST(ClusterFramesTest, RoutesRoundTrip) {
+  std::vector<RouteEntry> routes{{true, "a/+", ""}, {false, "b/#", std::string("g\0b/#", 5)}};
+  EXPECT_EQ(DecodeRoutes(EncodeRoutes(routes)), routes);
+}
+
+TEST(ClusterFramesTest, ForwardRoundTripKeepsTheWholeMessage) {
+  auto message = Make("t/1", std::string(1000, 'x'));
+  auto frame = DecodeForward(EncodeForward(42, true, {"k1", "k2"}, *message));
+  ASSERT_TRUE(frame);
+  EXPECT_EQ(frame->forward_id, 42u);
+  EXPECT_TRUE(frame->plain);
+  EXPECT_EQ(frame->shared_keys, (std::vector<std::string>{"k1", "k2"}));
+  EXPECT_EQ(frame->message->topic, "t/1");
+  EXPECT_EQ(*frame->message->payload, *message->payload);
+  EXPECT_EQ(frame->message->qos, QoS::kExactlyOnce);
+  EXPECT_EQ(frame->message->origin.client_id, "publisher");
+  EXPECT_EQ(frame->message->properties, message->properties);
+  EXPECT_EQ(frame->message->id, message->id);
+}
+
+TEST(ClusterFramesTest, AppendForwardAppendsEncodeForwardsBytes) {
+  auto message = std::make_shared<Message>(*Make("t/2", std::string(300, 'y')));
+  message->properties.content_type = "text/plain";
+  message->properties.expiry_at_ms = 99;
+  std::string out = "prefix";
+  AppendForward(out, 7, false, {"g"}, *message);
+  EXPECT_EQ(out, "prefix" + EncodeForward(7, false, {"g"}, *message));
+  out.clear();  // a reused buffer
+  AppendForward(out, 8, true, {}, *Make("u", ""));
+  EXPECT_EQ(out, EncodeForward(8, true, {}, *Make("u", "")));
+}
+
+TEST(ClusterFramesTest, PeekForwardClientIdReadsOnlyTheOrigin) {
+  auto message = std::make_shared<Message>(*Make("t/3", "payload"));
+  message->properties.response_topic = "r";
+  message->properties.payload_format = 1;
+  const std::string forward = EncodeForward(5, true, {"k1", "k2"}, *message);
+  EXPECT_EQ(PeekForwardClientId(forward), std::optional<std::string_view>("publisher"));
+  size_t last_good = forward.size();
+  for (size_t cut = 0; cut < forward.size(); ++cut) {
+    if (PeekForwardClientId(std::string_view(forward).substr(0, cut))) {
+      last_good = std::min(last_good, cut);
+    }
+  }
+  // Only cuts after the client id (its node id and the AMQP flag) still peek.
+  EXPECT_EQ(last_good, forward.size() - 3);
+}
+
+TEST(ClusterFramesTest, SafeRetainedAndClientIdsRoundTrip) {
+  EXPECT_EQ(DecodeForwardSafe(EncodeForwardSafe({1, 2, 300})), (std::vector<uint64_t>{1, 2, 300}));
+  auto retained = DecodeRetained(EncodeRetained({Make("a", "1"), Make("b", "22")}));
+  ASSERT_TRUE(retained);
+  ASSERT_EQ(retained->size(), 2u);
+  EXPECT_EQ(*(*retained)[1]->payload, "22");
+  EXPECT_EQ(DecodeClientIds(EncodeClientIds({"c1", ""})), (std::vector<std::string>{"c1", ""}));
+}
+
+TEST(ClusterFramesTest, TruncatedOrWrongVersionBodiesAreRejected) {
+  const std::string forward = EncodeForward(1, false, {"k"}, *Make("t", "payload"));
+  for (size_t cut = 0; cut < forward.size(); ++cut) {
+    EXPECT_FALSE(DecodeForward(std::string_view(forward).substr(0, cut))) << cut;
+  }
+  std::string routes = EncodeRoutes({{true, "a", ""}});
+  EXPECT_FALSE(DecodeRoutes(routes + "x"));
+  routes[0] = 9;
+  EXPECT_FALSE(DecodeRoutes(routes));
+  EXPECT_FALSE(DecodeClientIds(""));
+}
+
+}  // namespace
+}  // namespace estuary::cluster

@@ -1,0 +1,85 @@
+// ClusterAgent's observation pages: /api/cluster/routes and the
+// estuary_cluster_* series of /metrics.
+#include <fmt/format.h>
+
+#include <nlohmann/json.hpp>
+
+#include "cluster-core/cluster/cluster_agent.h"
+
+namespace estuary::cluster {
+namespace {
+
+nlohmann::json RouteJson(const std::string& filter, const std::string& shared_key) {
+  nlohmann::json route = {{"filter", filter}};
+  if (!shared_key.empty()) route["share"] = shared_key.substr(0, shared_key.find('\0'));
+  return route;
+}
+
+}  // namespace
+
+std::string ClusterAgent::RoutesJson() const {
+  nlohmann::json local = nlohmann::json::array();
+  for (const auto& [key, shards] : local_routes_) {
+    auto route = RouteJson(key.first, key.second);
+    route["shards"] = shards;
+    local.push_back(std::move(route));
+  }
+  nlohmann::json peers = nlohmann::json::array();
+  for (const auto& [node, peer] : peers_) {
+    nlohmann::json routes = nlohmann::json::array();
+    if (auto it = remote_routes_.find(node); it != remote_routes_.end()) {
+      for (const auto& [filter, key] : it->second) routes.push_back(RouteJson(filter, key));
+    }
+    peers.push_back({{"node", node},
+                     {"link", peer.up ? "up" : (peer.known ? "down" : "gone")},
+                     {"held_frames", peer.held.size()},
+                     {"held_bytes", peer.held_bytes},
+                     {"routes", std::move(routes)}});
+  }
+  const ClusterCounters& c = counters();
+  nlohmann::json out = {
+      {"node", config_.self},
+      {"local_routes", std::move(local)},
+      {"peers", std::move(peers)},
+      {"forwards", {{"out", c.forwards_out}, {"in", c.forwards_in}, {"dropped", c.forwards_dropped},
+                    {"expired", c.forwards_expired}, {"held", c.forwards_held},
+                    {"awaiting_safe", pending_forwards_.size()}}},
+      {"retained_topics", retained_.size()},
+  };
+  return out.dump();
+}
+
+std::string ClusterAgent::MetricsText() const {
+  std::string out;
+  const NodeId n = config_.self;
+  auto series = [&](const char* name, const char* type, const char* help, uint64_t value) {
+    fmt::format_to(std::back_inserter(out), "# HELP {} {}\n# TYPE {} {}\n{}{{node=\"{}\"}} {}\n", name, help,
+                   name, type, name, n, value);
+  };
+  const ClusterCounters& c = counters();
+  series("estuary_cluster_forwards_out_total", "counter", "Publishes forwarded to other nodes.", c.forwards_out);
+  series("estuary_cluster_forwards_in_total", "counter", "Publishes received from other nodes.", c.forwards_in);
+  series("estuary_cluster_forwards_dropped_total", "counter",
+         "Forwards dropped: QoS 0 without a link, over the held bound, or held past the deadline.",
+         c.forwards_dropped);
+  series("estuary_cluster_forwards_expired_total", "counter",
+         "QoS 1/2 forwards whose publisher was acknowledged without the node's confirmation (deadline or node gone).",
+         c.forwards_expired);
+  series("estuary_cluster_forwards_held", "gauge", "Forwards held for peers whose link is down or full.",
+         c.forwards_held);
+  series("estuary_cluster_forwards_awaiting_safe", "gauge", "Forwards waiting for the receiving node's confirmation.",
+         pending_forwards_.size());
+  series("estuary_cluster_local_routes", "gauge", "Node-level routes this node announces.", local_routes_.size());
+  series("estuary_cluster_remote_routes", "gauge", "Routes held for other nodes.", remote_route_count());
+  series("estuary_cluster_route_changes_out_total", "counter", "Route changes sent to peers.", c.route_changes_out);
+  series("estuary_cluster_takeovers_total", "counter", "Sessions ended here because their client attached elsewhere.",
+         c.takeovers_in);
+  out += "# HELP estuary_cluster_peer_up Whether the link to a peer is up.\n# TYPE estuary_cluster_peer_up gauge\n";
+  for (const auto& [node, peer] : peers_) {
+    fmt::format_to(std::back_inserter(out), "estuary_cluster_peer_up{{node=\"{}\",peer=\"{}\"}} {}\n", n, node,
+                   peer.up ? 1 : 0);
+  }
+  return out;
+}
+
+}  // namespace estuary::cluster
