@@ -1,0 +1,227 @@
+// Nodes joining, leaving and crashing while traffic flows (issue 6, point 7).
+// Each test starts its own cluster of real estuaryd processes, runs a QoS 1
+// publisher on node 1 on its own thread, changes the cluster, and checks
+// from observed state (members, routes, deliveries) that the others keep
+// delivering. Counts of sent / acknowledged / delivered / lost are printed.
+#include <cstdio>
+
+#include "conformance/cluster/cluster_fixture.h"
+
+namespace estuary::conformance {
+namespace {
+
+void PrintCounts(const char* test, const TrafficPublisher& publisher, const std::string& where, size_t delivered,
+                 int lost, int duplicated) {
+  std::printf("[counts] %s: sent=%d acknowledged=%d delivered(%s)=%zu lost=%d duplicated=%d\n", test,
+              publisher.sent(), publisher.acknowledged(), where.c_str(), delivered, lost, duplicated);
+}
+
+// Every acknowledged index must be in `indexes`; returns how many are not
+// (lost) and how many came twice (duplicated).
+std::pair<int, int> LostAndDuplicated(const std::vector<int>& indexes, int acknowledged) {
+  std::vector<int> seen(size_t(acknowledged) + indexes.size() + 1, 0);
+  int duplicated = 0;
+  for (int index : indexes) {
+    if (index >= 0 && size_t(index) < seen.size() && seen[size_t(index)]++ > 0) ++duplicated;
+  }
+  int lost = 0;
+  for (int index = 0; index < acknowledged; ++index) lost += seen[size_t(index)] == 0;
+  return {lost, duplicated};
+}
+
+// Takes messages until every index below `acknowledged` came (or the deadline).
+std::vector<int> DrainUntil(PahoClient& client, std::vector<int> indexes, int acknowledged) {
+  const auto deadline = testing::Clock::now() + kDeliver;
+  while (LostAndDuplicated(indexes, acknowledged).first > 0 && testing::Clock::now() < deadline) {
+    auto message = client.Next(std::chrono::duration_cast<std::chrono::milliseconds>(deadline - testing::Clock::now()));
+    if (!message) break;
+    indexes.push_back(std::stoi(message->to_string()));
+  }
+  return indexes;
+}
+
+std::vector<int> TakeIndexes(PahoClient& client, size_t count) { return Indexes(client.Take(count, kDeliver)); }
+
+// A node joins while node 1 publishes to a subscriber on node 2: node 2's
+// subscriber misses nothing, and a subscriber on the new node receives
+// once its route has reached node 1.
+TEST(ClusterChurnTest, NodeJoiningDuringTraffic) {
+  ClusterProcess::Options options;
+  options.nodes = 2;
+  auto cluster = StartCluster(options);
+  ASSERT_NE(cluster, nullptr);
+  const std::string topic = UniqueName("churn/join/");
+  auto clients = ConnectClients(*cluster, {{1, UniqueName("pub")}, {2, UniqueName("s2-")}});
+  clients[1]->Subscribe(topic, 1);
+  std::string why;
+  ASSERT_TRUE(cluster->WaitRoute(2, topic, true, kConverge, &why)) << why;
+
+  TrafficPublisher publisher(*clients[0], topic, 1);
+  ASSERT_TRUE(publisher.WaitAcknowledged(50, kDeliver)) << publisher.error();
+  std::string error;
+  ASSERT_NE(cluster->AddNode(&error), nullptr) << error;
+  ASSERT_TRUE(cluster->WaitMembersUp(kConverge, &why)) << why;
+  auto newcomer = ConnectClients(*cluster, {{3, UniqueName("s3-")}});
+  newcomer[0]->Subscribe(topic, 1);
+  ASSERT_TRUE(cluster->WaitRoute(3, topic, true, kConverge, &why)) << why;
+  auto on_new_node = TakeIndexes(*newcomer[0], 50);
+  publisher.Stop();
+  EXPECT_TRUE(publisher.error().empty()) << publisher.error();
+
+  ASSERT_EQ(on_new_node.size(), 50u) << "the subscriber on the new node got too little";
+  EXPECT_TRUE(Contiguous(on_new_node));
+  auto on_node_two = DrainUntil(*clients[1], {}, publisher.acknowledged());
+  const auto [lost, duplicated] = LostAndDuplicated(on_node_two, publisher.acknowledged());
+  PrintCounts("join", publisher, "node 2", on_node_two.size(), lost, duplicated);
+  EXPECT_EQ(lost, 0);
+  EXPECT_EQ(duplicated, 0);
+}
+
+// Node 3 leaves (SIGTERM) while node 1 publishes to subscribers on nodes
+// 2 and 3: it exits cleanly, the others stop listing it as up and drop its
+// route, and node 2's subscriber misses nothing.
+TEST(ClusterChurnTest, NodeLeavingDuringTraffic) {
+  auto cluster = StartCluster({});
+  ASSERT_NE(cluster, nullptr);
+  const std::string topic = UniqueName("churn/leave/");
+  auto clients = ConnectClients(*cluster, {{1, UniqueName("pub")}, {2, UniqueName("s2-")}, {3, UniqueName("s3-")}});
+  clients[1]->Subscribe(topic, 1);
+  clients[2]->Subscribe(topic, 1);
+  std::string why;
+  ASSERT_TRUE(cluster->WaitRoute(2, topic, true, kConverge, &why)) << why;
+  ASSERT_TRUE(cluster->WaitRoute(3, topic, true, kConverge, &why)) << why;
+
+  TrafficPublisher publisher(*clients[0], topic, 1);
+  ASSERT_TRUE(publisher.WaitAcknowledged(50, kDeliver)) << publisher.error();
+  EXPECT_EQ(cluster->node(3).Stop(), 0) << "node 3 did not exit cleanly:\n" << cluster->node(3).Log();
+  ASSERT_TRUE(cluster->WaitMembers({1, 2}, kConverge, &why)) << why;
+  EXPECT_TRUE(cluster->WaitMemberState(3, "left", kConverge, &why)) << "a graceful leave: " << why;
+  ASSERT_TRUE(cluster->WaitRoute(3, topic, false, kConverge, &why)) << "node 3's route stayed: " << why;
+  ASSERT_TRUE(publisher.WaitAcknowledged(50, kDeliver)) << "publishing stalled after the leave: " << publisher.error();
+  publisher.Stop();
+  EXPECT_TRUE(publisher.error().empty()) << publisher.error();
+
+  auto on_node_two = DrainUntil(*clients[1], {}, publisher.acknowledged());
+  const auto [lost, duplicated] = LostAndDuplicated(on_node_two, publisher.acknowledged());
+  PrintCounts("leave", publisher, "node 2", on_node_two.size(), lost, duplicated);
+  EXPECT_EQ(lost, 0);
+  EXPECT_EQ(duplicated, 0);
+}
+
+// kill -9 of node 3 during traffic and its restart: the others see it go
+// and come back, node 2 keeps receiving throughout, a subscriber on the
+// restarted node receives again, and the route of the subscription that
+// died with the crash (clean session, in memory) does not come back.
+TEST(ClusterChurnTest, KilledNodeRestartsRejoinsAndLeavesNoStaleRoute) {
+  auto cluster = StartCluster({});
+  ASSERT_NE(cluster, nullptr);
+  const std::string topic = UniqueName("churn/kill/");
+  const std::string stale = UniqueName("churn/stale/");
+  auto clients = ConnectClients(*cluster, {{1, UniqueName("pub")}, {2, UniqueName("s2-")}, {3, UniqueName("s3-")}});
+  clients[1]->Subscribe(topic, 1);
+  clients[2]->Subscribe(stale, 1);
+  std::string why;
+  ASSERT_TRUE(cluster->WaitRoute(2, topic, true, kConverge, &why)) << why;
+  ASSERT_TRUE(cluster->WaitRoute(3, stale, true, kConverge, &why)) << why;
+
+  TrafficPublisher publisher(*clients[0], topic, 1);
+  ASSERT_TRUE(publisher.WaitAcknowledged(50, kDeliver)) << publisher.error();
+  cluster->node(3).Kill();
+  ASSERT_TRUE(cluster->WaitMembers({1, 2}, kConverge, &why)) << "node 3 still up after kill -9: " << why;
+  ASSERT_TRUE(publisher.WaitAcknowledged(50, kDeliver)) << "publishing stalled after the crash: " << publisher.error();
+  // Failure detection: suspect, then down on both survivors.
+  EXPECT_TRUE(cluster->WaitMemberState(3, "down", kConverge, &why)) << why;
+  ASSERT_TRUE(cluster->WaitRoute(3, stale, false, kConverge, &why)) << "the dead node's route stayed: " << why;
+
+  std::string error;
+  ASSERT_NE(cluster->Restart(3, &error), nullptr) << error;
+  ASSERT_TRUE(cluster->WaitMembersUp(kConverge, &why)) << "node 3 did not rejoin: " << why;
+  const std::string fresh = UniqueName("churn/fresh/");
+  auto restarted = ConnectClients(*cluster, {{3, UniqueName("s3-again-")}});
+  restarted[0]->Subscribe(fresh, 1);
+  ASSERT_TRUE(cluster->WaitRoute(3, fresh, true, kConverge, &why)) << why;
+  // Node 3's new route set has reached every node; the crashed
+  // subscription is not in it.
+  for (int observer : {1, 2}) {
+    auto routes = cluster->Routes(observer);
+    ASSERT_TRUE(routes);
+    EXPECT_EQ(routes->count({3, stale}), 0u) << "stale route on node " << observer;
+  }
+  clients[0]->Publish(stale, "nobody", 1);
+  clients[0]->Publish(fresh, "fresh", 1);
+  auto message = restarted[0]->Next(kDeliver);
+  ASSERT_TRUE(message);
+  EXPECT_EQ(message->to_string(), "fresh");
+  ASSERT_TRUE(publisher.WaitAcknowledged(20, kDeliver)) << publisher.error();
+  publisher.Stop();
+
+  auto on_node_two = DrainUntil(*clients[1], {}, publisher.acknowledged());
+  const auto [lost, duplicated] = LostAndDuplicated(on_node_two, publisher.acknowledged());
+  PrintCounts("kill -9 and restart", publisher, "node 2", on_node_two.size(), lost, duplicated);
+  EXPECT_EQ(lost, 0);
+  EXPECT_EQ(duplicated, 0);
+}
+
+// kill -9 and an immediate restart, before the others can declare the node
+// down: they still hold its old routes when it comes back, and its first
+// route snapshot must replace them (no stale route left behind).
+TEST(ClusterChurnTest, NodeRestartedAtOnceAfterKillReplacesItsStaleRoutes) {
+  auto cluster = StartCluster({});
+  ASSERT_NE(cluster, nullptr);
+  const std::string stale = UniqueName("churn/quick-stale/");
+  {
+    auto doomed = ConnectClients(*cluster, {{3, UniqueName("doomed-")}});
+    doomed[0]->Subscribe(stale, 1);
+    std::string why;
+    ASSERT_TRUE(cluster->WaitRoute(3, stale, true, kConverge, &why)) << why;
+    cluster->node(3).Kill();
+  }
+  std::string error;
+  ASSERT_NE(cluster->Restart(3, &error), nullptr) << error;
+  std::string why;
+  ASSERT_TRUE(cluster->WaitMembersUp(kConverge, &why)) << why;
+  const std::string fresh = UniqueName("churn/quick-fresh/");
+  auto clients = ConnectClients(*cluster, {{3, UniqueName("s3-")}, {1, UniqueName("pub")}});
+  clients[0]->Subscribe(fresh, 1);
+  ASSERT_TRUE(cluster->WaitRoute(3, fresh, true, kConverge, &why)) << why;
+  EXPECT_TRUE(cluster->WaitRoute(3, stale, false, kConverge, &why)) << "stale route after the restart: " << why;
+  clients[1]->Publish(stale, "nobody", 1);
+  clients[1]->Publish(fresh, "fresh", 1);
+  auto message = clients[0]->Next(kDeliver);
+  ASSERT_TRUE(message);
+  EXPECT_EQ(message->to_string(), "fresh");
+}
+
+// A persistent session on a durable node survives its kill -9: after the
+// restart its route is back (from the node's store) and the client, coming
+// back without a clean session, gets what was published since.
+TEST(ClusterChurnTest, PersistentSessionRouteReturnsAfterRestartOfDurableNode) {
+  ClusterProcess::Options options;
+  options.durable = true;
+  auto cluster = StartCluster(options);
+  ASSERT_NE(cluster, nullptr);
+  const std::string topic = UniqueName("churn/durable/");
+  const std::string client_id = UniqueName("durable-");
+  {
+    auto session = ConnectClients(*cluster, {{3, client_id}}, /*clean=*/false);
+    session[0]->Subscribe(topic, 1);
+    session[0]->Disconnect();
+  }
+  std::string why;
+  ASSERT_TRUE(cluster->WaitRoute(3, topic, true, kConverge, &why)) << why;
+  cluster->node(3).Kill();
+  ASSERT_TRUE(cluster->WaitMembers({1, 2}, kConverge, &why)) << why;
+  std::string error;
+  ASSERT_NE(cluster->Restart(3, &error), nullptr) << error;
+  ASSERT_TRUE(cluster->WaitMembersUp(kConverge, &why)) << why;
+  ASSERT_TRUE(cluster->WaitRoute(3, topic, true, kConverge, &why)) << "the persistent route did not come back: " << why;
+
+  auto publisher = ConnectClients(*cluster, {{1, UniqueName("pub")}});
+  for (int i = 0; i < 10; ++i) publisher[0]->Publish(topic, std::to_string(i), 1);
+  auto session = ConnectClients(*cluster, {{3, client_id}}, /*clean=*/false);
+  auto indexes = TakeIndexes(*session[0], 10);
+  EXPECT_EQ(indexes, (std::vector<int>{0, 1, 2, 3, 4, 5, 6, 7, 8, 9}));
+}
+
+}  // namespace
+}  // namespace estuary::conformance
