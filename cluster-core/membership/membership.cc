@@ -20,7 +20,7 @@ Membership::Membership(io::Loop& loop, Transport& transport, MembershipConfig co
 
 Membership::~Membership() {
   *alive_ = false;
-  for (io::TimerId id : {tick_timer_, gossip_timer_, leave_timer_}) {
+  for (io::TimerId id : {tick_timer_, gossip_timer_, leave_timer_, rejoin_timer_}) {
     if (id != 0) loop_.CancelTimer(id);
   }
   for (io::TimerId id : linger_timers_) loop_.CancelTimer(id);
@@ -37,6 +37,7 @@ void Membership::set_addresses(const std::string& cluster_address, const std::st
 void Membership::Start(const std::vector<std::string>& seeds) {
   if (started_) return;
   started_ = true;
+  seeds_ = seeds;
   bool has_seed = false;
   for (const std::string& seed : seeds) {
     if (seed.empty() || seed == config_.cluster_address) continue;
@@ -233,6 +234,23 @@ void Membership::HandleRefuse(NodeId from, std::string_view body) {
   refused_reason_ = reason ? *reason : std::string("refused");
   spdlog::error("membership: node {} refused this node: {}", from, refused_reason_);
   DropAllLinks();
+  // A node restarted quickly on another address is refused while its old
+  // incarnation still counts as live; once the members have marked that one
+  // down, the same join succeeds. Retry through the seeds after that long
+  // (an explicit Join() clears the refusal sooner).
+  if (rejoin_timer_ != 0) return;
+  std::weak_ptr<bool> alive = alive_;
+  const int64_t delay = int64_t{config_.suspect_after_ms} + config_.down_after_ms;
+  rejoin_timer_ = loop_.AddTimer(delay, [this, alive] {
+    auto live = alive.lock();
+    if (!live || !*live) return;
+    rejoin_timer_ = 0;
+    if (refused_reason_.empty() || SelfRecord().state != MemberState::kJoining) return;
+    spdlog::info("membership: retrying the join through the seeds after a refusal");
+    for (const std::string& seed : seeds_) {
+      if (!seed.empty() && seed != config_.cluster_address) Join(seed);
+    }
+  });
 }
 
 void Membership::HandleInvite(NodeId from) {

@@ -152,6 +152,8 @@ class Membership {
   std::set<NodeId> leave_waiting_;       // members yet to ack our kLeave
   std::vector<std::function<void()>> leave_done_;
   bool started_ = false;
+  std::vector<std::string> seeds_;  // from Start(), redialled when a refused join retries
+  io::TimerId rejoin_timer_ = 0;
   bool removed_ = false;
   bool rejoin_pending_ = false;
   bool push_scheduled_ = false;

@@ -228,6 +228,35 @@ TEST_F(MembershipTest, NodeIdConflictRefusesTheNewcomer) {
   EXPECT_FALSE(impostor.transport->connected(1));
 }
 
+TEST_F(MembershipTest, ANodeRestartedOnANewAddressIsAdmittedOnceItsOldSelfIsDown) {
+  Start(1, {});
+  Start(2, {Address(1)});
+  Run(1000);
+  Crash(2);
+  Run(100);  // the old node 2 still counts as live: the restart is refused
+  Node& restarted = Start(2, {Address(1)}, "10.0.0.99:7000");
+  Run(1000);
+  ASSERT_FALSE(restarted.membership->refused_reason().empty());
+  // The old incarnation goes down (3 s after its link dropped); the refused
+  // node retries through its seeds and is admitted at its new address.
+  Run(4000);
+  EXPECT_TRUE(restarted.membership->refused_reason().empty());
+  EXPECT_EQ(StateAt(1, 2), S::kUp);
+  EXPECT_EQ(M(1).Find(2)->cluster_address, "10.0.0.99:7000");
+  EXPECT_TRUE(restarted.transport->connected(1));
+}
+
+TEST_F(MembershipTest, ALiveHoldersIdStaysRefusedAcrossRetries) {
+  Start(1, {});
+  Start(2, {Address(1)});
+  Run(1000);
+  Node& impostor = Start(2, {Address(1)}, "10.0.0.99:7000");
+  Run(10'000);  // several retry periods while the rightful node 2 is alive
+  EXPECT_EQ(impostor.membership->Find(1), nullptr);  // never admitted
+  EXPECT_EQ(M(1).Find(2)->cluster_address, Address(2));
+  EXPECT_EQ(StateAt(1, 2), S::kUp);
+}
+
 TEST_F(MembershipTest, WronglySuspectedNodeRefutesAndIsNeverDown) {
   StartThree();
   network_.Cut(Address(1), Address(3));  // 2 still reaches both
