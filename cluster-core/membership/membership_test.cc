@@ -16,19 +16,7 @@ using S = MemberState;
 
 std::string Address(NodeId id) { return "10.0.0." + std::to_string(id) + ":7000"; }
 
-// Forwards the transport's events to a Membership (the ClusterAgent's job).
-class Forwarder final : public LinkHandler {
- public:
-  explicit Forwarder(Membership& membership) : membership_(membership) {}
-  void OnPeerUp(const PeerInfo& peer) override { membership_.OnPeerUp(peer); }
-  void OnPeerDown(NodeId node) override { membership_.OnPeerDown(node); }
-  void OnFrame(NodeId from, uint8_t type, std::string_view body) override {
-    membership_.OnFrame(from, type, body);
-  }
-
- private:
-  Membership& membership_;
-};
+using Forwarder = testing::MembershipForwarder;
 
 struct Node {
   std::unique_ptr<testing::MemoryTransport> transport;

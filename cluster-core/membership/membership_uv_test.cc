@@ -8,6 +8,7 @@
 
 #include "cluster-core/links/uv_transport.h"
 #include "cluster-core/membership/membership.h"
+#include "cluster-core/membership/memory_transport.h"
 #include "io/uv/test_util.h"
 
 namespace estuary::cluster {
@@ -15,18 +16,7 @@ namespace {
 
 using io::testing::RunUntil;
 
-class Forwarder final : public LinkHandler {
- public:
-  explicit Forwarder(Membership& membership) : membership_(membership) {}
-  void OnPeerUp(const PeerInfo& peer) override { membership_.OnPeerUp(peer); }
-  void OnPeerDown(NodeId node) override { membership_.OnPeerDown(node); }
-  void OnFrame(NodeId from, uint8_t type, std::string_view body) override {
-    membership_.OnFrame(from, type, body);
-  }
-
- private:
-  Membership& membership_;
-};
+using Forwarder = testing::MembershipForwarder;
 
 struct RealNode {
   std::unique_ptr<UvTransport> transport;

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "cluster-core/links/transport.h"
+#include "cluster-core/membership/membership.h"
 #include "io/loop.h"
 
 namespace estuary::cluster::testing {
@@ -78,6 +79,21 @@ class MemoryNetwork {
   uint64_t frames_delivered_ = 0;
   io::TimerId redial_timer_ = 0;
   std::shared_ptr<bool> alive_ = std::make_shared<bool>(true);
+};
+
+// Forwards a transport's events to a Membership (the ClusterAgent's job in
+// estuaryd), for tests that run Membership without an agent.
+class MembershipForwarder final : public LinkHandler {
+ public:
+  explicit MembershipForwarder(Membership& membership) : membership_(membership) {}
+  void OnPeerUp(const PeerInfo& peer) override { membership_.OnPeerUp(peer); }
+  void OnPeerDown(NodeId node) override { membership_.OnPeerDown(node); }
+  void OnFrame(NodeId from, uint8_t type, std::string_view body) override {
+    membership_.OnFrame(from, type, body);
+  }
+
+ private:
+  Membership& membership_;
 };
 
 }  // namespace estuary::cluster::testing
