@@ -29,9 +29,9 @@ using Placement = std::vector<std::vector<std::string>>;
 using Scheme = std::function<Placement(const std::vector<std::string>& nodes)>;
 
 struct Params {
-  std::uint32_t partitions = 256;
-  std::uint32_t replicas = 3;
-  double epsilon = 0.1;
+  std::uint32_t partitions = RingOptions{}.partitions;
+  std::uint32_t replicas = RingOptions{}.replicas;
+  double epsilon = RingOptions{}.epsilon;
 };
 
 Scheme RingScheme(const Params& params, double epsilon) {

@@ -24,10 +24,14 @@
 namespace estuary::ring {
 
 struct RingOptions {
-  std::uint32_t partitions = 256;     // P, fixed at cluster creation
+  // P, fixed at cluster creation. 4096 with epsilon 0.1 keeps max/mean
+  // <= 1.10 and a join or leave within 1.2x the ideal movement up to N = 64
+  // (docs/placement.md); a partition becomes a raft group only once it
+  // holds data, so a large P costs table entries, not live groups.
+  std::uint32_t partitions = 4096;
   std::uint32_t replicas = 3;         // R, capped at the node count
   std::uint32_t virtual_nodes = 160;  // points per node on the hash circle
-  double epsilon = 0.25;              // load bound slack; < 0 disables the bound
+  double epsilon = 0.1;               // load bound slack; < 0 disables the bound
   bool bound_leaders = true;          // also bound first replicas by (1 + epsilon) * P / N
 };
 

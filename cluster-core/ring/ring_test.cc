@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <numeric>
 #include <random>
@@ -85,8 +86,8 @@ TEST(RingHash, PartitionOfSpreadsKeysAndIsStable) {
   EXPECT_LT(*std::max_element(counts.begin(), counts.end()), 150u);  // mean 100
   EXPECT_GT(*std::min_element(counts.begin(), counts.end()), 50u);
   const Ring ring = MustBuild(NodeNames(3), {});
-  EXPECT_EQ(ring.PartitionOf("retained/a/b"), Ring::PartitionOf("retained/a/b", 256));
-  EXPECT_EQ(ring.PartitionOf("retained/a/b"), StableHash("retained/a/b") % 256);
+  EXPECT_EQ(ring.PartitionOf("retained/a/b"), Ring::PartitionOf("retained/a/b", 4096));
+  EXPECT_EQ(ring.PartitionOf("retained/a/b"), StableHash("retained/a/b") % 4096);
 }
 
 TEST(Ring, RejectsBadMembershipAndOptions) {
@@ -101,6 +102,7 @@ TEST(Ring, BoundHoldsAndReplicasAreDistinctForManyNodeCountsAndEpsilons) {
   for (double epsilon : {0.05, 0.1, 0.25, 0.5, 1.0}) {
     for (std::uint32_t n = 1; n <= 20; ++n) {
       RingOptions options;
+      options.partitions = 256;
       options.epsilon = epsilon;
       const Ring ring = MustBuild(NodeNames(n), options);
       SCOPED_TRACE("n=" + std::to_string(n) + " epsilon=" + std::to_string(epsilon));
@@ -138,6 +140,7 @@ TEST(Ring, EveryPositiveEpsilonPlacesUpTo64Nodes) {
 
 TEST(Ring, UnboundedLeadersStillBoundReplicas) {
   RingOptions options;
+  options.partitions = 256;
   options.epsilon = 0.1;
   options.bound_leaders = false;
   const Ring ring = MustBuild(NodeNames(20), options);
@@ -147,6 +150,7 @@ TEST(Ring, UnboundedLeadersStillBoundReplicas) {
 
 TEST(Ring, CapacityIsCeilingOfOnePlusEpsilonTimesMean) {
   RingOptions options;
+  options.partitions = 256;
   options.epsilon = 0.25;
   EXPECT_EQ(MustBuild(NodeNames(4), options).Capacity(), 240u);   // 1.25 * 192
   EXPECT_EQ(MustBuild(NodeNames(10), options).Capacity(), 96u);   // ceil(1.25 * 76.8)
@@ -158,12 +162,14 @@ TEST(Ring, PlacementIsIndependentOfInsertionOrder) {
   std::printf("seed=%u\n", seed);
   std::mt19937 random(seed);
   for (std::uint32_t n : {2u, 5u, 13u, 20u}) {
-    const Ring reference = MustBuild(NodeNames(n), {});
+    const Ring reference = MustBuild(NodeNames(n), {});  // the defaults: P = 4096
     for (int shuffle = 0; shuffle < 5; ++shuffle) {
       std::vector<std::string> nodes = NodeNames(n);
       std::shuffle(nodes.begin(), nodes.end(), random);
       const Ring other = MustBuild(nodes, {});
-      for (std::uint32_t p = 0; p < 256; ++p) ASSERT_EQ(reference.Replicas(p), other.Replicas(p));
+      for (std::uint32_t p = 0; p < reference.Options().partitions; ++p) {
+        ASSERT_EQ(reference.Replicas(p), other.Replicas(p));
+      }
       EXPECT_TRUE(Diff(reference, other).moves.empty());
     }
   }
@@ -190,11 +196,31 @@ TEST(Ring, JoinAndLeaveMoveWithinTwiceTheIdeal) {
   for (double epsilon : {0.1, 0.25}) {
     for (std::uint32_t n = 3; n <= 20; ++n) {
       RingOptions options;
+      options.partitions = 256;
       options.epsilon = epsilon;
       SCOPED_TRACE("n=" + std::to_string(n) + " epsilon=" + std::to_string(epsilon));
       EXPECT_LE(MeasureJoins(n, options).worst_ratio, 2.0);
       EXPECT_LE(MeasureLeaves(n, options).worst_ratio, 2.0);
     }
+  }
+}
+
+// Issue 5's placement target at the default options (P = 4096, R = 3,
+// epsilon = 0.1): no node above ceil(1.1 * mean), and a single join or
+// leave copies at most 1.2x the least possible number of replicas.
+TEST(Ring, DefaultsMeetThePlacementTargetUpTo64Nodes) {
+  const RingOptions defaults;
+  ASSERT_EQ(defaults.partitions, 4096u);
+  ASSERT_DOUBLE_EQ(defaults.epsilon, 0.1);
+  for (std::uint32_t n : {3u, 10u, 40u, 64u}) {
+    SCOPED_TRACE("n=" + std::to_string(n));
+    const Ring ring = MustBuild(NodeNames(n), defaults);
+    const double mean = static_cast<double>(defaults.partitions) * std::min(3u, n) / n;
+    EXPECT_LE(ring.Capacity(), static_cast<std::uint32_t>(std::ceil(1.1 * mean)));
+    const std::vector<std::uint32_t> loads = ring.Loads();
+    EXPECT_LE(*std::max_element(loads.begin(), loads.end()), ring.Capacity());
+    EXPECT_LE(MeasureJoins(n, defaults, 2).worst_ratio, 1.2);
+    EXPECT_LE(MeasureLeaves(n, defaults).worst_ratio, 1.2);
   }
 }
 

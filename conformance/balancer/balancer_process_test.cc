@@ -293,7 +293,7 @@ TEST(EstuaryLbTest, MqttClientsGoToTheNodeThatPlacesTheirSession) {
   ASSERT_TRUE(lb);
   ASSERT_TRUE(WaitFor([&] { return Eligible(*lb, *n1) && Eligible(*lb, *n2) && Eligible(*lb, *n3); }, seconds(5)));
   // The mapping (docs/balancer.md): session/<client-id> on the ring of the
-  // node ids with the balancer's defaults (256 partitions, 3 replicas).
+  // node ids with the balancer's defaults (4096 partitions, 3 replicas).
   auto ring = ring::Ring::Build({"1", "2", "3"});
   ASSERT_TRUE(ring);
   std::map<std::string, uint64_t> expected;
