@@ -91,6 +91,10 @@ void BuildApp(CLI::App& app, NodeConfig& config) {
   app.add_option("--amqp-max-links", config.amqp_max_links, "AMQP links per connection")
       ->capture_default_str()
       ->check(CLI::Range(1u, 65536u));
+  app.add_option("--amqp-credit", config.amqp_credit,
+                 "AMQP link credit granted to each client sender (capped by --receive-maximum)")
+      ->capture_default_str()
+      ->check(CLI::Range(1u, 65535u));
   app.add_option("--password-file", config.password_file,
                  "File of user:password lines; when set, clients must authenticate")
       ->check(CLI::ExistingFile);

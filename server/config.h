@@ -37,6 +37,7 @@ struct NodeConfig {
   uint32_t amqp_idle_timeout_ms = 60'000;  // advertised idle-timeout; 0 = none
   uint32_t amqp_max_frame_size = 64 * 1024;
   uint32_t amqp_max_links = 256;  // per connection
+  uint32_t amqp_credit = 256;     // link credit window per client sender (capped by receive-maximum)
   // "user:password" lines; when set, MQTT and AMQP clients must log in.
   std::string password_file;
   // Balancer addresses whose connections start with a PROXY v2 header

@@ -91,6 +91,20 @@ TEST_F(ConfigFileTest, TomlKeysAreNamedLikeFlagsAndFlagsWin) {
   EXPECT_EQ(config.log_level, "debug");
 }
 
+TEST_F(ConfigFileTest, AmqpCreditFromFileOrFlag) {
+  auto defaults = Parse({});
+  ASSERT_TRUE(std::holds_alternative<NodeConfig>(defaults));
+  EXPECT_EQ(std::get<NodeConfig>(defaults).amqp_credit, 256u);
+  const std::string path = Write("amqp-credit = 1000\n");
+  auto from_file = Parse({"--config", path.c_str()});
+  ASSERT_TRUE(std::holds_alternative<NodeConfig>(from_file));
+  EXPECT_EQ(std::get<NodeConfig>(from_file).amqp_credit, 1000u);
+  auto from_flag = Parse({"--config", path.c_str(), "--amqp-credit", "64"});
+  ASSERT_TRUE(std::holds_alternative<NodeConfig>(from_flag));
+  EXPECT_EQ(std::get<NodeConfig>(from_flag).amqp_credit, 64u);
+  EXPECT_TRUE(std::holds_alternative<ExitRequest>(Parse({"--amqp-credit", "0"})));
+}
+
 TEST_F(ConfigFileTest, UnknownKeyInFileExitsTwo) {
   const std::string path = Write("no-such-key = 1\n");
   auto outcome = Parse({"--config", path.c_str()});

@@ -56,6 +56,7 @@ void AmqpConnection::Start() {
   // an anonymous client.
   pn_transport_require_auth(transport, false);
   InstallSasl(transport, &sasl_);
+  collector_ = pn_connection_collector(CObject::Of(driver_.connection()));
   Process();
 }
 
@@ -127,6 +128,7 @@ void AmqpConnection::Process() {
   bool alive = true;
   int64_t deadline = 0;
   for (;;) {
+    TakeOutcomes();
     alive = driver_.dispatch();
     RenameDecodeFailure();
     if (handed_off_) break;

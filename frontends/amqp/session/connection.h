@@ -22,6 +22,7 @@
 // moved once, right after the client's open, to the shard its container-id
 // hashes to (handed_off(), then Resume() on the new shard).
 #include <proton/connection.hpp>
+#include <proton/event.h>
 #include <proton/connection_options.hpp>
 #include <proton/delivery.hpp>
 #include <proton/error_condition.hpp>
@@ -193,7 +194,19 @@ class AmqpConnection final : public proton::messaging_handler,
   const std::string& Encode(const core::Delivery& delivery, bool redelivery, int64_t now);
   pn_delivery_t* SendBytes(OutgoingLink& link, std::string_view bytes, std::string_view tag);
   void PumpAll();
-  void Settle(proton::tracker& tracker, bool redeliver);
+  // A client's outcome or settlement of one of our transfers (a sending
+  // link's PN_DELIVERY), as Proton C++'s messaging_adapter would report
+  // it: the outcome, then the settlement. Returns true if it settled a
+  // transfer (the caller pumps the link: credit or a redelivery to send).
+  bool ApplyOutcome(OutgoingLink& link, pn_delivery_t* delivery);
+  // Settles a transfer once its first outcome (or settlement) arrives;
+  // false if it was not ours or already settled.
+  bool Settle(OutgoingLink& link, pn_delivery_t* delivery, bool redeliver);
+  // The client's outcomes at the head of the event queue, taken straight
+  // from the Proton C collector before the C++ dispatch (which would wrap
+  // each in a tracker and dispatch it twice); each link pumped once after.
+  void TakeOutcomes();
+  void ApplyOutcomeEvent(proton::tracker& tracker);
   void DetachOutgoing(pn_link_t* link, bool closed);
   void OnLinkDetached(OutgoingLink& link, core::DetachReason reason);
   bool RefuseLink(proton::link link, const char* condition, const std::string& description);
@@ -216,6 +229,8 @@ class AmqpConnection final : public proton::messaging_handler,
   io::TimerId tick_timer_ = 0;
   int64_t tick_deadline_ms_ = 0;
   uint64_t next_sequence_ = 0;
+  pn_collector_t* collector_ = nullptr;  // the driver's event queue (TakeOutcomes)
+  std::vector<pn_link_t*> to_pump_;      // TakeOutcomes: links that settled something
   proton::message scratch_;         // reused for outgoing messages FromModel builds
   std::vector<char> scratch_bytes_;  // its encoding
   std::string encoded_;              // the message being sent, reused

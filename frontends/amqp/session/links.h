@@ -1,6 +1,7 @@
 #pragma once
 // The per-link state of an AmqpConnection (internal to this library).
 #include <proton/delivery.hpp>
+#include <proton/link.h>
 #include <proton/receiver.hpp>
 #include <proton/sender.hpp>
 
@@ -18,12 +19,14 @@ namespace estuary::amqp {
 // A client receiver: we send. Its deliveries come from a core::Session of
 // its own; the link is that session's sink.
 struct AmqpConnection::OutgoingLink final : public core::SessionSink {
-  OutgoingLink(AmqpConnection& owner, proton::sender link) : connection(&owner), sender(link) {}
+  OutgoingLink(AmqpConnection& owner, proton::sender link, pn_link_t* c_link)
+      : connection(&owner), sender(link), pn(c_link) {}
   void OnDeliveriesReady() override;
   void OnDetached(core::DetachReason reason) override;
 
   AmqpConnection* connection;
   proton::sender sender;
+  pn_link_t* pn;  // the C link behind `sender`, for the per-delivery calls
   core::Session* session = nullptr;
   std::string session_id;
   std::string filter;

@@ -108,7 +108,7 @@ void AmqpConnection::OpenOutgoing(proton::sender sender) {
 void AmqpConnection::AttachSubscription(proton::sender sender, std::string filter, bool durable, bool dynamic,
                                         std::optional<UnsettledMap> remote_unsettled) {
   pn_link_t* link = CObject::Of(sender);
-  auto owned = std::make_unique<OutgoingLink>(*this, sender);
+  auto owned = std::make_unique<OutgoingLink>(*this, sender, link);
   OutgoingLink& out = *owned;
   out.filter = filter;
   out.durable = durable;
@@ -243,8 +243,8 @@ void AmqpConnection::Pump(OutgoingLink& link) {
   link.pumping = true;
   core::Session& session = *link.session;
   ShardMetrics& metrics = broker_->metrics();
-  const int64_t now = broker_->loop().clock().WallMs();
-  while (link.sender.credit() > 0 && stream_->queued_bytes() <= kOutputHighWatermark) {
+  int64_t now = -1;  // read once, and only if something is sent
+  while (pn_link_credit(link.pn) > 0 && stream_->queued_bytes() <= kOutputHighWatermark) {
     core::Delivery delivery;
     uint16_t packet_id = 0;
     const bool redelivery = !link.redeliver.empty();
@@ -266,6 +266,7 @@ void AmqpConnection::Pump(OutgoingLink& link) {
     } else {
       break;
     }
+    if (now < 0) now = broker_->loop().clock().WallMs();
     const auto& expiry = delivery.message->properties.expiry_at_ms;
     const bool expired = expiry && *expiry <= now;
     if (expired) ShardMetrics::Add(metrics.messages_dropped);
@@ -290,7 +291,8 @@ void AmqpConnection::Pump(OutgoingLink& link) {
     ShardMetrics::Add(metrics.messages_out);
   }
   // §2.6.7: a drain with nothing left to send uses up the credit.
-  if (link.sender.draining() && link.redeliver.empty() && !session.HasQueued()) {
+  // (The client's drain flag first: the C++ draining() is the dearer call.)
+  if (link.redeliver.empty() && !session.HasQueued() && pn_link_get_drain(link.pn) && link.sender.draining()) {
     link.sender.return_credit();
   }
   link.pumping = false;
@@ -311,7 +313,7 @@ const std::string& AmqpConnection::Encode(const core::Delivery& delivery, bool r
 
 pn_delivery_t* AmqpConnection::SendBytes(OutgoingLink& link, std::string_view bytes, std::string_view tag) {
   // What proton::sender::send does, minus encoding a proton::message.
-  pn_link_t* pn_link = CObject::Of(link.sender);
+  pn_link_t* pn_link = link.pn;
   pn_delivery_t* delivery = pn_delivery(pn_link, pn_dtag(tag.data(), tag.size()));
   pn_link_send(pn_link, bytes.data(), bytes.size());
   pn_link_advance(pn_link);
@@ -338,49 +340,109 @@ void AmqpConnection::on_sender_drain_start(proton::sender& sender) {
   }
 }
 
-void AmqpConnection::Settle(proton::tracker& tracker, bool redeliver) {
-  auto it = outgoing_.find(pn_delivery_link(CObject::Of(tracker)));
-  if (it == outgoing_.end() || it->second->session == nullptr) return;
-  OutgoingLink& link = *it->second;
+bool AmqpConnection::Settle(OutgoingLink& link, pn_delivery_t* delivery, bool redeliver) {
+  if (link.session == nullptr) return false;
   // The first outcome (or settlement) of a transfer decides; we settle then.
-  auto entry = link.unsettled.find(CObject::Of(tracker));
-  if (entry == link.unsettled.end()) return;
+  auto entry = link.unsettled.find(delivery);
+  if (entry == link.unsettled.end()) return false;
   const uint16_t packet_id = entry->second;
   link.unsettled.erase(entry);
-  tracker.settle();
-  if (link.session->inflight().count(packet_id) == 0) return;
-  if (redeliver) {
+  pn_delivery_settle(delivery);
+  if (!redeliver) {
+    if (link.session->RemoveInflight(packet_id)) ShardMetrics::Sub(broker_->metrics().inflight_messages);
+  } else if (link.session->inflight().count(packet_id) != 0) {
     link.redeliver.push_back(packet_id);  // stays in flight until sent again and settled
-  } else {
-    link.session->RemoveInflight(packet_id);
-    ShardMetrics::Sub(broker_->metrics().inflight_messages);
   }
-  Pump(link);
+  return true;
 }
 
-void AmqpConnection::on_tracker_accept(proton::tracker& tracker) { Settle(tracker, false); }
-
-void AmqpConnection::on_tracker_reject(proton::tracker& tracker) {
-  // Rejected: the receiver will never take it (§3.4.2); dropped.
-  ShardMetrics::Add(broker_->metrics().messages_dropped);
-  Settle(tracker, false);
-}
-
-void AmqpConnection::on_tracker_release(proton::tracker& tracker) {
-  // Released, or modified (§3.4.4, §3.4.5): sent again, unless the
-  // receiver marked it undeliverable-here, the only receiver it has.
-  pn_delivery_t* d = CObject::Of(tracker);
-  const bool undeliverable = pn_delivery_remote_state(d) == PN_MODIFIED &&
-                             pn_disposition_is_undeliverable(pn_delivery_remote(d));
-  if (undeliverable) ShardMetrics::Add(broker_->metrics().messages_dropped);
-  Settle(tracker, !undeliverable);
-}
-
-void AmqpConnection::on_tracker_settle(proton::tracker& tracker) {
+bool AmqpConnection::ApplyOutcome(OutgoingLink& link, pn_delivery_t* delivery) {
+  if (!pn_delivery_updated(delivery)) return false;
+  bool settled = false;
+  switch (pn_delivery_remote_state(delivery)) {
+    case PN_ACCEPTED:
+      settled = Settle(link, delivery, false);
+      break;
+    case PN_REJECTED:
+      // Rejected: the receiver will never take it (§3.4.2); dropped.
+      settled = Settle(link, delivery, false);
+      if (settled) ShardMetrics::Add(broker_->metrics().messages_dropped);
+      break;
+    case PN_RELEASED:
+    case PN_MODIFIED: {
+      // Released, or modified (§3.4.4, §3.4.5): sent again, unless the
+      // receiver marked it undeliverable-here, the only receiver it has.
+      const bool undeliverable = pn_delivery_remote_state(delivery) == PN_MODIFIED &&
+                                 pn_disposition_is_undeliverable(pn_delivery_remote(delivery));
+      settled = Settle(link, delivery, !undeliverable);
+      if (settled && undeliverable) ShardMetrics::Add(broker_->metrics().messages_dropped);
+      break;
+    }
+    default:
+      break;
+  }
   // Settled with no outcome: done with, as if accepted (no-op when an
   // outcome already settled it).
-  Settle(tracker, false);
+  if (!settled && pn_delivery_settled(delivery)) settled = Settle(link, delivery, false);
+  return settled;
 }
+
+void AmqpConnection::ApplyOutcomeEvent(proton::tracker& tracker) {
+  // The events TakeOutcomes left to the C++ dispatch. Called once per
+  // outcome and once more for the settlement; the second finds nothing.
+  pn_delivery_t* delivery = CObject::Of(tracker);
+  auto it = outgoing_.find(pn_delivery_link(delivery));
+  if (it == outgoing_.end()) return;
+  if (ApplyOutcome(*it->second, delivery)) Pump(*it->second);
+}
+
+void AmqpConnection::TakeOutcomes() {
+  // Only between dispatches (no event handed out and still current), and
+  // only from the head of the queue, so events keep their order; the
+  // first event that is not an update of one of our transfers (or a
+  // PN_TRANSPORT) stops it and the C++ dispatch takes the rest.
+  if (collector_ == nullptr || outgoing_.empty() || pn_collector_prev(collector_) != nullptr) return;
+  pn_link_t* current = nullptr;
+  OutgoingLink* link = nullptr;
+  while (pn_event_t* event = pn_collector_peek(collector_)) {
+    const pn_event_type_t type = pn_event_type(event);
+    if (type == PN_TRANSPORT) {
+      // "The transport has output": neither the driver nor the C++
+      // dispatch acts on it (we write after every pass anyway), and one
+      // sits before the outcomes whenever we sent since the last pass.
+      pn_collector_pop(collector_);
+      continue;
+    }
+    if (type != PN_DELIVERY) break;
+    pn_delivery_t* delivery = pn_event_delivery(event);
+    pn_link_t* pn_link = pn_delivery_link(delivery);
+    if (pn_link != current) {
+      if (!pn_link_is_sender(pn_link)) break;
+      auto it = outgoing_.find(pn_link);
+      if (it == outgoing_.end() || it->second->session == nullptr) break;
+      current = pn_link;
+      link = it->second.get();
+    }
+    if (ApplyOutcome(*link, delivery) &&
+        std::find(to_pump_.begin(), to_pump_.end(), pn_link) == to_pump_.end()) {
+      to_pump_.push_back(pn_link);
+    }
+    pn_collector_pop(collector_);
+  }
+  for (pn_link_t* pn_link : to_pump_) {
+    auto it = outgoing_.find(pn_link);
+    if (it != outgoing_.end()) Pump(*it->second);
+  }
+  to_pump_.clear();
+}
+
+void AmqpConnection::on_tracker_accept(proton::tracker& tracker) { ApplyOutcomeEvent(tracker); }
+
+void AmqpConnection::on_tracker_reject(proton::tracker& tracker) { ApplyOutcomeEvent(tracker); }
+
+void AmqpConnection::on_tracker_release(proton::tracker& tracker) { ApplyOutcomeEvent(tracker); }
+
+void AmqpConnection::on_tracker_settle(proton::tracker& tracker) { ApplyOutcomeEvent(tracker); }
 
 void AmqpConnection::DetachOutgoing(pn_link_t* link, bool closed) {
   auto it = outgoing_.find(link);
