@@ -6,6 +6,15 @@
 #include "cluster-core/store/shard_store.h"
 
 namespace estuary::core {
+namespace {
+
+// Deliveries staged beyond those in flight when the frontend gave no send
+// window. Throughput per session is at most this many per batch (about two
+// loop iterations and an fdatasync): 64 capped a persistent subscriber at
+// about 10k msgs/s here, behind publishers paused by its queue.
+constexpr size_t kStageAhead = 1024;
+
+}  // namespace
 
 bool Session::Enqueue(Delivery delivery, const SessionLimits& limits) {
   if (delivery.qos == QoS::kAtMostOnce && !connected() && !limits.queue_qos0_offline) {
@@ -29,9 +38,22 @@ bool Session::Enqueue(Delivery delivery, const SessionLimits& limits) {
 }
 
 Delivery Session::PopQueued() {
+  DropUnclaimed();
   Delivery front = std::move(queue_.front());
   queue_.pop_front();
   queued_bytes_ -= front.message->ApproximateBytes();
+  if (queue_base_ < staged_end_) {
+    // Staged: its in-flight record (durable) already replaced the queue record.
+    const StagedId staged = staged_ids_.front();
+    staged_ids_.pop_front();
+    if (staged.packet_id != 0) {
+      popped_ = Claim{staged.packet_id, staged.sent_order, PhaseFor(front.qos), head_handed_};
+    }
+  }
+  head_handed_ = false;
+  ++queue_base_;
+  staged_end_ = std::max(staged_end_, queue_base_);
+  released_end_ = std::max(released_end_, queue_base_);
   // Taken off the queue: either sent (and then stored as in flight by
   // AddInflight in the same loop iteration) or dropped.
   if (durable() && front.store_seq != 0) store_->DeleteQueued(client_id_, front.store_seq);
@@ -40,8 +62,145 @@ Delivery Session::PopQueued() {
 }
 
 void Session::AddInflight(uint16_t packet_id, InflightDelivery inflight) {
+  if (popped_ && popped_->packet_id == packet_id) {
+    // Claims the staged delivery just popped: its record is already durable.
+    inflight.sent_order = popped_->sent_order;
+    const bool same_phase = inflight.phase == popped_->phase;
+    reserved_.erase(packet_id);
+    popped_.reset();
+    auto [it, added] = inflight_.insert_or_assign(packet_id, std::move(inflight));
+    if (durable() && !same_phase) store_->PutInflight(client_id_, packet_id, it->second);
+    return;
+  }
+  if (reserved_.count(packet_id) != 0) {
+    // An id staged for a delivery still queued is taken for another one
+    // (a frontend re-keying a delivery): that one is staged again.
+    for (size_t i = 0; i < staged_ids_.size(); ++i) {
+      if (staged_ids_[i].packet_id == packet_id) Restage(i);
+    }
+  }
   auto [it, added] = inflight_.insert_or_assign(packet_id, std::move(inflight));
   if (durable()) store_->PutInflight(client_id_, packet_id, it->second);
+}
+
+// --- staging: sync before send (see the header) --------------------------------
+
+InflightPhase Session::PhaseFor(QoS qos) {
+  return qos == QoS::kExactlyOnce ? InflightPhase::kAwaitingPubrec : InflightPhase::kAwaitingPuback;
+}
+
+bool Session::HasQueued() {
+  DropUnclaimed();
+  if (queue_.empty()) return false;
+  if (!Gated()) return true;
+  StageAhead();
+  return queue_base_ < released_end_;
+}
+
+void Session::StageAhead() {
+  if (staging_) return;
+  // Never more than the client's window (a restart resends every staged
+  // delivery), and never more than kStageAhead beyond those in flight.
+  const size_t ahead = inflight_.size() + kStageAhead;
+  const size_t limit = send_window_ != 0 ? std::min(send_window_, ahead) : ahead;
+  const uint64_t staged_before = staged_end_;
+  bool wrote = false;
+  while (staged_end_ < queue_base_ + queue_.size()) {
+    Delivery& delivery = queue_[staged_end_ - queue_base_];
+    if (delivery.qos == QoS::kAtMostOnce) {
+      staged_ids_.push_back(StagedId{});
+    } else {
+      if (inflight_.size() + reserved_.size() >= limit) break;
+      const uint16_t packet_id = FreshPacketId();
+      if (packet_id == 0) break;
+      reserved_.insert(packet_id);
+      const uint64_t sent_order = NextSendOrder();
+      const uint64_t store_seq = std::exchange(delivery.store_seq, 0);
+      if (store_seq != 0) store_->DeleteQueued(client_id_, store_seq);
+      store_->PutInflight(client_id_, packet_id, InflightDelivery{delivery, PhaseFor(delivery.qos), sent_order});
+      staged_ids_.push_back(StagedId{packet_id, sent_order, store_seq});
+      wrote = true;
+    }
+    ++staged_end_;
+  }
+  if (staged_end_ == staged_before) return;
+  if (!wrote && released_end_ == staged_before) {
+    released_end_ = staged_end_;  // only QoS 0 behind released entries: nothing to wait for
+    return;
+  }
+  staging_ = true;  // a store with nothing pending runs the callback at once
+  std::weak_ptr<Session*> alive = Alive();
+  store_->WhenDurable([alive, epoch = stage_epoch_, end = staged_end_] {
+    if (auto self = alive.lock(); self && *self) (*self)->OnStagedDurable(epoch, end);
+  });
+  staging_ = false;
+}
+
+std::weak_ptr<Session*> Session::Alive() {
+  if (!self_) self_ = std::make_shared<Session*>(this);
+  return self_;
+}
+
+void Session::OnStagedDurable(uint64_t epoch, uint64_t end) {
+  if (epoch != stage_epoch_) return;
+  released_end_ = std::max(released_end_, std::min(end, staged_end_));
+  if (!staging_ && sink_ != nullptr && queue_base_ < released_end_) sink_->OnDeliveriesReady();
+}
+
+void Session::Restage(size_t index) {
+  const uint16_t old_id = staged_ids_[index].packet_id;
+  const uint16_t packet_id = FreshPacketId();
+  reserved_.erase(old_id);
+  if (head_handed_ && index == 0) head_handed_ = false;
+  if (packet_id == 0) {
+    // Out of ids: the delivery and everything after it go back to plain queued.
+    ResetStaging(queue_base_ + index);
+    return;
+  }
+  reserved_.insert(packet_id);
+  staged_ids_[index].packet_id = packet_id;
+  const Delivery& delivery = queue_[index];
+  if (durable()) {
+    store_->PutInflight(client_id_, packet_id,
+                        InflightDelivery{delivery, PhaseFor(delivery.qos), staged_ids_[index].sent_order});
+  }
+  released_end_ = std::min(released_end_, queue_base_ + index);
+  ++stage_epoch_;
+  if (!durable()) return;
+  std::weak_ptr<Session*> alive = Alive();
+  store_->WhenDurable([alive, epoch = stage_epoch_, end = staged_end_] {
+    if (auto self = alive.lock(); self && *self) (*self)->OnStagedDurable(epoch, end);
+  });
+}
+
+void Session::DropUnclaimed() {
+  if (!popped_) return;
+  // Popped and never sent as in flight (expired, too large, presettled).
+  reserved_.erase(popped_->packet_id);
+  if (durable()) store_->DeleteInflight(client_id_, popped_->packet_id);
+  popped_.reset();
+}
+
+void Session::ResetStaging(uint64_t from) {
+  // Entries from `from` on are plain queued again. Their stored records are
+  // gone with the session (durability lost) or rewritten by the caller.
+  from = std::max(from, queue_base_);
+  while (staged_end_ > from) {
+    --staged_end_;
+    const StagedId staged = staged_ids_.back();
+    staged_ids_.pop_back();
+    if (staged.packet_id == 0) continue;
+    reserved_.erase(staged.packet_id);
+    Delivery& delivery = queue_[staged_end_ - queue_base_];
+    if (durable()) {
+      // Back under its old queue key, so the queue keeps its order.
+      store_->DeleteInflight(client_id_, staged.packet_id);
+      delivery.store_seq = staged.store_seq != 0 ? staged.store_seq : ++next_store_seq_;
+      store_->PutQueued(client_id_, delivery.store_seq, delivery);
+    }
+  }
+  released_end_ = std::min(released_end_, staged_end_);
+  ++stage_epoch_;
 }
 
 void Session::MarkReleased(uint16_t packet_id) {
@@ -72,6 +231,8 @@ void Session::set_expiry_interval(uint32_t seconds) {
   const bool was_durable = durable();
   expiry_interval_ = seconds;
   if (was_durable && !durable()) {
+    DropUnclaimed();
+    ResetStaging(queue_base_);  // nothing stored any more: not durable
     store_->DeleteSession(client_id_);
   } else if (!was_durable && durable()) {
     PersistAll();
@@ -119,10 +280,25 @@ void Session::RestoreInflight(uint16_t packet_id, InflightDelivery inflight) {
 }
 
 uint16_t Session::NextPacketId() {
-  if (inflight_.size() >= 65535) return 0;
+  // A staged delivery's id: after its pop (MQTT's order) or, for the
+  // released head, before it (AMQP's order).
+  if (popped_ && !popped_->handed) {
+    popped_->handed = true;
+    return popped_->packet_id;
+  }
+  if (!popped_ && !head_handed_ && queue_base_ < released_end_ && queue_base_ < staged_end_ &&
+      staged_ids_.front().packet_id != 0) {
+    head_handed_ = true;
+    return staged_ids_.front().packet_id;
+  }
+  return FreshPacketId();
+}
+
+uint16_t Session::FreshPacketId() {
+  if (inflight_.size() + reserved_.size() >= 65535) return 0;
   do {
     last_packet_id_ = static_cast<uint16_t>(last_packet_id_ == 65535 ? 1 : last_packet_id_ + 1);
-  } while (inflight_.count(last_packet_id_) != 0);
+  } while (inflight_.count(last_packet_id_) != 0 || reserved_.count(last_packet_id_) != 0);
   return last_packet_id_;
 }
 

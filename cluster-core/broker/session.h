@@ -13,9 +13,24 @@
 // below (not through the raw accessors) is written to the store: the record
 // (expiry, will, disconnect time), QoS 1/2 queue entries, in-flight
 // deliveries and inbound QoS 2 ids. Subscriptions are written by ShardBroker.
+//
+// Outbound QoS 1/2 on a durable session (sync before send, docs/storage.md):
+// while a connection is attached, a queued QoS 1/2 delivery is *staged*
+// before the connection may take it: it gets its packet id and send order
+// and its in-flight record replaces its queue record in the store, and
+// HasQueued() reports the queue head only once that write is durable. So a
+// PUBLISH never reaches the wire before the record that makes a restarted
+// node resend it with the same packet id. Many are staged at once (see
+// set_send_window; one batch, one fdatasync, for all of them). Frontends
+// take a staged delivery as before: PopQueued(), and NextPacketId() called
+// just before or just after it returns the staged id; AddInflight() with
+// that id claims it without another write. A staged delivery popped and not
+// claimed (expired, too large, sent presettled) has its record deleted at
+// the next HasQueued() or PopQueued().
 #include <cstdint>
 #include <deque>
 #include <map>
+#include <memory>
 #include <optional>
 #include <set>
 #include <string>
@@ -82,6 +97,9 @@ struct WillMessage {
 class Session {
  public:
   explicit Session(std::string client_id) : client_id_(std::move(client_id)) {}
+  ~Session() {
+    if (self_) *self_ = nullptr;
+  }
   Session(const Session&) = delete;
   Session& operator=(const Session&) = delete;
 
@@ -96,14 +114,17 @@ class Session {
   // session may still have kForwardWindow forwards each in flight: the
   // message limit stretches by that much, which their pause bounds.
   bool Enqueue(Delivery delivery, const SessionLimits& limits);
-  bool HasQueued() const { return !queue_.empty(); }
+  // On a durable session with a connection: only a head whose staging is
+  // durable (see above); stages more as a side effect.
+  bool HasQueued();
   const Delivery& PeekQueued() const { return queue_.front(); }
   Delivery PopQueued();
   size_t queued_messages() const { return queue_.size(); }
   size_t queued_bytes() const { return queued_bytes_; }
 
-  // Outbound in-flight, by packet id.
-  uint16_t NextPacketId();  // skips ids in flight; 0 when all 65535 are used
+  // Outbound in-flight, by packet id. Skips ids in flight and staged; 0
+  // when all 65535 are used. Hands out a staged delivery's id (see above).
+  uint16_t NextPacketId();
   uint64_t NextSendOrder() { return ++send_order_; }
   std::map<uint16_t, InflightDelivery>& inflight() { return inflight_; }
   // A QoS 1/2 delivery was sent with `packet_id`.
@@ -138,6 +159,13 @@ class Session {
   void set_disconnected_at_ms(int64_t wall_ms) { disconnected_at_ms_ = wall_ms; }
   // Writes the session record (expiry, will, disconnect time) if durable.
   void SaveRecord();
+  // Staging (see above): how many QoS 1/2 deliveries may be in flight and
+  // staged together (a frontend sets the client's receive maximum, so a
+  // restart never resends more than it allows); 0 = unknown, then up to
+  // 1024 are staged beyond those in flight (session.cc, kStageAhead).
+  void set_send_window(size_t window) { send_window_ = window; }
+  // Staged deliveries not yet claimed (tests, metrics).
+  size_t staged() const { return reserved_.size(); }
   // Recovery: state read back from the store, not written again.
   void RestoreQueued(Delivery delivery);
   void RestoreInflight(uint16_t packet_id, InflightDelivery inflight);
@@ -180,6 +208,42 @@ class Session {
   int64_t disconnected_at_ms_ = 0;
   uint64_t next_store_seq_ = 0;
   void PersistAll();
+
+  // Staging. Queue positions are absolute (pops advance queue_base_): the
+  // entries before staged_end_ are staged, those before released_end_ are
+  // durable and visible. staged_ids_ holds the packet id (0 for QoS 0), send
+  // order and former queue key of each staged entry still queued.
+  struct Claim {
+    uint16_t packet_id = 0;
+    uint64_t sent_order = 0;
+    InflightPhase phase = InflightPhase::kAwaitingPuback;
+    bool handed = false;  // NextPacketId returned it
+  };
+  bool Gated() const { return durable() && connected(); }
+  void StageAhead();
+  void OnStagedDurable(uint64_t epoch, uint64_t end);
+  void Restage(size_t index);
+  void DropUnclaimed();
+  void ResetStaging(uint64_t from);
+  static InflightPhase PhaseFor(QoS qos);
+  uint16_t FreshPacketId();
+  uint64_t queue_base_ = 0;
+  uint64_t staged_end_ = 0;
+  uint64_t released_end_ = 0;
+  struct StagedId {
+    uint16_t packet_id = 0;
+    uint64_t sent_order = 0;
+    uint64_t store_seq = 0;
+  };
+  std::deque<StagedId> staged_ids_;
+  std::set<uint16_t> reserved_;    // ids of staged deliveries not yet claimed
+  std::optional<Claim> popped_;    // a staged delivery popped, not yet claimed
+  bool head_handed_ = false;       // the head's id was handed out before its pop
+  bool staging_ = false;
+  uint64_t stage_epoch_ = 0;  // bumped when staged ids change: older callbacks are void
+  size_t send_window_ = 0;
+  std::shared_ptr<Session*> self_;  // made on first staging; callbacks check the session lives
+  std::weak_ptr<Session*> Alive();
 };
 
 }  // namespace estuary::core

@@ -4,6 +4,8 @@
 
 #include <cstdlib>
 #include <deque>
+#include <iterator>
+#include <map>
 #include <memory>
 #include <random>
 #include <set>
@@ -352,7 +354,162 @@ TEST_F(DurableBrokerTest, CleanStartDiscardsTheStoredSession) {
 }  // namespace estuary::core
 
 namespace estuary::core {
+// Issue 4, the QoS 2 outbound window: a connection takes a delivery, gives
+// it a packet id and writes the PUBLISH, all in one loop iteration; the
+// in-flight record of that id must already be durable, or a crash before
+// the next sync brings the message back as a new queued delivery (a second
+// copy for an exactly-once client) instead of a resend of the same id.
+TEST_F(DurableBrokerTest, Issue4PublishLeavesOnlyAfterItsInflightRecordIsSynced) {
+  Start(1, EngineKind::kBitcask);
+  Session* session = brokers_[0]->Attach("sub", false, &sink_).session;
+  session->set_expiry_interval(3600);
+  brokers_[0]->Subscribe(session, "t", SubscriptionOptions{QoS::kExactlyOnce});
+  Settle();
+  int acked = 0;
+  brokers_[0]->Publish(Make("t", "m", QoS::kExactlyOnce), [&] { ++acked; });
+  EXPECT_FALSE(session->HasQueued());  // staged: its record is not synced yet
+  Settle();
+  EXPECT_EQ(acked, 1);
+  ASSERT_TRUE(session->HasQueued());
+  // What a frontend does in one go: take it, number it, write it out.
+  Delivery delivery = session->PopQueued();
+  const uint16_t packet_id = session->NextPacketId();
+  session->AddInflight(packet_id, InflightDelivery{std::move(delivery), InflightPhase::kAwaitingPubrec,
+                                                   session->NextSendOrder()});
+  CrashAndRestart();  // no loop iteration after the send
+  session = brokers_[0]->FindSession("sub");
+  ASSERT_NE(session, nullptr);
+  ASSERT_EQ(session->inflight().count(packet_id), 1u) << "the PUBLISH sent as id " << packet_id << " is forgotten";
+  EXPECT_EQ(*session->inflight().at(packet_id).delivery.message->payload, "m");
+  EXPECT_EQ(QueuedPayloads(session), std::vector<std::string>{}) << "it would be delivered a second time";
+}
+
+// The other call orders frontends use on a staged delivery: NextPacketId
+// before PopQueued (AMQP), a pop never claimed (expired, presettled), and
+// an id handed out and then used for another delivery (AMQP re-tagging).
+TEST_F(DurableBrokerTest, Issue4StagedIdsFollowEveryFrontendCallOrder) {
+  Start(1, EngineKind::kBitcask);
+  Session* session = brokers_[0]->Attach("sub", false, &sink_).session;
+  session->set_expiry_interval(3600);
+  brokers_[0]->Subscribe(session, "t", SubscriptionOptions{QoS::kAtLeastOnce});
+  Settle();
+  for (const char* payload : {"a", "b", "c"}) brokers_[0]->Publish(Make("t", payload), [] {});
+  EXPECT_FALSE(session->HasQueued());
+  Settle();
+  EXPECT_EQ(session->staged(), 3u);
+  // AMQP's order: the id first, then the pop.
+  ASSERT_TRUE(session->HasQueued());
+  const uint16_t id_a = session->NextPacketId();
+  Delivery a = session->PopQueued();
+  EXPECT_EQ(*a.message->payload, "a");
+  session->AddInflight(id_a, InflightDelivery{std::move(a), InflightPhase::kAwaitingPuback, session->NextSendOrder()});
+  // "b" is popped and dropped (say it expired): its record goes.
+  ASSERT_TRUE(session->HasQueued());
+  const Delivery b = session->PopQueued();
+  EXPECT_EQ(*b.message->payload, "b");
+  // The head's id handed out, then used for another delivery: "c" gets a
+  // new id and waits for that record to be synced.
+  ASSERT_TRUE(session->HasQueued());
+  const uint16_t id_c = session->NextPacketId();
+  session->AddInflight(id_c, InflightDelivery{b, InflightPhase::kAwaitingPuback, session->NextSendOrder()});
+  EXPECT_FALSE(session->HasQueued());
+  Settle();
+  ASSERT_TRUE(session->HasQueued());
+  Delivery c = session->PopQueued();
+  const uint16_t new_id_c = session->NextPacketId();
+  EXPECT_NE(new_id_c, id_c);
+  EXPECT_NE(new_id_c, id_a);
+  session->AddInflight(new_id_c, InflightDelivery{std::move(c), InflightPhase::kAwaitingPuback,
+                                                  session->NextSendOrder()});
+  EXPECT_EQ(session->staged(), 0u);
+  CrashAndRestart();  // nothing synced after the last send
+  session = brokers_[0]->FindSession("sub");
+  ASSERT_NE(session, nullptr);
+  ASSERT_EQ(session->inflight().size(), 3u);
+  EXPECT_EQ(*session->inflight().at(id_a).delivery.message->payload, "a");
+  EXPECT_EQ(*session->inflight().at(id_c).delivery.message->payload, "b");
+  EXPECT_EQ(*session->inflight().at(new_id_c).delivery.message->payload, "c");
+  EXPECT_EQ(QueuedPayloads(session), std::vector<std::string>{});
+}
+
 namespace {
+
+// Seeded: a connected subscriber pumps as the frontends do (HasQueued,
+// PopQueued, NextPacketId, AddInflight = the PUBLISH is on the wire) with
+// QoS 1 and 2, acknowledges some (PUBACK, PUBREC then PUBCOMP), while
+// publishes, loop runs and shard links make partial progress; then a
+// crash. Every delivery written to the wire and not yet acknowledged must
+// come back in flight under its packet id (payload intact unless PUBREC was
+// applied), never queued as a new one.
+TEST_F(DurableBrokerTest, Issue4SeededCrashesResendSentDeliveriesUnderTheirPacketIds) {
+  uint64_t first = 1;
+  uint64_t count = 25;
+  if (const char* seed = std::getenv("ESTUARY_SEED")) first = std::strtoull(seed, nullptr, 10), count = 1;
+  if (const char* seeds = std::getenv("ESTUARY_SEED_COUNT")) count = std::strtoull(seeds, nullptr, 10);
+  for (uint64_t seed = first; seed < first + count; ++seed) {
+    SCOPED_TRACE("ESTUARY_SEED=" + std::to_string(seed));
+    brokers_.clear();
+    engines_.clear();
+    link_.Clear();
+    dir_prefix_ = "sent" + std::to_string(seed) + "-";
+    Start(2, EngineKind::kBitcask);
+    std::mt19937_64 random(seed);
+    Session* sub = Owner("sub").Attach("sub", false, &sink_).session;
+    sub->set_expiry_interval(3600);
+    Owner("sub").Subscribe(sub, "t", SubscriptionOptions{QoS::kExactlyOnce});
+    Settle();
+    std::map<uint16_t, std::string> on_wire;  // sent, not completely acknowledged
+    std::set<uint16_t> released;              // PUBREC applied
+    for (int step = 0; step < 300; ++step) {
+      const auto action = random() % 10;
+      if (action < 4) {
+        const QoS qos = random() % 2 == 0 ? QoS::kAtLeastOnce : QoS::kExactlyOnce;
+        brokers_[random() % 2]->Publish(Make("t", "p" + std::to_string(step), qos), [] {});
+      } else if (action < 6) {
+        for (auto take = random() % 5; take > 0 && sub->HasQueued(); --take) {
+          Delivery delivery = sub->PopQueued();
+          const uint16_t id = sub->NextPacketId();
+          const auto phase = delivery.qos == QoS::kExactlyOnce ? InflightPhase::kAwaitingPubrec
+                                                                : InflightPhase::kAwaitingPuback;
+          on_wire[id] = *delivery.message->payload;
+          sub->AddInflight(id, InflightDelivery{std::move(delivery), phase, sub->NextSendOrder()});
+        }
+      } else if (action < 7 && !on_wire.empty()) {
+        auto it = std::next(on_wire.begin(), static_cast<long>(random() % on_wire.size()));
+        const uint16_t id = it->first;
+        const auto phase = sub->inflight().at(id).phase;
+        if (phase == InflightPhase::kAwaitingPubrec && random() % 2 == 0) {
+          sub->MarkReleased(id);
+          released.insert(id);
+        } else {
+          sub->RemoveInflight(id);  // applied lazily: may come back after a crash (allowed)
+          on_wire.erase(it);
+          released.erase(id);
+        }
+      } else if (action < 8) {
+        link_.RunAll();
+      } else {
+        loop_.RunUntilIdle();
+      }
+    }
+    CrashAndRestart();
+    sub = Owner("sub").FindSession("sub");
+    ASSERT_NE(sub, nullptr);
+    std::set<std::string> queued;
+    for (const auto& payload : QueuedPayloads(sub)) queued.insert(payload);
+    for (const auto& [id, payload] : on_wire) {
+      auto found = sub->inflight().find(id);
+      ASSERT_NE(found, sub->inflight().end()) << payload << " was sent as id " << id << " and is forgotten";
+      if (found->second.delivery.message == nullptr) {
+        EXPECT_EQ(released.count(id), 1u) << payload << " lost its message before PUBREC";
+      } else {
+        EXPECT_EQ(*found->second.delivery.message->payload, payload) << "id " << id;
+      }
+      EXPECT_EQ(queued.count(payload), 0u) << payload << " would be delivered again under a new id";
+    }
+    if (HasFailure()) return;
+  }
+}
 
 // Seeded random publishes (on either shard), subscriber sessions taking
 // and acknowledging deliveries, partial progress of the loop and the shard

@@ -41,6 +41,7 @@ std::string PrefixSuccessor(std::string_view prefix) {
 rocksdb::Options QueueWorkloadOptions(const RocksDbOptions& options) {
   rocksdb::Options o;
   o.create_if_missing = true;
+  if (options.env != nullptr) o.env = options.env;
   // Point-in-time recovery: replay stops at the first bad WAL record, which
   // is the "prefix of acknowledged writes" contract.
   o.wal_recovery_mode = rocksdb::WALRecoveryMode::kPointInTimeRecovery;

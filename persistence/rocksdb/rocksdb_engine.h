@@ -40,6 +40,7 @@
 
 namespace rocksdb {
 class DB;
+class Env;
 struct Options;
 class Status;
 }  // namespace rocksdb
@@ -63,6 +64,10 @@ struct RocksDbOptions {
   double deletion_ratio = 0.5;
   // Optional: drives interval syncs (a timer) and group commit (Post).
   io::Loop* loop = nullptr;
+  // Tests: RocksDB's file IO goes through this Env (e.g. one made by
+  // rocksdb::NewCompositeEnv over PowerLossFileSystem); null = the default.
+  // It must outlive the engine.
+  ::rocksdb::Env* env = nullptr;
   // Engine messages; stderr when empty. RocksDB itself logs to <dir>/LOG.
   std::function<void(const std::string&)> log;
 };

@@ -39,9 +39,14 @@ void MqttConnection::HandleConnect(ConnectPacket& connect) {
   ApplyConnectProperties(connect);
   auto attached = broker_.Attach(client_id_, connect.clean_start, this);
   session_ = attached.session;
+  // A durable session stages deliveries (records synced before they are
+  // sent); a restart resends those, so staging stays within the client's
+  // receive maximum (MQTT 5 §3.3.4: no more unacknowledged QoS 1/2 than it).
   if (v5()) {
+    session_->set_send_window(client_receive_maximum_);
     connect_expiry_interval_ = connect.properties.session_expiry_interval.value_or(0);
   } else {
+    session_->set_send_window(0);  // no receive maximum before MQTT 5: the default stage-ahead
     connect_expiry_interval_ = connect.clean_start ? 0 : UINT32_MAX;
   }
   session_->set_expiry_interval(
