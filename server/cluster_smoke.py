@@ -13,43 +13,26 @@ on observed state with a deadline; processes are stopped by pid.
 import json
 import os
 import socket
-import subprocess
 import sys
 import tempfile
-import time
 import urllib.request
 
 import paho.mqtt.client as mqtt
 
+sys.dont_write_bytecode = True  # no __pycache__ in the source tree
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "conformance", "support"))
+from estuary_process import DEADLINE as DEADLINE_S, Estuaryd, wait_for  # noqa: E402
+
 ESTUARYD = sys.argv[1]
-DEADLINE_S = 10
 
 
-def wait_for(what, predicate, deadline_s=DEADLINE_S):
-    end = time.monotonic() + deadline_s
-    while time.monotonic() < end:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(0.02)  # polling interval, not a correctness sleep
-    raise AssertionError(f"timed out waiting for {what}")
-
-
-class Node:
+class Node(Estuaryd):
     def __init__(self, node_id, secret_file, seeds=()):
-        args = [ESTUARYD, "--node-id", str(node_id), "--mqtt", "127.0.0.1:0", "--amqp", "127.0.0.1:0",
-                "--admin", "127.0.0.1:0", "--cluster", "127.0.0.1:0", "--shards", "2",
-                "--cluster-secret-file", secret_file, "--log-level", "warn"]
+        flags = ["--node-id", str(node_id), "--shards", "2", "--cluster-secret-file", secret_file,
+                 "--log-level", "warn"]
         if seeds:
-            args += ["--seeds", ",".join(seeds)]
-        self.process = subprocess.Popen(args, stdout=subprocess.PIPE, text=True)
-        line = self.process.stdout.readline().split()
-        assert line[:2] == ["estuaryd", "ready"], line
-        fields = dict(f.split("=", 1) for f in line[2:])
-        self.mqtt_port = int(fields["mqtt"].rsplit(":", 1)[1])
-        self.amqp_port = int(fields["amqp"].rsplit(":", 1)[1])
-        self.admin = fields["admin"]
-        self.cluster = fields["cluster"]
+            flags += ["--seeds", ",".join(seeds)]
+        super().__init__(ESTUARYD, *flags)
 
     def routes(self):
         with urllib.request.urlopen(f"http://{self.admin}/api/cluster/routes", timeout=2) as r:
@@ -60,8 +43,7 @@ class Node:
             return r.read().decode()
 
     def stop(self):
-        self.process.terminate()
-        assert self.process.wait(timeout=DEADLINE_S) == 0
+        assert super().stop() == 0
 
 
 def client(node, client_id, version=mqtt.MQTTv5):
@@ -190,8 +172,7 @@ def main():
                 c.loop_stop()
 
             # kill -9 node 3: the others forget its routes once it is down.
-            n3.process.kill()
-            n3.process.wait()
+            n3.kill()
             nodes.remove(n3)
             wait_for("node 3's routes forgotten on node 1",
                      lambda: not any(p["node"] == 3 and p["routes"] for p in n1.routes()["peers"]))
@@ -213,8 +194,7 @@ def main():
 
             # SIGTERM: node 3 leaves gracefully; node 1 forgets it without
             # waiting for the failure detector.
-            n3.process.terminate()
-            assert n3.process.wait(timeout=DEADLINE_S) == 0
+            n3.stop()
             nodes.remove(n3)
             wait_for("node 3 gone after its leave", lambda: any(p["node"] == 3 and p["link"] == "gone"
                                                                 for p in n1.routes()["peers"]), deadline_s=2.5)

@@ -26,17 +26,17 @@ exit status 0. Waits only on socket reads with deadlines, never sleeps.
 usage: /usr/bin/python3 link_recovery.py path/to/estuaryd
 """
 
-import selectors
-import signal
+import os
 import socket
 import struct
-import subprocess
 import sys
 import time
 
 from proton import Data, Described, symbol, ubyte, uint, ulong
 
-DEADLINE = 10  # seconds for any single wait
+sys.dont_write_bytecode = True  # no __pycache__ in the source tree
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "support"))
+from estuary_process import DEADLINE, SINGLE_NODE_FLAGS, Estuaryd  # noqa: E402
 
 OPEN, BEGIN, ATTACH, FLOW, TRANSFER, DISPOSITION, DETACH, END, CLOSE = range(0x10, 0x19)
 SOURCE, TARGET = 0x28, 0x29
@@ -46,35 +46,6 @@ HEADER, DATA = 0x70, 0x75
 
 def fail(message):
     raise SystemExit("FAIL: " + message)
-
-
-class Broker:
-    def __init__(self, binary):
-        self.process = subprocess.Popen(
-            [binary, "--mqtt", "127.0.0.1:0", "--amqp", "127.0.0.1:0", "--admin", "127.0.0.1:0",
-             "--cluster", "127.0.0.1:0", "--shards", "2", "--log-level", "warn", "--sys-interval", "0",
-             "--shutdown-grace", "500"],
-            stdout=subprocess.PIPE)
-        selector = selectors.DefaultSelector()
-        selector.register(self.process.stdout, selectors.EVENT_READ)
-        if not selector.select(DEADLINE):
-            self.process.kill()
-            fail("no ready line from %s" % binary)
-        line = self.process.stdout.readline().decode().strip()
-        if not line.startswith("estuaryd ready "):
-            self.process.kill()
-            fail("unexpected first line %r" % line)
-        fields = dict(word.split("=", 1) for word in line.split()[2:])
-        host, port = fields["amqp"].rsplit(":", 1)
-        self.host, self.port = host, int(port)
-
-    def stop(self):
-        self.process.send_signal(signal.SIGTERM)
-        try:
-            return self.process.wait(DEADLINE)
-        except subprocess.TimeoutExpired:
-            self.process.kill()
-            return -1
 
 
 def encode(value):
@@ -100,7 +71,7 @@ class Client:
     by default), one session on channel 0."""
 
     def __init__(self, broker, container_id):
-        self.sock = socket.create_connection((broker.host, broker.port), timeout=DEADLINE)
+        self.sock = socket.create_connection((broker.host, broker.amqp_port), timeout=DEADLINE)
         self.buffer = b""
         self.pending = []  # frames read while waiting for another
         self.sock.sendall(b"AMQP\x00\x01\x00\x00")
@@ -238,10 +209,10 @@ def decode_message(payload):
 def main():
     if len(sys.argv) != 2:
         fail(__doc__)
-    broker = Broker(sys.argv[1])
+    broker = Estuaryd(sys.argv[1], *SINGLE_NODE_FLAGS)
     ok = False
     try:
-        container = "link-recovery-%d" % broker.port
+        container = "link-recovery-%d" % broker.amqp_port
         first = Client(broker, container)
         first.attach_receiver("sub", 0, "recovery/t")
         first.attach_sender("pub", 1, "recovery/t")

@@ -1,8 +1,7 @@
 #pragma once
 // Shared helpers for the estuary-lb process tests: nodes and balancers on
-// port 0, waiting on the balancer's /api/nodes with a deadline.
+// port 0, waiting on the balancer's /api/nodes with a deadline (WaitFor).
 #include <gtest/gtest.h>
-#include <poll.h>
 
 #include <chrono>
 #include <functional>
@@ -14,18 +13,9 @@
 #include "conformance/balancer/lb_process.h"
 #include "conformance/support/broker_process.h"
 #include "conformance/support/raw_client.h"
+#include "conformance/support/wait_for.h"
 
 namespace estuary::testing {
-
-// Checks `condition` every 20 ms until it holds or `timeout` passed.
-inline bool WaitFor(const std::function<bool()>& condition, std::chrono::milliseconds timeout) {
-  const auto deadline = std::chrono::steady_clock::now() + timeout;
-  while (!condition()) {
-    if (std::chrono::steady_clock::now() >= deadline) return false;
-    ::poll(nullptr, 0, 20);
-  }
-  return true;
-}
 
 inline std::unique_ptr<BrokerProcess> StartNode(int id, std::vector<std::string> extra = {}) {
   std::vector<std::string> flags = {"--node-id", std::to_string(id), "--shards", "1", "--sys-interval", "0",

@@ -3,7 +3,8 @@
 // its ready line (with a deadline) for the bound ports, then keeps its
 // stdout for the role lines (`estuary-lb role=active epoch=2`). Stop()
 // sends SIGTERM and returns the exit status; Kill() is kill -9. The child
-// dies with the test (PR_SET_PDEATHSIG). Test support only; one thread.
+// dies with the test (ChildProcess does the process work). Test support
+// only; one thread.
 #include <sys/types.h>
 
 #include <chrono>
@@ -12,6 +13,9 @@
 #include <optional>
 #include <string>
 #include <vector>
+
+#include "conformance/support/child_process.h"
+#include "conformance/support/raw_client.h"
 
 namespace estuary::testing {
 
@@ -30,29 +34,26 @@ class LbProcess {
   LbProcess& operator=(const LbProcess&) = delete;
 
   // The next stdout line within `timeout`, or nullopt.
-  std::optional<std::string> NextLine(std::chrono::milliseconds timeout);
+  std::optional<std::string> NextLine(std::chrono::milliseconds timeout) { return child_->NextLine(timeout); }
   // Waits for a line containing `needle`; returns when it came, or nullopt.
   std::optional<std::chrono::steady_clock::time_point> WaitForLine(const std::string& needle,
                                                                    std::chrono::milliseconds timeout);
-  int Stop(std::chrono::milliseconds timeout = std::chrono::seconds(10));
-  void Kill();  // SIGKILL and reap
+  int Stop(std::chrono::milliseconds timeout = std::chrono::seconds(10)) { return child_->Stop(timeout); }
+  void Kill() { child_->Kill(); }  // SIGKILL and reap
 
   const std::string& ready_line() const { return ready_line_; }
-  std::string role() const;  // from the ready line
+  std::string role() const { return WordValue(ready_line_, "role"); }  // from the ready line
   uint16_t mqtt_port() const { return mqtt_port_; }
   uint16_t amqp_port() const { return amqp_port_; }
   uint16_t heartbeat_port() const { return heartbeat_port_; }
   uint16_t admin_port() const { return admin_port_; }
-  pid_t pid() const { return pid_; }
+  pid_t pid() const { return child_->pid(); }
 
  private:
   LbProcess() = default;
   bool ParseReadyLine(const std::string& line);
-  int Reap(std::chrono::milliseconds timeout);
 
-  pid_t pid_ = -1;
-  int stdout_fd_ = -1;
-  std::string buffered_;
+  std::unique_ptr<ChildProcess> child_;
   std::string ready_line_;
   uint16_t mqtt_port_ = 0;
   uint16_t amqp_port_ = 0;
@@ -60,14 +61,10 @@ class LbProcess {
   uint16_t admin_port_ = 0;
 };
 
-// "value" of `key=value` in a line of words, or "".
-std::string WordValue(const std::string& line, const std::string& key);
-
 // One HTTP request with a method (POST /api/drain ...) on loopback.
-struct HttpReply {
-  int status = 0;
-  std::string body;
-};
-HttpReply HttpRequest(uint16_t port, const std::string& method, const std::string& path);
+using HttpReply = HttpResult;
+inline HttpReply HttpRequest(uint16_t port, const std::string& method, const std::string& path) {
+  return HttpRequest("127.0.0.1", port, method, path);
+}
 
 }  // namespace estuary::testing

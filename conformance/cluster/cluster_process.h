@@ -6,7 +6,8 @@
 // --seeds (the cluster addresses of the nodes already running), stopped by
 // pid (SIGTERM or SIGKILL). The waits poll the nodes' admin API
 // (/api/cluster/members, /api/cluster/routes) until the observed state
-// holds or a deadline passes: no sleeps. Test support only; one thread.
+// holds or a deadline passes (WaitFor): no sleeps. ChildProcess does the
+// process work. Test support only; one thread.
 #include <sys/types.h>
 
 #include <chrono>
@@ -18,6 +19,9 @@
 #include <string>
 #include <utility>
 #include <vector>
+
+#include "conformance/support/child_process.h"
+#include "conformance/support/raw_client.h"
 
 namespace estuary::testing {
 
@@ -44,13 +48,15 @@ class NodeProcess {
   NodeProcess(const NodeProcess&) = delete;
   NodeProcess& operator=(const NodeProcess&) = delete;
 
-  int Stop(std::chrono::milliseconds timeout = std::chrono::seconds(15));  // SIGTERM; exit status
-  void Kill();  // kill -9 and reap
-  bool running() const { return pid_ > 0; }
+  int Stop(std::chrono::milliseconds timeout = std::chrono::seconds(15)) {  // SIGTERM; exit status
+    return child_->Stop(timeout);
+  }
+  void Kill() { child_->Kill(); }  // kill -9 and reap
+  bool running() const { return child_->running(); }
 
   const Options& options() const { return options_; }
   int id() const { return options_.id; }
-  pid_t pid() const { return pid_; }
+  pid_t pid() const { return child_->pid(); }
   const std::string& ready_line() const { return ready_line_; }
   uint16_t mqtt_port() const { return mqtt_port_; }
   uint16_t amqp_port() const { return amqp_port_; }
@@ -61,20 +67,16 @@ class NodeProcess {
 
  private:
   NodeProcess() = default;
-  int Reap(std::chrono::milliseconds timeout);
 
   Options options_;
-  pid_t pid_ = -1;
-  int stdout_fd_ = -1;
+  std::unique_ptr<ChildProcess> child_;
   std::string ready_line_;
   uint16_t mqtt_port_ = 0, amqp_port_ = 0, admin_port_ = 0;
   std::string cluster_address_;
 };
 
-struct AdminReply {
-  int status = 0;
-  std::string body;
-};
+// GET on a node's admin port; nullopt when no complete reply came in time.
+using AdminReply = HttpResult;
 std::optional<AdminReply> AdminGet(uint16_t port, const std::string& path,
                                   std::chrono::milliseconds timeout = std::chrono::seconds(3));
 

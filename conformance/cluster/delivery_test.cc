@@ -3,12 +3,11 @@
 // publisher, and MQTT <-> AMQP across nodes. One cluster serves the suite;
 // each test uses its own topics and waits until the routes it needs have
 // reached every node before publishing.
-#include <poll.h>
-
 #include <nlohmann/json.hpp>
 
 #include "conformance/amqp/amqp_client.h"
 #include "conformance/cluster/cluster_fixture.h"
+#include "conformance/support/wait_for.h"
 
 namespace estuary::conformance {
 namespace {
@@ -137,8 +136,7 @@ TEST_F(CrossNodeTest, RetainedMessageReachesNewSubscriberOnAnotherNode) {
   const std::string topic = UniqueName("retained/") + "/t";
   auto clients = ConnectClients(cluster(), {{1, UniqueName("pub")}, {3, UniqueName("late")}});
   clients[0]->Publish(topic, "kept", 1, /*retain=*/true);
-  const auto deadline = testing::Clock::now() + kConverge;
-  while (retained_on_node_three() < before + 1 && testing::Clock::now() < deadline) ::poll(nullptr, 0, 20);
+  testing::WaitFor([&] { return retained_on_node_three() >= before + 1; }, kConverge);
   ASSERT_GE(retained_on_node_three(), before + 1) << "node 3 never held the retained message";
 
   clients[1]->Subscribe(topic, 1);

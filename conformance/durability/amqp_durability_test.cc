@@ -28,6 +28,10 @@ using std::chrono::milliseconds;
 using std::chrono::seconds;
 using Kind = AmqpEvent::Kind;
 
+// The batch published while the node is killed (PublishAcrossKill): within
+// the 1000-message queue limit.
+constexpr uint16_t kLastBatch = 400;
+
 struct Received {
   std::map<std::string, int> count;  // body -> times received
   std::map<std::string, uint32_t> first_delivery_count;
@@ -54,44 +58,18 @@ class AmqpDurabilityTest : public DurableNodeTest {
     return client;
   }
 
-  // Publishes 5 acknowledged batches of 100 QoS 1 messages to `topic`/N,
-  // then a last batch of 400 (within the 1000-message queue limit) during
-  // which `kill` runs, once 10 more acks came.
-  // Returns the payloads whose PUBACK arrived; `sent` gets the total.
-  std::set<std::string> PublishAcrossKill(BrokerProcess& node, const std::string& topic,
-                                          const std::function<void()>& kill, size_t* sent) {
-    std::set<std::string> acknowledged;
-    auto publisher = Connect(node, IdOnShard("amqp-dur-pub", 1), true, 0);
-    if (publisher == nullptr) {
-      ADD_FAILURE() << "publisher could not connect";
-      return acknowledged;
+  // A client `container` on `node` with the durable receiver "sub" on
+  // `filter` attached with `credit`; null (the failure recorded) otherwise.
+  static std::unique_ptr<AmqpClient> AttachDurable(BrokerProcess& node, const std::string& container,
+                                                   const std::string& filter, int credit) {
+    auto client = OpenClient(node, container);
+    if (client == nullptr) return nullptr;
+    client->OpenReceiver("sub", filter, {.durable = true, .credit = credit});
+    if (!client->Wait(Kind::kReceiverOpen, "sub")) {
+      ADD_FAILURE() << "the durable receiver on " << filter << " did not attach";
+      return nullptr;
     }
-    auto take_acks = [&](size_t until, milliseconds wait) {
-      while (acknowledged.size() < until) {
-        auto ack = publisher->ReceiveAs<mqtt::AckPacket>(wait);
-        if (!ack) break;
-        acknowledged.insert("m" + std::to_string(ack->packet_id));
-      }
-    };
-    constexpr uint16_t kBatch = 100;
-    constexpr uint16_t kBatches = 5;
-    uint16_t next = 1;
-    for (uint16_t batch = 0; batch < kBatches; ++batch) {
-      for (uint16_t i = 0; i < kBatch; ++i, ++next) {
-        publisher->Send(Publish(topic + "/" + std::to_string(next % 7), "m" + std::to_string(next), 1, next));
-      }
-      take_acks(size_t{next} - 1, seconds(10));
-    }
-    EXPECT_EQ(acknowledged.size(), size_t{kBatch} * kBatches);
-    constexpr uint16_t kLastBatch = 400;
-    for (uint16_t i = 0; i < kLastBatch; ++i, ++next) {
-      publisher->Send(Publish(topic + "/x", "m" + std::to_string(next), 1, next));
-    }
-    take_acks(acknowledged.size() + 10, seconds(10));  // mid-stream now
-    kill();
-    take_acks(size_t{next} - 1, milliseconds(500));  // PUBACKs that left before the kill
-    *sent = size_t{next} - 1;
-    return acknowledged;
+    return client;
   }
 
   // Takes messages on `link`, accepting each, until every payload in
@@ -143,25 +121,22 @@ TEST_P(AmqpDurabilityTest, DetachedDurableSubscriptionGetsEveryAcknowledgedMessa
   auto node = StartNode();
   ASSERT_NE(node, nullptr);
   {
-    auto receiver = OpenClient(*node, container);
+    auto receiver = AttachDurable(*node, container, "adur/#", 0);
     ASSERT_NE(receiver, nullptr);
-    receiver->OpenReceiver("sub", "adur/#", {.durable = true, .credit = 0});
-    ASSERT_TRUE(receiver->Wait(Kind::kReceiverOpen, "sub"));
     receiver->Detach("sub");
     ASSERT_TRUE(receiver->Wait(Kind::kLinkClose, "sub"));
     receiver->Close();
     ASSERT_TRUE(receiver->Wait(Kind::kConnectionClose));
   }
   size_t sent = 0;
-  const auto acknowledged = PublishAcrossKill(*node, "adur", [&] { Kill9(*node); }, &sent);
+  const auto acknowledged =
+      PublishAcrossKill(*node, IdOnShard("amqp-dur-pub", 1), "adur", kLastBatch, [&] { Kill9(*node); }, &sent);
   ASSERT_GE(acknowledged.size(), 510u);
 
   node = StartNode();
   ASSERT_NE(node, nullptr);
-  auto receiver = OpenClient(*node, container);
+  auto receiver = AttachDurable(*node, container, "adur/#", 1000);
   ASSERT_NE(receiver, nullptr);
-  receiver->OpenReceiver("sub", "adur/#", {.durable = true, .credit = 1000});
-  ASSERT_TRUE(receiver->Wait(Kind::kReceiverOpen, "sub"));
   const Received got = ReceiveAll(*receiver, "sub", acknowledged);
   size_t lost = 0;
   Report("detached", sent, acknowledged, got, {}, &lost);
@@ -178,18 +153,16 @@ TEST_P(AmqpDurabilityTest, AttachedReceiverWithUnsettledDeliveriesLosesNothingAc
   const std::string container = IdOnShard("amqp-attached", 1);
   auto node = StartNode();
   ASSERT_NE(node, nullptr);
-  auto receiver = OpenClient(*node, container);
-  ASSERT_NE(receiver, nullptr);
   constexpr int kCredit = 50;
-  receiver->OpenReceiver("sub", "aatt/#", {.durable = true, .credit = kCredit});
-  ASSERT_TRUE(receiver->Wait(Kind::kReceiverOpen, "sub"));
+  auto receiver = AttachDurable(*node, container, "aatt/#", kCredit);
+  ASSERT_NE(receiver, nullptr);
 
   std::set<std::string> held;      // received before the kill and never settled
   std::set<std::string> accepted;  // received and accepted before the kill
   std::set<std::string> before;    // everything received before the kill
   size_t sent = 0;
   const auto acknowledged = PublishAcrossKill(
-      *node, "aatt",
+      *node, IdOnShard("amqp-dur-pub", 1), "aatt", kLastBatch,
       [&] {
         auto events = receiver->TakeMessages("sub", kCredit, seconds(10));
         EXPECT_EQ(events.size(), size_t{kCredit});
@@ -210,10 +183,8 @@ TEST_P(AmqpDurabilityTest, AttachedReceiverWithUnsettledDeliveriesLosesNothingAc
 
   node = StartNode();
   ASSERT_NE(node, nullptr);
-  receiver = OpenClient(*node, container);
+  receiver = AttachDurable(*node, container, "aatt/#", 1000);
   ASSERT_NE(receiver, nullptr);
-  receiver->OpenReceiver("sub", "aatt/#", {.durable = true, .credit = 1000});
-  ASSERT_TRUE(receiver->Wait(Kind::kReceiverOpen, "sub"));
   std::set<std::string> wanted;
   for (const auto& payload : acknowledged) {
     if (accepted.count(payload) == 0) wanted.insert(payload);
@@ -241,10 +212,8 @@ TEST_P(AmqpDurabilityTest, InFlightDeliveriesSurviveAReattachWithoutCreditAndKil
   const std::string container = IdOnShard("amqp-nocredit", 0);
   auto node = StartNode();
   ASSERT_NE(node, nullptr);
-  auto receiver = OpenClient(*node, container);
+  auto receiver = AttachDurable(*node, container, "anc/#", 10);
   ASSERT_NE(receiver, nullptr);
-  receiver->OpenReceiver("sub", "anc/#", {.durable = true, .credit = 10});
-  ASSERT_TRUE(receiver->Wait(Kind::kReceiverOpen, "sub"));
   {
     auto publisher = Connect(*node, IdOnShard("amqp-nocredit-pub", 1), true, 0);
     ASSERT_NE(publisher, nullptr);
@@ -261,10 +230,8 @@ TEST_P(AmqpDurabilityTest, InFlightDeliveriesSurviveAReattachWithoutCreditAndKil
 
   node = StartNode();
   ASSERT_NE(node, nullptr);
-  receiver = OpenClient(*node, container);
+  receiver = AttachDurable(*node, container, "anc/#", 100);
   ASSERT_NE(receiver, nullptr);
-  receiver->OpenReceiver("sub", "anc/#", {.durable = true, .credit = 100});
-  ASSERT_TRUE(receiver->Wait(Kind::kReceiverOpen, "sub"));
   std::set<std::string> wanted;
   for (int id = 1; id <= 10; ++id) wanted.insert("n" + std::to_string(id));
   const Received got = ReceiveAll(*receiver, "sub", wanted);
@@ -276,8 +243,6 @@ TEST_P(AmqpDurabilityTest, InFlightDeliveriesSurviveAReattachWithoutCreditAndKil
   receiver->Close();
   EXPECT_EQ(node->Stop(), 0);
 }
-
-std::string EngineName(const ::testing::TestParamInfo<std::string>& param) { return param.param; }
 
 INSTANTIATE_TEST_SUITE_P(Engines, AmqpDurabilityTest, ::testing::Values("bitcask", "rocksdb"), EngineName);
 

@@ -1,13 +1,15 @@
 #pragma once
 // What the kill -9 tests share: a temp data dir, a real estuaryd on it
 // (--sync always, two shards, the engine from the test parameter), kill -9,
-// and MQTT helpers on the raw client. Test support only; one thread.
+// a QoS 1 stream cut by kill -9, and MQTT helpers on the raw client. Test
+// support only; one thread.
 #include <gtest/gtest.h>
 #include <signal.h>
 #include <stdlib.h>
 
 #include <chrono>
 #include <filesystem>
+#include <functional>
 #include <map>
 #include <memory>
 #include <set>
@@ -110,7 +112,52 @@ class DurableNodeTest : public ::testing::TestWithParam<std::string> {
     client.Send(ack);
   }
 
+  // A publisher `publisher_id` sends 5 batches of 100 QoS 1 messages "m1",
+  // "m2", ... to `topic`/(N % 7), each batch acknowledged before the next
+  // (all 500 must be), then `last_batch` more to `topic`/x, during which
+  // `kill` runs once 10 more PUBACKs came. Returns the payloads whose PUBACK
+  // arrived (those that left before the kill included); `sent` gets the
+  // total.
+  std::set<std::string> PublishAcrossKill(BrokerProcess& node, const std::string& publisher_id,
+                                          const std::string& topic, uint16_t last_batch,
+                                          const std::function<void()>& kill, size_t* sent) {
+    std::set<std::string> acknowledged;
+    auto publisher = Connect(node, publisher_id, true, 0);
+    if (publisher == nullptr) {
+      ADD_FAILURE() << "publisher could not connect";
+      return acknowledged;
+    }
+    auto take_acks = [&](size_t until, std::chrono::milliseconds wait) {
+      while (acknowledged.size() < until) {
+        auto ack = publisher->ReceiveAs<mqtt::AckPacket>(wait);
+        if (!ack) break;
+        acknowledged.insert("m" + std::to_string(ack->packet_id));
+      }
+    };
+    constexpr uint16_t kBatch = 100;
+    constexpr uint16_t kBatches = 5;
+    uint16_t next = 1;
+    for (uint16_t batch = 0; batch < kBatches; ++batch) {
+      for (uint16_t i = 0; i < kBatch; ++i, ++next) {
+        publisher->Send(Publish(topic + "/" + std::to_string(next % 7), "m" + std::to_string(next), 1, next));
+      }
+      take_acks(size_t{next} - 1, std::chrono::seconds(10));
+    }
+    EXPECT_EQ(acknowledged.size(), size_t{kBatch} * kBatches);
+    for (uint16_t i = 0; i < last_batch; ++i, ++next) {
+      publisher->Send(Publish(topic + "/x", "m" + std::to_string(next), 1, next));
+    }
+    take_acks(acknowledged.size() + 10, std::chrono::seconds(10));  // the node is mid-stream now
+    kill();
+    take_acks(size_t{next} - 1, std::chrono::milliseconds(500));  // PUBACKs that left before the kill
+    *sent = size_t{next} - 1;
+    return acknowledged;
+  }
+
   TempDir dir_;
 };
+
+// Test names per engine: Engines/DurabilityTest.Name/bitcask.
+inline std::string EngineName(const ::testing::TestParamInfo<std::string>& param) { return param.param; }
 
 }  // namespace estuary::conformance

@@ -59,35 +59,10 @@ TEST_P(DurabilityTest, EveryAcknowledgedQos1MessageSurvivesKill9) {
     ASSERT_TRUE(Subscribe(*subscriber, "dur/#", 1));
   }  // closed: the session waits offline
 
-  auto publisher = Connect(*node, pub_id, true, 0);
-  ASSERT_NE(publisher, nullptr);
-  std::set<std::string> acknowledged;
-  auto take_acks = [&](size_t until, milliseconds wait) {
-    while (acknowledged.size() < until) {
-      auto ack = publisher->ReceiveAs<mqtt::AckPacket>(wait);
-      if (!ack) break;
-      acknowledged.insert("m" + std::to_string(ack->packet_id));
-    }
-  };
-  constexpr uint16_t kBatch = 100;
-  constexpr uint16_t kBatches = 5;
-  uint16_t next = 1;
-  for (uint16_t batch = 0; batch < kBatches; ++batch) {
-    for (uint16_t i = 0; i < kBatch; ++i, ++next) {
-      publisher->Send(Publish("dur/" + std::to_string(next % 7), "m" + std::to_string(next), 1, next));
-    }
-    take_acks(size_t{next} - 1, seconds(10));
-  }
-  ASSERT_EQ(acknowledged.size(), size_t{kBatch} * kBatches);
-  // One more batch, and kill -9 while it is being written and acknowledged.
-  for (uint16_t i = 0; i < kBatch; ++i, ++next) {
-    publisher->Send(Publish("dur/x", "m" + std::to_string(next), 1, next));
-  }
-  take_acks(acknowledged.size() + 10, seconds(10));  // the node is mid-stream now
-  Kill9(*node);
-  take_acks(size_t{next} - 1, milliseconds(500));  // PUBACKs that left before the kill
-  publisher.reset();
-  const size_t sent = size_t{next} - 1;
+  size_t sent = 0;
+  const auto acknowledged =
+      PublishAcrossKill(*node, pub_id, "dur", /*last_batch=*/100, [&] { Kill9(*node); }, &sent);
+  ASSERT_FALSE(HasFailure()) << "the stream before the kill was not all acknowledged";
   std::printf("durability(%s): sent %zu, acknowledged %zu before kill -9\n", GetParam().c_str(), sent,
               acknowledged.size());
 
@@ -239,8 +214,6 @@ TEST_P(DurabilityTest, RefusesADataDirWrittenWithAnotherShardCount) {
   node = StartNode();  // the original shard count still starts
   ASSERT_NE(node, nullptr);
 }
-
-std::string EngineName(const ::testing::TestParamInfo<std::string>& param) { return param.param; }
 
 INSTANTIATE_TEST_SUITE_P(Engines, DurabilityTest, ::testing::Values("bitcask", "rocksdb"), EngineName);
 

@@ -13,47 +13,16 @@ usage: /usr/bin/python3 smoke_paho_python.py path/to/estuaryd
 
 import os
 import queue
-import selectors
-import signal
 import socket
-import subprocess
 import sys
 import threading
 
 import paho.mqtt
 import paho.mqtt.client as mqtt
 
-DEADLINE = 10  # seconds for any single wait
-
-
-class Broker:
-    def __init__(self, binary):
-        self.process = subprocess.Popen(
-            [binary, "--mqtt", "127.0.0.1:0", "--amqp", "127.0.0.1:0", "--admin", "127.0.0.1:0",
-             "--cluster", "127.0.0.1:0", "--shards", "2", "--log-level", "warn", "--sys-interval", "0",
-             "--shutdown-grace", "500"],
-            stdout=subprocess.PIPE)
-        selector = selectors.DefaultSelector()
-        selector.register(self.process.stdout, selectors.EVENT_READ)
-        if not selector.select(DEADLINE):
-            self.process.kill()
-            raise SystemExit("FAIL: no ready line from %s" % binary)
-        line = self.process.stdout.readline().decode().strip()
-        if not line.startswith("estuaryd ready "):
-            self.process.kill()
-            raise SystemExit("FAIL: unexpected first line %r" % line)
-        print("broker:", line)
-        fields = dict(word.split("=", 1) for word in line.split()[2:])
-        host, port = fields["mqtt"].rsplit(":", 1)
-        self.host, self.port = host, int(port)
-
-    def stop(self):
-        self.process.send_signal(signal.SIGTERM)
-        try:
-            return self.process.wait(DEADLINE)
-        except subprocess.TimeoutExpired:
-            self.process.kill()
-            return -1
+sys.dont_write_bytecode = True  # no __pycache__ in the source tree
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "support"))
+from estuary_process import DEADLINE, SINGLE_NODE_FLAGS, Estuaryd  # noqa: E402
 
 
 class Client:
@@ -70,7 +39,7 @@ class Client:
         self.client.on_message = lambda client, userdata, message: self.messages.put(message)
         if will:
             self.client.will_set(*will)
-        self.client.connect(broker.host, broker.port, keepalive=60)
+        self.client.connect(broker.host, broker.mqtt_port, keepalive=60)
 
     def start(self):
         self.client.loop_start()
@@ -140,7 +109,8 @@ def main():
     if len(sys.argv) != 2:
         raise SystemExit(__doc__)
     print("paho-mqtt", paho.mqtt.__version__)
-    broker = Broker(sys.argv[1])
+    broker = Estuaryd(sys.argv[1], *SINGLE_NODE_FLAGS)
+    print("broker:", broker.ready_line)
     failures = 0
     try:
         for protocol, name in ((mqtt.MQTTv311, "v3.1.1"), (mqtt.MQTTv5, "v5")):

@@ -4,7 +4,8 @@
 // from the ready line, read with a deadline. Stop() sends SIGTERM to the
 // child's pid and returns its exit status, so a test can assert a clean
 // shutdown. The child is killed (SIGKILL) if the test process dies or the
-// object is destroyed while it still runs. Test support only; one thread.
+// object is destroyed while it still runs (ChildProcess does the process
+// work). Test support only; one thread.
 #include <sys/types.h>
 
 #include <chrono>
@@ -12,6 +13,8 @@
 #include <memory>
 #include <string>
 #include <vector>
+
+#include "conformance/support/child_process.h"
 
 namespace estuary::testing {
 
@@ -44,17 +47,13 @@ class BrokerProcess {
   // "tcp://127.0.0.1:PORT", as Paho wants it.
   std::string mqtt_uri() const;
   const std::string& ready_line() const { return ready_line_; }
-  pid_t pid() const { return pid_; }
+  pid_t pid() const { return child_->pid(); }
 
  private:
   BrokerProcess() = default;
   bool ParseReadyLine(const std::string& line);
-  // Waits for the child's stdout to reach EOF (it exited) and reaps it.
-  int Reap(std::chrono::milliseconds timeout);
 
-  pid_t pid_ = -1;
-  int stdout_fd_ = -1;
-  int exit_status_ = -1;
+  std::unique_ptr<ChildProcess> child_;
   std::string host_ = "127.0.0.1";
   uint16_t mqtt_port_ = 0;
   uint16_t admin_port_ = 0;

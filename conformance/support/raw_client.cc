@@ -7,7 +7,9 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
+#include <cstdlib>
 
 #include "frontends/mqtt/codec/decoder.h"
 #include "frontends/mqtt/codec/encoder.h"
@@ -128,25 +130,52 @@ std::optional<mqtt::ConnackPacket> RawClient::Connect(const mqtt::ConnectPacket&
   return ReceiveAs<mqtt::ConnackPacket>();
 }
 
-HttpResult HttpGet(const std::string& host, uint16_t port, const std::string& path) {
+namespace {
+
+// Whether `received` holds a whole reply: the header and Content-Length
+// bytes of body (a reply without the field ends when the peer closes).
+bool WholeReply(const std::string& received) {
+  const size_t end = received.find("\r\n\r\n");
+  const size_t field = received.find("ontent-Length:");
+  if (end == std::string::npos || field == std::string::npos || field > end) return false;
+  return received.size() - end - 4 >= std::strtoul(received.c_str() + field + 14, nullptr, 10);
+}
+
+}  // namespace
+
+HttpResult HttpRequest(const std::string& host, uint16_t port, const std::string& method, const std::string& path,
+                       std::chrono::milliseconds timeout) {
   HttpResult result;
   const int fd = ConnectTcp(host, port);
   if (fd < 0) return result;
-  const std::string request = "GET " + path + " HTTP/1.1\r\nHost: " + host + "\r\nConnection: close\r\n\r\n";
+  const std::string request = method + " " + path + " HTTP/1.1\r\nHost: " + host +
+                              "\r\nConnection: close\r\nContent-Length: 0\r\n\r\n";
   ::send(fd, request.data(), request.size(), MSG_NOSIGNAL);
-  std::string response;
-  char chunk[65536];
-  for (;;) {
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  std::string received;
+  bool whole = false;
+  while (!whole) {
+    const auto left =
+        std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
     pollfd poll_fd{fd, POLLIN, 0};
-    if (::poll(&poll_fd, 1, 5000) <= 0) break;
+    const int ready = ::poll(&poll_fd, 1, std::max(0, static_cast<int>(left.count())));
+    if (ready < 0 && errno == EINTR) continue;
+    if (ready <= 0) break;
+    char chunk[65536];
     const ssize_t n = ::recv(fd, chunk, sizeof(chunk), 0);
-    if (n <= 0) break;
-    response.append(chunk, static_cast<size_t>(n));
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) {
+      whole = true;  // closed by the server: the reply is complete
+      break;
+    }
+    received.append(chunk, static_cast<size_t>(n));
+    whole = WholeReply(received);
   }
   ::close(fd);
-  if (response.rfind("HTTP/1.1 ", 0) == 0 && response.size() > 12) result.status = std::stoi(response.substr(9, 3));
-  const size_t body = response.find("\r\n\r\n");
-  if (body != std::string::npos) result.body = response.substr(body + 4);
+  const size_t end = received.find("\r\n\r\n");
+  if (!whole || received.rfind("HTTP/1.", 0) != 0 || end == std::string::npos) return result;
+  result.status = std::atoi(received.c_str() + received.find(' ') + 1);
+  result.body = received.substr(end + 4);
   return result;
 }
 

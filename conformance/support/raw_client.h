@@ -71,11 +71,18 @@ class RawClient {
 // returns the socket, or -1.
 int ConnectTcp(const std::string& host, uint16_t port);
 
-// Blocking HTTP GET on loopback: returns the status code and body.
+// One blocking HTTP/1.1 request (Connection: close, empty body) on a fresh
+// connection: the status code and body, or status 0 and no body when no
+// complete reply (the connection closed, or Content-Length bytes of body)
+// came within `timeout`.
 struct HttpResult {
   int status = 0;
   std::string body;
 };
-HttpResult HttpGet(const std::string& host, uint16_t port, const std::string& path);
+HttpResult HttpRequest(const std::string& host, uint16_t port, const std::string& method, const std::string& path,
+                       std::chrono::milliseconds timeout = std::chrono::seconds(5));
+inline HttpResult HttpGet(const std::string& host, uint16_t port, const std::string& path) {
+  return HttpRequest(host, port, "GET", path);
+}
 
 }  // namespace estuary::testing

@@ -11,36 +11,17 @@
 #include <fstream>
 #include <functional>
 #include <memory>
-#include <sstream>
-#include <thread>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
 #include "tools/cluster/child.h"
-#include "tools/ctl/ctl.h"
+#include "tools/ctl/ctl_test_support.h"
 
 namespace estuary::ctl {
 namespace {
 
 using launcher::Child;
-
-struct Outcome {
-  int status = -1;
-  std::string out, err;
-};
-
-Outcome Ctl(std::vector<std::string> args) {
-  args.insert(args.begin(), "estuaryctl");
-  std::vector<const char*> argv;
-  for (const auto& arg : args) argv.push_back(arg.c_str());
-  std::ostringstream out, err;
-  Outcome outcome;
-  outcome.status = RunCtl(static_cast<int>(argv.size()), argv.data(), out, err);
-  outcome.out = out.str();
-  outcome.err = err.str();
-  return outcome;
-}
 
 class CtlProcessTest : public ::testing::Test {
  protected:
@@ -76,13 +57,12 @@ class CtlProcessTest : public ::testing::Test {
   }
   // Polls `estuaryctl --json members` until `done(json)` or a deadline.
   bool WaitMembers(const std::string& admin, const std::function<bool(const nlohmann::json&)>& done) {
-    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(15);
-    while (std::chrono::steady_clock::now() < deadline) {
-      auto members = Ctl({"--admin", admin, "--json", "members"});
-      if (members.status == 0 && done(nlohmann::json::parse(members.out))) return true;
-      std::this_thread::sleep_for(std::chrono::milliseconds(50));  // polling interval
-    }
-    return false;
+    return WaitUntil(
+        [&] {
+          auto members = Ctl({"--admin", admin, "--json", "members"});
+          return members.status == 0 && done(nlohmann::json::parse(members.out));
+        },
+        std::chrono::seconds(15), std::chrono::milliseconds(50));
   }
 
   std::string binary_ = ESTUARY_ESTUARYD_BINARY;

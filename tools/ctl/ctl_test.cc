@@ -14,49 +14,19 @@
 #include <map>
 #include <cstdio>
 #include <memory>
-#include <sstream>
-#include <thread>
 
 #include "cluster-core/membership/membership_admin.h"
 #include "cluster-core/membership/memory_transport.h"
 #include "io/uv/http_server.h"
 #include "io/uv/test_util.h"
+#include "tools/ctl/ctl_test_support.h"
 
 namespace estuary::ctl {
 namespace {
 
 using cluster::Membership;
 using cluster::MemberState;
-
-struct Outcome {
-  int status = -1;
-  std::string out, err;
-};
-
-Outcome Ctl(std::vector<std::string> args) {
-  args.insert(args.begin(), "estuaryctl");
-  std::vector<const char*> argv;
-  for (const auto& arg : args) argv.push_back(arg.c_str());
-  std::ostringstream out, err;
-  Outcome outcome;
-  outcome.status = RunCtl(static_cast<int>(argv.size()), argv.data(), out, err);
-  outcome.out = out.str();
-  outcome.err = err.str();
-  return outcome;
-}
-
-class Forwarder final : public cluster::LinkHandler {
- public:
-  explicit Forwarder(Membership& membership) : membership_(membership) {}
-  void OnPeerUp(const cluster::PeerInfo& peer) override { membership_.OnPeerUp(peer); }
-  void OnPeerDown(cluster::NodeId node) override { membership_.OnPeerDown(node); }
-  void OnFrame(cluster::NodeId from, uint8_t type, std::string_view body) override {
-    membership_.OnFrame(from, type, body);
-  }
-
- private:
-  Membership& membership_;
-};
+using Forwarder = cluster::testing::MembershipForwarder;
 
 struct FakeNode {
   std::unique_ptr<cluster::testing::MemoryTransport> transport;
@@ -106,12 +76,8 @@ class CtlTest : public ::testing::Test {
   }
   // Waits (with a deadline) until `observer` sees `member` in `state`.
   bool WaitFor(cluster::NodeId observer, cluster::NodeId member, MemberState state) {
-    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
-    while (std::chrono::steady_clock::now() < deadline) {
-      if (StateOf(observer, member) == state) return true;
-      std::this_thread::sleep_for(std::chrono::milliseconds(10));  // polling interval, not correctness
-    }
-    return false;
+    return WaitUntil([&] { return StateOf(observer, member) == state; }, std::chrono::seconds(10),
+                     std::chrono::milliseconds(10));
   }
 
   io::testing::LoopThread loop_;

@@ -1,0 +1,80 @@
+"""What the Python smoke scripts share (server/cluster_smoke.py,
+conformance/mqtt/smoke_paho_python.py, conformance/amqp/uamqp_smoke.py,
+conformance/amqp/link_recovery.py): an estuaryd child on free loopback ports
+whose endpoints come from its ready line (read with a deadline), stopped by
+pid; and a wait on observed state with a deadline. Standard library only.
+
+A script finds this module through its own location:
+    sys.dont_write_bytecode = True
+    sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "support"))
+"""
+
+import selectors
+import signal
+import subprocess
+import time
+
+DEADLINE = 10  # seconds for any single wait
+
+# One node for a smoke test: two shards, quiet, no $SYS publishing, a short
+# shutdown grace.
+SINGLE_NODE_FLAGS = ("--shards", "2", "--log-level", "warn", "--sys-interval", "0", "--shutdown-grace", "500")
+
+
+def wait_for(what, predicate, deadline_s=DEADLINE):
+    """Returns predicate()'s first true value; AssertionError after deadline_s."""
+    end = time.monotonic() + deadline_s
+    while time.monotonic() < end:
+        value = predicate()
+        if value:
+            return value
+        time.sleep(0.02)  # polling interval, not a correctness sleep
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+def _port(address):
+    return int(address.rsplit(":", 1)[1])
+
+
+class Estuaryd:
+    """estuaryd started with --mqtt/--amqp/--admin/--cluster 127.0.0.1:0 and
+    then `flags`. Raises SystemExit("FAIL: ...") if no ready line comes
+    within DEADLINE. Attributes: ready_line, host, mqtt_port, amqp_port,
+    admin and cluster ("HOST:PORT"), process (the Popen)."""
+
+    def __init__(self, binary, *flags):
+        self.process = subprocess.Popen(
+            [binary, "--mqtt", "127.0.0.1:0", "--amqp", "127.0.0.1:0", "--admin", "127.0.0.1:0",
+             "--cluster", "127.0.0.1:0", *flags],
+            stdout=subprocess.PIPE)
+        selector = selectors.DefaultSelector()
+        selector.register(self.process.stdout, selectors.EVENT_READ)
+        if not selector.select(DEADLINE):
+            self.process.kill()
+            raise SystemExit("FAIL: no ready line from %s" % binary)
+        line = self.process.stdout.readline().decode().strip()
+        if not line.startswith("estuaryd ready "):
+            self.process.kill()
+            raise SystemExit("FAIL: unexpected first line %r" % line)
+        self.ready_line = line
+        fields = dict(word.split("=", 1) for word in line.split()[2:])
+        self.host = fields["mqtt"].rsplit(":", 1)[0]
+        self.mqtt_port = _port(fields["mqtt"])
+        self.amqp_port = _port(fields["amqp"])
+        self.admin = fields["admin"]
+        self.cluster = fields["cluster"]
+
+    def stop(self):
+        """SIGTERM; the exit status, or -1 (and kill -9) if it did not exit within DEADLINE."""
+        self.process.send_signal(signal.SIGTERM)
+        try:
+            return self.process.wait(DEADLINE)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            self.process.wait()
+            return -1
+
+    def kill(self):
+        """kill -9, and reap it."""
+        self.process.kill()
+        self.process.wait()
