@@ -299,6 +299,16 @@ std::span<const UserProperty> SetBody(const Message& message, const BodyHints& h
 
 }  // namespace
 
+std::string_view TopicOfAddress(std::string_view address) {
+  for (std::string_view scheme : {std::string_view("amqp://"), std::string_view("amqps://")}) {
+    if (address.substr(0, scheme.size()) != scheme) continue;
+    const std::string_view rest = address.substr(scheme.size());
+    const size_t slash = rest.find('/');
+    return slash == std::string_view::npos ? std::string_view() : rest.substr(slash + 1);
+  }
+  return address;
+}
+
 Expected<Message, MappingError> ToModel(const proton::message& in, const InboundContext& context) {
   if (auto valid = ValidateTopicName(context.topic); !valid) {
     return MakeError(MappingError{"amqp:invalid-field",

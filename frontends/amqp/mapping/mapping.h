@@ -35,6 +35,13 @@ struct InboundContext {
   int64_t now_ms = 0;
 };
 
+// The topic (or filter) an AMQP address names. Addresses are topics taken
+// literally, except that a leading `amqp://HOST[:PORT]/` or
+// `amqps://HOST[:PORT]/` is dropped: some clients (uAMQP, the Azure SDKs)
+// put their whole connection URL in link addresses and in `to`. A bare
+// `amqp(s)://HOST` names no topic (empty). docs/mapping.md, "Addresses".
+std::string_view TopicOfAddress(std::string_view address);
+
 // AMQP -> model. Fills every Message field except `id` (the caller assigns
 // it from the broker). The topic must be a valid MQTT topic name.
 Expected<Message, MappingError> ToModel(const proton::message& in, const InboundContext& context);

@@ -5,14 +5,19 @@
 //     the result must map to the same model again;
 //   first byte odd: the rest builds an MQTT-shaped model; model -> AMQP ->
 //     model must keep every MQTT field (check::ModelRoundTrip).
-// In both, wherever the fast path (EncodeFromModel) takes a delivery, its
-// bytes must equal Proton's encoding of FromModel's message, the reference.
+// In both, wherever the fast path (EncodeFromModel, what the broker sends
+// with) takes a delivery, its bytes must equal Proton's encoding of
+// FromModel's message, the reference, for deliveries of every shape
+// (retain, subscription ids, an encoding clock around ttl's limits) and,
+// from the model path, every origin protocol.
 // A broken promise aborts with the difference printed.
 #include <fuzzer/FuzzedDataProvider.h>
 
 #include <cstdio>
 #include <cstdlib>
+#include <limits>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -35,23 +40,77 @@ void Fail(const std::string& difference) {
   std::abort();
 }
 
-void CheckFastEncoding(const estuary::Message& message, bool retain) {
+// How the delivery of a fuzzed message looks: what EncodeFromModel reads
+// besides the message (retain flag, subscription ids, the clock).
+struct DeliveryShape {
+  bool retain = false;
+  std::vector<uint32_t> subscription_ids;
+  int64_t now_ms = kNow;
+};
+
+// From one byte: retain, one of four id lists (sizes and values across the
+// encodings of uint: uint0, smalluint, uint), and the encoding clock
+// against the expiry (the same instant, earlier, later, or past the point
+// where the time left no longer fits ttl's uint).
+DeliveryShape ShapeFrom(uint8_t bits, std::optional<int64_t> expiry_at_ms) {
+  static const std::vector<uint32_t> kIdLists[] = {
+      {}, {1, 268435455}, {0, 255, 256, 65536}, std::vector<uint32_t>(70, 7)};
+  DeliveryShape shape;
+  shape.retain = bits & 1;
+  shape.subscription_ids = kIdLists[(bits >> 1) & 3];
+  const int64_t uint_max = std::numeric_limits<uint32_t>::max();
+  switch ((bits >> 3) & 7) {
+    case 1: shape.now_ms = kNow + 1; break;
+    case 2: shape.now_ms = kNow - 1'000; break;
+    case 3: shape.now_ms = kNow + 86'400'000; break;  // expired: ttl 1
+    case 4:  // the time left is exactly the largest uint, then one more
+    case 5:
+      if (expiry_at_ms) shape.now_ms = *expiry_at_ms - uint_max - ((bits >> 3) & 1);
+      break;
+    default: break;
+  }
+  return shape;
+}
+
+std::string Hex(std::string_view bytes) {
+  std::string out;
+  char digits[4];
+  for (unsigned char c : bytes) {
+    std::snprintf(digits, sizeof digits, "%02x ", c);
+    out += digits;
+  }
+  return out;
+}
+
+// Wherever EncodeFromModel takes a delivery, its bytes must be exactly
+// Proton's encoding of FromModel's message (the broker's sending path uses
+// the former, every other path and the tests the latter).
+void CheckFastEncoding(const estuary::Message& message, const DeliveryShape& shape) {
   estuary::core::Delivery delivery;
   delivery.message = std::make_shared<const estuary::Message>(message);
   delivery.qos = message.qos;
-  delivery.retain = retain;
-  if (retain) delivery.subscription_ids = {1, 268435455};
+  delivery.retain = shape.retain;
+  delivery.subscription_ids = shape.subscription_ids;
   std::string fast;
-  if (!estuary::amqp::EncodeFromModel(delivery, kNow, fast)) return;
+  if (!estuary::amqp::EncodeFromModel(delivery, shape.now_ms, fast)) return;
   proton::message reference;
-  estuary::amqp::FromModel(delivery, kNow, reference);
+  estuary::amqp::FromModel(delivery, shape.now_ms, reference);
   const std::vector<char> bytes = reference.encode();
-  if (fast != std::string(bytes.begin(), bytes.end())) {
-    Fail("EncodeFromModel differs from the encoding of FromModel's message");
+  const std::string expected(bytes.begin(), bytes.end());
+  if (fast == expected) return;
+  std::string difference = "EncodeFromModel differs from the encoding of FromModel's message\n";
+  difference += "FromModel:       " + Hex(expected) + "\nEncodeFromModel: " + Hex(fast) + "\n";
+  try {
+    proton::message decoded;
+    decoded.decode(std::vector<char>(fast.begin(), fast.end()));
+    difference += check::Compare(reference, decoded);
+  } catch (const proton::error& error) {
+    difference += std::string("EncodeFromModel's bytes do not decode: ") + error.what();
   }
+  Fail(difference);
 }
 
-void FuzzAmqp(const uint8_t* data, size_t size, bool settled) {
+void FuzzAmqp(const uint8_t* data, size_t size, bool settled, uint8_t shape_bits) {
   proton::message in;
   try {
     in.decode(std::vector<char>(data, data + size));
@@ -74,7 +133,9 @@ void FuzzAmqp(const uint8_t* data, size_t size, bool settled) {
   if (std::string difference = check::AmqpRoundTrip(in, context); !difference.empty()) {
     Fail(difference);
   }
-  if (auto model = estuary::amqp::ToModel(in, context)) CheckFastEncoding(*model, settled);
+  if (auto model = estuary::amqp::ToModel(in, context)) {
+    CheckFastEncoding(*model, ShapeFrom(shape_bits, model->properties.expiry_at_ms));
+  }
 }
 
 std::optional<std::string> MaybeString(FuzzedDataProvider& input, size_t max) {
@@ -98,6 +159,9 @@ void FuzzModel(const uint8_t* data, size_t size) {
   message.retain = input.ConsumeBool();
   message.durable = input.ConsumeBool();
   message.origin = {estuary::Protocol::kMqtt, input.ConsumeRandomLengthString(16), 1};
+  static const estuary::Protocol kProtocols[] = {estuary::Protocol::kMqtt, estuary::Protocol::kAmqp,
+                                                 estuary::Protocol::kInternal};
+  const estuary::Protocol fast_path_protocol = kProtocols[input.ConsumeIntegralInRange(0, 2)];
   auto& properties = message.properties;
   if (input.ConsumeBool()) properties.payload_format = input.ConsumeIntegralInRange(0, 1);
   properties.content_type = MaybeMqttString(input, 16);
@@ -109,6 +173,7 @@ void FuzzModel(const uint8_t* data, size_t size) {
   if (input.ConsumeBool()) {
     properties.expiry_at_ms = kNow + input.ConsumeIntegralInRange<int64_t>(1, int64_t{1} << 42);
   }
+  const uint8_t shape_bits = input.ConsumeIntegral<uint8_t>();
   for (int n = input.ConsumeIntegralInRange(0, 6); n > 0; --n) {
     std::string key = input.ConsumeRandomLengthString(8);
     std::string value = input.ConsumeRandomLengthString(8);
@@ -136,7 +201,10 @@ void FuzzModel(const uint8_t* data, size_t size) {
   if (std::string difference = check::ModelRoundTrip(message, kNow); !difference.empty()) {
     Fail(difference);
   }
-  CheckFastEncoding(message, message.retain);
+  // Messages the round trip cannot promise (origins other than MQTT) still
+  // have to be encoded alike by both paths.
+  message.origin.protocol = fast_path_protocol;
+  CheckFastEncoding(message, ShapeFrom(shape_bits, properties.expiry_at_ms));
 }
 
 }  // namespace
@@ -144,7 +212,7 @@ void FuzzModel(const uint8_t* data, size_t size) {
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (size == 0) return 0;
   if (data[0] % 2 == 0) {
-    FuzzAmqp(data + 1, size - 1, data[0] & 2);
+    FuzzAmqp(data + 1, size - 1, data[0] & 2, data[0] >> 2);
   } else {
     FuzzModel(data + 1, size - 1);
   }

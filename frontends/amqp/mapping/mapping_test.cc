@@ -45,6 +45,16 @@ TEST(AddressTest, TargetAddressIsTheTopicUnchangedDotsStayDots) {
   EXPECT_EQ(ToAmqp(model).to(), "sensors.room1/temp");
 }
 
+TEST(AddressTest, ConnectionUrlPrefixIsDroppedOtherAddressesAreLiteral) {
+  EXPECT_EQ(TopicOfAddress("amqps://broker.example:5671/sensors/room1"), "sensors/room1");
+  EXPECT_EQ(TopicOfAddress("amqp://localhost/a/+/c"), "a/+/c");
+  EXPECT_EQ(TopicOfAddress("amqps://localhost"), "");
+  EXPECT_EQ(TopicOfAddress("amqp://h//lead"), "/lead");
+  EXPECT_EQ(TopicOfAddress("sensors/amqp://x/y"), "sensors/amqp://x/y");
+  EXPECT_EQ(TopicOfAddress("a.b"), "a.b");
+  EXPECT_EQ(TopicOfAddress("AMQP://h/x"), "AMQP://h/x");  // the schemes are matched as sent by clients
+}
+
 TEST(AddressTest, MqttTopicBecomesToWithSlashesKept) {
   EXPECT_EQ(ToAmqp(MqttMessage("sensors/room1/temp", "21")).to(), "sensors/room1/temp");
 }

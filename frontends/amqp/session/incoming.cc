@@ -49,7 +49,7 @@ void AmqpConnection::OpenIncoming(proton::receiver receiver) {
     RefuseLink(receiver, kNotImplemented, "dynamic targets are not supported; send to a topic");
     return;
   }
-  const std::string topic = target.address();
+  const std::string topic(TopicOfAddress(target.address()));
   if (!topic.empty() && !ValidateTopicName(topic)) {
     RefuseLink(receiver, kInvalidField, "target address '" + topic + "' is not a valid topic name");
     return;
@@ -98,7 +98,7 @@ void AmqpConnection::on_message(proton::delivery& delivery, proton::message& mes
   const bool settled = delivery.settled();
   const core::BrokerLimits& limits = broker_->config().limits;
   // An anonymous relay (no target address) sends each message to its `to`.
-  const std::string relay_topic = in.topic.empty() ? message.to() : std::string();
+  const std::string relay_topic = in.topic.empty() ? std::string(TopicOfAddress(message.to())) : std::string();
   InboundContext context;
   context.topic = in.topic.empty() ? relay_topic : in.topic;
   context.container_id = container_id_;

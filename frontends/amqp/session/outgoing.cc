@@ -90,7 +90,7 @@ void AmqpConnection::OpenOutgoing(proton::sender sender) {
   proton::source source = sender.source();
   const bool dynamic = source.dynamic();
   std::string filter = dynamic ? DynamicAddress(broker_->config().node_id, broker_->config().shard_id)
-                               : source.address();
+                               : std::string(TopicOfAddress(source.address()));
   if (filter.empty()) {
     RefuseLink(sender, kInvalidField, "a source address (a topic filter) is required");
     return;
