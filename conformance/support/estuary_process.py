@@ -1,5 +1,5 @@
 """What the Python smoke scripts share (server/cluster_smoke.py,
-conformance/mqtt/smoke_paho_python.py, conformance/amqp/uamqp_smoke.py,
+conformance/mqtt/smoke_paho_python.py, conformance/amqp/uamqp_suite.py,
 conformance/amqp/link_recovery.py): an estuaryd child on free loopback ports
 whose endpoints come from its ready line (read with a deadline), stopped by
 pid; and a wait on observed state with a deadline. Standard library only.
