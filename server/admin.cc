@@ -190,6 +190,12 @@ io::HttpResponse Node::ServeAdmin(const std::string& method, const std::string& 
     if (!agent_) return {404, "text/plain; charset=utf-8", "no cluster: start with --cluster-secret-file\n"};
     return {200, "application/json", agent_->RoutesJson()};
   }
+  if (path == "/api/cluster/meta") {
+    if (!agent_ || !agent_->metadata()) {
+      return {404, "text/plain; charset=utf-8", "no cluster: start with --cluster-secret-file\n"};
+    }
+    return {200, "application/json", agent_->metadata()->StatusJson()};
+  }
   return {404, "text/plain; charset=utf-8", "not found\n"};
 }
 

@@ -6,8 +6,11 @@
 
 #include <algorithm>
 #include <atomic>
+#include <random>
 
+#include "persistence/memory_engine.h"
 #include "server/password_authenticator.h"
+#include "server/storage.h"
 
 namespace estuary::server {
 namespace {
@@ -18,6 +21,7 @@ amqp::AmqpSettings AmqpSettingsFor(const NodeConfig& config) {
   settings.idle_timeout_ms = config.amqp_idle_timeout_ms;
   settings.max_frame_size = config.amqp_max_frame_size;
   settings.max_links = config.amqp_max_links;
+  settings.link_credit = config.amqp_credit;
   return settings;
 }
 
@@ -154,9 +158,33 @@ Expected<void, std::string> Node::StartClusterLinks() {
   cluster::Membership& membership = *agent_->membership();
   membership.set_addresses(transport_->advertised_address(),
                            io::Endpoint{config_.admin.host, admin_port_}.ToString());
+  if (auto meta = StartMetadata(); !meta) return meta;
   std::vector<std::string> seeds;
   for (const io::Endpoint& seed : config_.seeds) seeds.push_back(seed.ToString());
   membership.Start(seeds);
+  return {};
+}
+
+// The metadata raft group (docs/cluster.md "Metadata group"): routes and
+// members through raft. Its state lives in <data-dir>/meta; without
+// --data-dir it is in memory and does not survive a restart.
+Expected<void, std::string> Node::StartMetadata() {
+  if (StorageEnabled(config_)) {
+    auto engine = OpenMetaEngine(config_, shards_[0]->loop());
+    if (!engine) return MakeError(engine.error());
+    meta_engine_ = std::move(*engine);
+  } else {
+    meta_engine_ = std::make_unique<persistence::MemoryEngine>();
+  }
+  meta::MetaGroupConfig meta;
+  meta.cluster_address = transport_->advertised_address();
+  // A new boot id per process start: the group replaces a restarted node's
+  // routes by the ones its new process announces.
+  meta.boot_id = (static_cast<uint64_t>(io::SystemClock::Instance().WallMs()) << 16) ^ std::random_device{}();
+  meta.has_seeds = !config_.seeds.empty();
+  if (auto enabled = agent_->EnableMetadata(meta, *meta_engine_); !enabled) {
+    return MakeError("metadata group: " + enabled.error());
+  }
   return {};
 }
 

@@ -50,6 +50,7 @@ class Node final : public core::ShardLink {
   // (before storage recovery, so recovered routes reach the agent).
   void SetUpCluster();
   Expected<void, std::string> StartClusterLinks();
+  Expected<void, std::string> StartMetadata();
   std::string ClusterMetricsText() const;
   // Opens each shard's engine and recovers its state (server/storage.cc).
   Expected<void, std::string> OpenStorage();
@@ -70,6 +71,9 @@ class Node final : public core::ShardLink {
   // With one: the links and the agent, both on shard 0's loop. Declared
   // after shards_, so destroyed before the loops they use.
   std::unique_ptr<cluster::UvTransport> transport_;
+  // The metadata group's raft state (<data-dir>/meta, or in memory without
+  // --data-dir); declared before agent_, so it outlives the group.
+  std::unique_ptr<persistence::StorageEngine> meta_engine_;
   std::unique_ptr<cluster::ClusterAgent> agent_;
   // The agent's way to the shards: shard 0 (its own loop) by a plain post,
   // the others by their mailboxes.

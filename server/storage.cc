@@ -91,10 +91,12 @@ Expected<void, std::string> PrepareDataDir(const NodeConfig& config) {
   return {};
 }
 
-Expected<std::unique_ptr<persistence::StorageEngine>, std::string> OpenShardEngine(
-    const NodeConfig& config, uint16_t shard, io::Loop& loop) {
-  const std::string dir = fmt::format("{}/shard-{}", config.data_dir, shard);
-  auto log = [shard](const std::string& line) { spdlog::info("storage shard {}: {}", shard, line); };
+namespace {
+
+// One engine of the configured kind in `dir`, on `loop`.
+Expected<std::unique_ptr<persistence::StorageEngine>, std::string> OpenEngineIn(
+    const NodeConfig& config, const std::string& dir, std::function<void(const std::string&)> log,
+    io::Loop& loop) {
   if (config.storage == "rocksdb") {
     persistence::RocksDbOptions options;
     options.sync = SyncPolicyOf(config.sync);
@@ -111,6 +113,21 @@ Expected<std::unique_ptr<persistence::StorageEngine>, std::string> OpenShardEngi
   auto engine = persistence::bitcask::BitcaskEngine::Open(io::PosixFileSystem::Instance(), dir, options);
   if (!engine) return MakeError(fmt::format("bitcask {}: {}", dir, engine.error().message));
   return std::unique_ptr<persistence::StorageEngine>(std::move(*engine));
+}
+
+}  // namespace
+
+Expected<std::unique_ptr<persistence::StorageEngine>, std::string> OpenShardEngine(
+    const NodeConfig& config, uint16_t shard, io::Loop& loop) {
+  const std::string dir = fmt::format("{}/shard-{}", config.data_dir, shard);
+  auto log = [shard](const std::string& line) { spdlog::info("storage shard {}: {}", shard, line); };
+  return OpenEngineIn(config, dir, log, loop);
+}
+
+Expected<std::unique_ptr<persistence::StorageEngine>, std::string> OpenMetaEngine(const NodeConfig& config,
+                                                                                  io::Loop& loop) {
+  auto log = [](const std::string& line) { spdlog::info("storage meta: {}", line); };
+  return OpenEngineIn(config, config.data_dir + "/meta", log, loop);
 }
 
 Expected<void, std::string> Node::OpenStorage() {

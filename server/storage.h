@@ -29,4 +29,9 @@ Expected<void, std::string> PrepareDataDir(const NodeConfig& config);
 Expected<std::unique_ptr<persistence::StorageEngine>, std::string> OpenShardEngine(
     const NodeConfig& config, uint16_t shard, io::Loop& loop);
 
+// Opens the metadata group's engine (<data-dir>/meta, the same --storage
+// kind) on the cluster agent's loop.
+Expected<std::unique_ptr<persistence::StorageEngine>, std::string> OpenMetaEngine(const NodeConfig& config,
+                                                                                  io::Loop& loop);
+
 }  // namespace estuary::server

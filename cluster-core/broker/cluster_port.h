@@ -4,8 +4,13 @@
 //
 // Every call is made on the calling shard's thread; an implementation hands
 // the work to the agent's loop (a mailbox post) and never runs agent code
-// on the caller's thread. Calls from one shard arrive in the order made, so
-// forwards from one publisher stay in order. Without a port (single-node
+// on the caller's thread. Forwards from one shard arrive in the order made
+// (so forwards from one publisher stay in order), and so do the other calls
+// among themselves; an implementation may batch forwards (ClusterAgent's
+// port posts once per batch per shard, and once per batch of ForwardSafe),
+// so a forward may reach the agent ahead of a non-forward call made before
+// it. Nothing relies on that order: route changes, retained messages and
+// attaches are independent of forwards. Without a port (single-node
 // estuaryd, unit tests of one node) the broker makes no such calls.
 #include <cstdint>
 #include <string>

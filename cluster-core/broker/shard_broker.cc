@@ -217,7 +217,10 @@ void ShardBroker::Route(const MessagePtr& message, std::function<void()> on_safe
   auto in_scope = [&](Destination destination) { return !node_local || !IsNodeDestination(destination); };
 
   // One forward per destination with plain routes or a chosen shared group.
-  std::vector<Destination> destinations;
+  // The vector is borrowed (no allocation per publish); a nested Route
+  // would find it empty and allocate its own.
+  std::vector<Destination> destinations = std::move(destinations_scratch_);
+  destinations.clear();
   if (scope.plain) {
     for (Destination destination : match.remote) {
       if (in_scope(destination)) destinations.push_back(destination);
@@ -232,9 +235,11 @@ void ShardBroker::Route(const MessagePtr& message, std::function<void()> on_safe
   }
   for (Destination destination : destinations) to_nodes = to_nodes || IsNodeDestination(destination);
   // The publisher's acknowledgement waits for durable writes, for the
-  // nodes it reached, and (a forward from a node) for this node's shards.
+  // nodes it reached, and (a forward from a node) for this node's other
+  // shards it reached; with none of these it is given at once, below.
+  const bool from_node_to_shards = scope.from_node && !destinations.empty();
   const uint64_t safe_token =
-      on_safe && (store_ || to_nodes || scope.from_node) ? BeginSafe(std::move(on_safe)) : 0;
+      on_safe && (store_ || to_nodes || from_node_to_shards) ? BeginSafe(std::move(on_safe)) : 0;
   for (size_t i = 0; i < destinations.size(); ++i) {
     std::vector<std::string> keys;
     for (const auto& [d, key] : shared_forwards) {
@@ -242,6 +247,7 @@ void ShardBroker::Route(const MessagePtr& message, std::function<void()> on_safe
     }
     SendForward(destinations[i], message, i < plain_count, std::move(keys), flow, safe_token);
   }
+  destinations_scratch_ = std::move(destinations);  // given back, with its capacity
   const bool wait_routes = message->retain && !scope.from_node;
   if (safe_token != 0) {
     if (store_) {

@@ -242,6 +242,7 @@ class ShardBroker {
   std::unordered_map<std::string, std::unique_ptr<Session>> sessions_;
   MatchResult match_scratch_;
   std::vector<SubscriberRef> refs_scratch_;
+  std::vector<Destination> destinations_scratch_;  // Route's, lent out for one call
   std::unordered_map<std::string, uint32_t> shared_round_robin_;
   std::unordered_map<FlowId, std::weak_ptr<PublisherFlow>> flows_;
   FlowId next_flow_ = 1;

@@ -3,6 +3,7 @@
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
+#include <mutex>
 #include <tuple>
 
 namespace estuary::cluster {
@@ -16,8 +17,18 @@ class ClusterAgent::Port final : public core::ClusterPort {
   void RouteChanged(const core::RouteUpdate& update) override {
     Run([update](ClusterAgent& agent) { agent.OnRouteChanged(update); });
   }
+  // Forwards are batched per origin shard: one post per batch, not one
+  // per forward (the batch keeps their order).
   void Forward(uint16_t node, core::NodeForward forward) override {
-    Run([node, forward = std::move(forward)](ClusterAgent& agent) mutable { agent.OnForward(node, std::move(forward)); });
+    const uint16_t shard = forward.origin_shard;
+    ForwardBatch& batch = forward_batches_[shard];
+    bool first = false;
+    {
+      std::lock_guard lock(batch.mutex);
+      first = batch.forwards.empty();
+      batch.forwards.emplace_back(node, std::move(forward));
+    }
+    if (first) Run([shard](ClusterAgent& agent) { agent.port_->TakeForwards(shard, agent); });
   }
   void RetainedPublished(const MessagePtr& message) override {
     Run([message](ClusterAgent& agent) { agent.OnRetainedPublished(message); });
@@ -25,11 +36,47 @@ class ClusterAgent::Port final : public core::ClusterPort {
   void ClientAttached(const std::string& client_id) override {
     Run([client_id](ClusterAgent& agent) { agent.OnClientAttached(client_id); });
   }
+  // Batched too: every shard's confirmations in one list, one post per batch.
   void ForwardSafe(uint16_t origin, uint64_t forward_id) override {
-    Run([origin, forward_id](ClusterAgent& agent) { agent.OnForwardSafe(origin, forward_id); });
+    bool first = false;
+    {
+      std::lock_guard lock(safe_mutex_);
+      first = safe_batch_.empty();
+      safe_batch_.emplace_back(origin, forward_id);
+    }
+    if (first) Run([](ClusterAgent& agent) { agent.port_->TakeForwardSafes(agent); });
   }
 
  private:
+  struct ForwardBatch {
+    std::mutex mutex;
+    std::vector<std::pair<uint16_t, core::NodeForward>> forwards;
+  };
+  // On the agent's loop: the batch is swapped out under its lock (the
+  // shard may be adding to it meanwhile on its own thread) and handed over.
+  void TakeForwards(uint16_t shard, ClusterAgent& agent) {
+    std::vector<std::pair<uint16_t, core::NodeForward>> taken;
+    taken.swap(spare_forwards_);  // a vector that has grown already
+    {
+      std::lock_guard lock(forward_batches_[shard].mutex);
+      taken.swap(forward_batches_[shard].forwards);
+    }
+    for (auto& [node, forward] : taken) agent.OnForward(node, std::move(forward));
+    taken.clear();
+    spare_forwards_.swap(taken);
+  }
+  void TakeForwardSafes(ClusterAgent& agent) {
+    std::vector<std::pair<uint16_t, uint64_t>> taken;
+    taken.swap(spare_safes_);
+    {
+      std::lock_guard lock(safe_mutex_);
+      taken.swap(safe_batch_);
+    }
+    for (const auto& [origin, forward_id] : taken) agent.OnForwardSafe(origin, forward_id);
+    taken.clear();
+    spare_safes_.swap(taken);
+  }
+
   template <typename Fn>
   void Run(Fn fn) {
     std::weak_ptr<int> alive = agent_.lifetime_;  // checked on the agent's own thread
@@ -40,6 +87,11 @@ class ClusterAgent::Port final : public core::ClusterPort {
   }
   ClusterAgent& agent_;
   Poster post_;
+  std::vector<ForwardBatch> forward_batches_ = std::vector<ForwardBatch>(agent_.config_.shard_count);
+  std::vector<std::pair<uint16_t, core::NodeForward>> spare_forwards_;       // the agent's loop only
+  std::mutex safe_mutex_;
+  std::vector<std::pair<uint16_t, uint64_t>> safe_batch_;
+  std::vector<std::pair<uint16_t, uint64_t>> spare_safes_;  // the agent's loop only
 };
 
 ClusterAgent::ClusterAgent(ClusterAgentConfig config, io::Loop& loop, Transport& transport,
@@ -69,7 +121,9 @@ Membership& ClusterAgent::EnableMembership(MembershipConfig config) {
   membership_owned_ = std::make_unique<Membership>(loop_, transport_, std::move(config));
   Membership* membership = membership_owned_.get();
   membership->set_on_change([this](const Member& member) {
+    if (meta_) TellMetadata(member);
     if (member.node == config_.self) return;
+    if (member.state == MemberState::kSuspect) ReleaseForwardsTo(member.node);
     if (member.state == MemberState::kDown || member.state == MemberState::kLeft) DeclareGone(member.node);
   });
   membership_ = [membership](NodeId from, uint8_t type, std::string_view body) {
@@ -80,6 +134,8 @@ Membership& ClusterAgent::EnableMembership(MembershipConfig config) {
 }
 
 ClusterAgent::~ClusterAgent() {
+  meta_.reset();
+  meta_host_.reset();
   membership_ = nullptr;
   membership_owned_.reset();  // before the handler goes: it may still use the transport
   loop_.CancelTimer(tick_timer_);
@@ -106,7 +162,61 @@ void ClusterAgent::OnRouteChanged(const core::RouteUpdate& update) {
   ScheduleFlush();
 }
 
+Expected<void, std::string> ClusterAgent::EnableMetadata(meta::MetaGroupConfig config,
+                                                         persistence::StorageEngine& engine) {
+  config.self = config_.self;
+  meta_host_ = std::make_unique<meta::RaftHost>(loop_, transport_);
+  meta_ = std::make_unique<meta::MetaGroup>(*meta_host_, engine, std::move(config));
+  meta_->set_route_observer([this](NodeId node, const std::vector<meta::RouteKey>& added,
+                                   const std::vector<meta::RouteKey>& removed) {
+    ApplyMetaRoutes(node, added, removed);
+  });
+  if (auto started = meta_->Start(); !started) {
+    meta_.reset();
+    meta_host_.reset();
+    return started;
+  }
+  if (membership_owned_) {
+    for (const Member& member : membership_owned_->members()) TellMetadata(member);
+  }
+  return {};
+}
+
+void ClusterAgent::TellMetadata(const Member& member) {
+  if (member.state == MemberState::kDown || member.state == MemberState::kLeft) {
+    meta_->OnMemberGone(member.node);
+  } else {
+    meta_->OnMemberLive(member.node, member.cluster_address, member.incarnation);
+  }
+}
+
+// Routes the metadata group applied for another node: every shard's Router
+// learns them as NodeDestination(node), as pairwise routes were.
+void ClusterAgent::ApplyMetaRoutes(NodeId node, const std::vector<meta::RouteKey>& added,
+                                   const std::vector<meta::RouteKey>& removed) {
+  if (node == config_.self) return;  // the shards hold their own routes
+  counters_.route_changes_in += added.size() + removed.size();
+  const core::Destination destination = core::NodeDestination(node);
+  auto& held = remote_routes_[node];
+  std::vector<core::RouteUpdate> updates;
+  for (const meta::RouteKey& route : removed) {
+    held.erase({route.filter, route.share});
+    updates.push_back(core::RouteUpdate{false, route.filter, route.share, destination});
+  }
+  for (const meta::RouteKey& route : added) {
+    held.emplace(route.filter, route.share);
+    updates.push_back(core::RouteUpdate{true, route.filter, route.share, destination});
+  }
+  if (held.empty()) remote_routes_.erase(node);
+  for (uint16_t shard = 0; shard < config_.shard_count; ++shard) {
+    PostToShard(shard, [updates](core::ShardBroker& broker) {
+      for (const auto& update : updates) broker.ApplyRouteUpdate(update);
+    });
+  }
+}
+
 void ClusterAgent::ApplyRoutes(NodeId from, uint8_t type, std::string_view body) {
+  if (meta_) return;  // routes come from the metadata group only
   auto entries = DecodeRoutes(body);
   if (!entries) {
     bad_frames_->fetch_add(1, std::memory_order_relaxed);
@@ -167,7 +277,16 @@ void ClusterAgent::Flush() {
   for (uint16_t shard = 0; shard < config_.shard_count; ++shard) FlushShardItems(shard);
   if (!pending_routes_.empty()) {
     counters_.route_changes_out += pending_routes_.size();
-    Broadcast(kRouteDelta, EncodeRoutes(pending_routes_));
+    if (meta_) {
+      // This iteration's changes join the node's next route proposal.
+      std::vector<std::pair<meta::RouteKey, bool>> changes;
+      for (const RouteEntry& entry : pending_routes_) {
+        changes.push_back({meta::RouteKey{entry.filter, entry.shared_key}, entry.add});
+      }
+      meta_->UpdateRoutes(changes);
+    } else {
+      Broadcast(kRouteDelta, EncodeRoutes(pending_routes_));
+    }
     pending_routes_.clear();
   }
   if (!pending_attached_.empty()) {
@@ -238,7 +357,7 @@ void ClusterAgent::SendSnapshots(NodeId node) {
   waiting.swap(peer.held);  // the snapshots go ahead of held forwards
   const size_t waiting_bytes = peer.held_bytes;
   peer.held_bytes = 0;
-  Send(node, Control(kRouteSnapshot, EncodeRoutes(routes)));
+  if (!meta_) Send(node, Control(kRouteSnapshot, EncodeRoutes(routes)));
   // Retained messages in frames of about kRetainedChunkBytes, far below
   // the links' frame limit however many there are.
   std::vector<MessagePtr> retained;
@@ -275,24 +394,24 @@ void ClusterAgent::DeclareGone(NodeId node) {
   peer.down_since_ms = -1;
   peer.known = false;
   DropHeld(peer, false);
-  remote_routes_.erase(node);
-  const core::Destination destination = core::NodeDestination(node);
-  for (uint16_t shard = 0; shard < config_.shard_count; ++shard) {
-    PostToShard(shard, [destination](core::ShardBroker& broker) { broker.ReplaceRoutesOf(destination, {}); });
+  if (!meta_) {  // with the metadata group, its MemberGone drops the routes everywhere
+    remote_routes_.erase(node);
+    const core::Destination destination = core::NodeDestination(node);
+    for (uint16_t shard = 0; shard < config_.shard_count; ++shard) {
+      PostToShard(shard, [destination](core::ShardBroker& broker) { broker.ReplaceRoutesOf(destination, {}); });
+    }
   }
-  std::vector<uint64_t> released;
-  for (const auto& [id, pending] : pending_forwards_) {
-    if (pending.node == node) released.push_back(id);
-  }
-  std::sort(released.begin(), released.end());  // in publish order
-  counters_.forwards_expired += released.size();
-  for (uint64_t id : released) ReleaseForward(id);
+  ReleaseForwardsTo(node);
   spdlog::info("cluster: node {} gone; its routes are forgotten", node);
 }
 
 void ClusterAgent::OnFrame(NodeId from, uint8_t type, std::string_view body) {
   if (IsMembershipFrame(type)) {
     if (membership_) membership_(from, type, body);
+    return;
+  }
+  if (type >= meta::kRaftMessage && type <= 0x4F) {
+    if (meta_host_) meta_host_->OnFrame(from, type, body);
     return;
   }
   switch (type) {

@@ -45,8 +45,11 @@
 #include "cluster-core/broker/cluster_port.h"
 #include "cluster-core/broker/shard_broker.h"
 #include "cluster-core/cluster/cluster_frames.h"
+#include "cluster-core/cluster/pending_forwards.h"
 #include "cluster-core/links/transport.h"
 #include "cluster-core/membership/membership.h"
+#include "cluster-core/meta/meta_group.h"
+#include "persistence/storage_engine.h"
 #include "io/loop.h"
 
 namespace estuary::cluster {
@@ -68,7 +71,10 @@ struct ClusterCounters {
   uint64_t forwards_out = 0;
   uint64_t forwards_in = 0;
   uint64_t forwards_dropped = 0;  // QoS 0 to a peer without a link, or over the held bound
-  uint64_t forwards_expired = 0;  // released by the deadline or because the peer is gone
+  uint64_t forwards_expired = 0;  // released by the deadline
+  // Released at once because membership reports the peer suspect, down or
+  // left (or the grace timer declared it gone): its subscribers may be gone with it.
+  uint64_t forwards_released_peer_down = 0;
   uint64_t forwards_held = 0;     // held now (all peers)
   uint64_t route_changes_out = 0;
   uint64_t route_changes_in = 0;
@@ -100,6 +106,18 @@ class ClusterAgent final : public LinkHandler {
   void set_grace_timer(bool on) { grace_timer_ = on; }
   // The peer left or failed for good: forget its routes, release what waits for it.
   void DeclareGone(NodeId node);
+
+  // --- metadata group (docs/cluster.md "Metadata group") --------------------
+  // Routes go through the metadata raft group (cluster-core/meta/) instead
+  // of pairwise kRouteSnapshot/kRouteDelta frames: each loop iteration's
+  // route changes become the node's next proposal (one in flight at a
+  // time), and routes the group applies for other nodes update every
+  // shard's Router. Call once, after EnableMembership and before the links
+  // start; `engine` holds the group's raft state and outlives the agent.
+  // Without it (unit tests of the pairwise path only) routes go pairwise.
+  Expected<void, std::string> EnableMetadata(meta::MetaGroupConfig config, persistence::StorageEngine& engine);
+  meta::MetaGroup* metadata() { return meta_.get(); }
+  const meta::MetaGroup* metadata() const { return meta_.get(); }
 
   // --- from the shards (through port(), on the agent's loop) ---------------
   void OnRouteChanged(const core::RouteUpdate& shard_update);
@@ -143,12 +161,6 @@ class ClusterAgent final : public LinkHandler {
     std::deque<Held> held;
     size_t held_bytes = 0;
   };
-  struct PendingForward {
-    NodeId node = 0;
-    uint16_t shard = 0;
-    uint64_t token = 0;
-    int64_t deadline_ms = 0;
-  };
   class Port;
   static Held Control(uint8_t type, std::string body);
 
@@ -164,7 +176,14 @@ class ClusterAgent final : public LinkHandler {
   void Flush();
   void Tick();
   void ReleaseForward(uint64_t forward_id);
+  // Membership reports `node` suspect, down or left: the publishers of
+  // forwards to it stop waiting (acknowledged, credited) at once.
+  void ReleaseForwardsTo(NodeId node);
+  bool PeerUnreachable(NodeId node) const;
   void ApplyRoutes(NodeId from, uint8_t type, std::string_view body);
+  void ApplyMetaRoutes(NodeId node, const std::vector<meta::RouteKey>& added,
+                       const std::vector<meta::RouteKey>& removed);
+  void TellMetadata(const Member& member);
   void DeliverForward(NodeId from, std::string_view body);
   void ApplyRetained(const MessagePtr& message, bool from_peer);
   void PostToShard(uint16_t shard, std::function<void(core::ShardBroker&)> work);
@@ -177,6 +196,8 @@ class ClusterAgent final : public LinkHandler {
   core::ShardLink& shards_;
   std::unique_ptr<Port> port_;
   std::unique_ptr<Membership> membership_owned_;
+  std::unique_ptr<meta::RaftHost> meta_host_;  // frames 0x40-0x4F
+  std::unique_ptr<meta::MetaGroup> meta_;
   MembershipHandler membership_;
   bool grace_timer_ = true;
   mutable ClusterCounters counters_;  // bad_frames: see bad_frames_
@@ -184,8 +205,7 @@ class ClusterAgent final : public LinkHandler {
   std::vector<RouteEntry> pending_routes_;
   std::map<NodeId, std::set<RouteKey>> remote_routes_;
   std::map<NodeId, Peer> peers_;
-  std::unordered_map<uint64_t, PendingForward> pending_forwards_;
-  uint64_t next_forward_id_ = 1;
+  PendingForwards pending_forwards_;
   std::map<NodeId, std::vector<uint64_t>> pending_safe_;
   std::vector<std::vector<std::pair<core::FlowId, uint32_t>>> pending_credits_;
   std::vector<std::string> pending_attached_;

@@ -503,6 +503,90 @@ TEST_F(ClusterAgentTest, WithMembershipAPeerReportedDownIsGone) {
   for (auto& shard : nodes_[1]->shards) EXPECT_TRUE(shard->router().RoutesOf(core::NodeDestination(2)).empty());
 }
 
+// Issue 6 (TSan churn run): a QoS 1 forward to a node membership suspects
+// must not hold its publisher's acknowledgement until the forward timeout.
+TEST_F(ClusterAgentTest, ForwardToASuspectPeerReleasesThePublisherAtOnce) {
+  config_.peer_gone_grace_ms = 600'000;
+  config_.forward_timeout_ms = 60'000;  // neither the grace nor the deadline may be what acts
+  AddNode(1);
+  AddNode(2);
+  MembershipConfig members;
+  members.suspect_after_ms = 500;
+  members.down_after_ms = 30'000;
+  for (NodeId id : {1, 2}) {
+    members.cluster_address = "node" + std::to_string(id);
+    nodes_[id]->agent->EnableMembership(members).Start(id == 1 ? std::vector<std::string>{}
+                                                               : std::vector<std::string>{"node1"});
+  }
+  ConnectAll();
+  loop_.AdvanceBy(1000);
+  ASSERT_TRUE(nodes_[1]->agent->membership()->IsLive(2));
+  core::Session* sub = Subscriber(2, "sub", "t");
+  auto flow = std::make_shared<CountingFlow>();
+  ShardBroker& publisher_shard = nodes_[1]->ShardOf("pub");
+  const core::FlowId flow_id = publisher_shard.RegisterFlow(flow);
+  network_.Cut(1, 2);
+  // Held while the link is down but the peer is not suspected yet.
+  auto before = Publish(1, Make(1, "t", "before", QoS::kAtLeastOnce), flow_id);
+  loop_.RunUntilIdle();
+  EXPECT_FALSE(*before);
+  loop_.AdvanceBy(members.suspect_after_ms + 200);
+  ASSERT_EQ(nodes_[1]->agent->membership()->Find(2)->state, MemberState::kSuspect);
+  EXPECT_TRUE(*before);  // released when the peer became suspect
+  // A forward made while the peer is suspected waits for nothing.
+  auto during = Publish(1, Make(1, "t", "during", QoS::kExactlyOnce), flow_id);
+  loop_.RunUntilIdle();
+  EXPECT_TRUE(*during);
+  const ClusterCounters& c = nodes_[1]->agent->counters();
+  EXPECT_EQ(c.forwards_released_peer_down, 2u);
+  EXPECT_EQ(c.forwards_expired, 0u);
+  EXPECT_EQ(c.forwards_held, 2u);  // still held, in case the suspicion is refuted
+  EXPECT_NE(nodes_[1]->agent->MetricsText().find("estuary_cluster_forwards_released_peer_down_total{node=\"1\"} 2"),
+            std::string::npos);
+  // The link comes back before the peer is declared down: what was held is delivered.
+  network_.Connect(1, 2);
+  loop_.AdvanceBy(1000);
+  std::vector<std::string> got;
+  for (auto& [payload, qos] : Drain(sub)) got.push_back(payload);
+  EXPECT_EQ(got, (std::vector<std::string>{"before", "during"}));
+  EXPECT_EQ(nodes_[1]->agent->counters().forwards_held, 0u);
+  publisher_shard.UnregisterFlow(flow_id);
+}
+
+TEST(PendingForwardsTest, ConsecutiveIdsHolesExpiryAndRelease) {
+  PendingForwards pending;
+  const uint64_t a = pending.Add(2, 0, 10, 100);
+  const uint64_t b = pending.Add(3, 1, 11, 110);
+  const uint64_t c = pending.Add(2, 0, 12, 120);
+  EXPECT_EQ(a, 1u);
+  EXPECT_EQ(b, 2u);
+  EXPECT_EQ(c, 3u);
+  EXPECT_EQ(pending.size(), 3u);
+  // Taken out of order: a hole in the middle, then the front.
+  ASSERT_TRUE(pending.Take(b).has_value());
+  EXPECT_FALSE(pending.Take(b).has_value());  // once only
+  EXPECT_FALSE(pending.Take(0).has_value());
+  EXPECT_FALSE(pending.Take(99).has_value());
+  EXPECT_EQ(pending.size(), 2u);
+  auto expired = pending.TakeExpired(115);  // a (100) only: b is gone, c is not due
+  ASSERT_EQ(expired.size(), 1u);
+  EXPECT_EQ(expired[0].token, 10u);
+  const uint64_t d = pending.Add(2, 1, 13, 130);
+  EXPECT_EQ(d, 4u);  // ids keep counting
+  const uint64_t e = pending.Add(3, 1, 14, 140);
+  auto for_two = pending.TakeForNode(2);
+  ASSERT_EQ(for_two.size(), 2u);
+  EXPECT_EQ(for_two[0].token, 12u);
+  EXPECT_EQ(for_two[1].token, 13u);
+  EXPECT_EQ(pending.size(), 1u);
+  auto last = pending.Take(e);
+  ASSERT_TRUE(last.has_value());
+  EXPECT_EQ(last->node, 3);
+  EXPECT_EQ(last->shard, 1);
+  EXPECT_EQ(pending.size(), 0u);
+  EXPECT_EQ(pending.Add(2, 0, 15, 150), 6u);
+}
+
 TEST_F(ClusterAgentTest, SysTopicsStayOnTheirNode) {
   AddNode(1);
   AddNode(2);

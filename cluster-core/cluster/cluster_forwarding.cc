@@ -7,6 +7,8 @@
 
 namespace estuary::cluster {
 
+constexpr uint64_t kPackedIdLimit = uint64_t{1} << 48;
+
 // --- forwards -------------------------------------------------------------------
 
 void ClusterAgent::OnForward(NodeId node, core::NodeForward forward) {
@@ -14,10 +16,14 @@ void ClusterAgent::OnForward(NodeId node, core::NodeForward forward) {
   if (forward.safe_token != 0 && forward.message->qos == QoS::kAtMostOnce) {
     // Nothing to confirm at QoS 0: the publisher's step is done once sent.
     QueueSafe(forward.origin_shard, forward.safe_token);
+  } else if (forward.safe_token != 0 && PeerUnreachable(node)) {
+    // Its subscribers may be gone with it: the publisher does not wait (the
+    // frame still goes, or is held, in case the suspicion is refuted).
+    ++counters_.forwards_released_peer_down;
+    QueueSafe(forward.origin_shard, forward.safe_token);
   } else if (forward.safe_token != 0) {
-    forward_id = next_forward_id_++;
-    pending_forwards_[forward_id] = PendingForward{node, forward.origin_shard, forward.safe_token,
-                                                   loop_.NowMs() + config_.forward_timeout_ms};
+    forward_id = pending_forwards_.Add(node, forward.origin_shard, forward.safe_token,
+                                       loop_.NowMs() + config_.forward_timeout_ms);
   }
   ++counters_.forwards_out;
   Held frame;
@@ -92,6 +98,9 @@ void ClusterAgent::FlushShardItems(uint16_t shard) {
   if (queued.empty()) return;
   std::string items;
   items.swap(queued);
+  // The next batch starts at this one's size: appending to an empty string
+  // would reallocate and copy it several times over.
+  queued.reserve(items.size());
   core::ClusterPort* port = &this->port();
   shards_.Post(shard, [items = std::move(items), port, bad = bad_frames_](core::ShardBroker& broker) {
     std::string_view in = items;
@@ -120,7 +129,12 @@ void ClusterAgent::FlushShardItems(uint16_t shard) {
         continue;
       }
       std::function<void()> on_safe;
-      if (frame->forward_id != 0) {
+      if (frame->forward_id != 0 && frame->forward_id < kPackedIdLimit) {
+        // Sender and id in one word: the closure fits inside the
+        // std::function, which then allocates nothing.
+        const uint64_t packed = (uint64_t{from} << 48) | frame->forward_id;
+        on_safe = [port, packed] { port->ForwardSafe(static_cast<NodeId>(packed >> 48), packed % kPackedIdLimit); };
+      } else if (frame->forward_id != 0) {
         on_safe = [port, from, id = frame->forward_id] { port->ForwardSafe(from, id); };
       }
       broker.DeliverFromNode(frame->message, frame->plain, frame->shared_keys, std::move(on_safe));
@@ -134,12 +148,30 @@ void ClusterAgent::OnForwardSafe(NodeId origin, uint64_t forward_id) {
 }
 
 void ClusterAgent::ReleaseForward(uint64_t forward_id) {
-  auto it = pending_forwards_.find(forward_id);
-  if (it == pending_forwards_.end()) return;
-  const uint64_t token = it->second.token;
-  const uint16_t shard = it->second.shard;
-  pending_forwards_.erase(it);
-  QueueSafe(shard, token);
+  if (auto pending = pending_forwards_.Take(forward_id)) QueueSafe(pending->shard, pending->token);
+}
+
+void ClusterAgent::ReleaseForwardsTo(NodeId node) {
+  const auto released = pending_forwards_.TakeForNode(node);  // in publish order
+  counters_.forwards_released_peer_down += released.size();
+  for (const auto& pending : released) QueueSafe(pending.shard, pending.token);
+  // Held frames stay (sent if the peer comes back) but no longer count
+  // against their publishers' forward windows.
+  auto it = peers_.find(node);
+  if (it == peers_.end()) return;
+  for (Held& frame : it->second.held) {
+    if (!frame.forward) continue;
+    Credit(frame);
+    frame.publisher = core::FlowRef{};
+  }
+}
+
+bool ClusterAgent::PeerUnreachable(NodeId node) const {
+  if (!membership_owned_) return false;
+  const Member* member = membership_owned_->Find(node);
+  if (member == nullptr) return false;
+  return member->state == MemberState::kSuspect || member->state == MemberState::kDown ||
+         member->state == MemberState::kLeft;
 }
 
 // --- sending, holding ------------------------------------------------------------
@@ -245,13 +277,9 @@ void ClusterAgent::Tick() {
       peer.held.pop_front();
     }
   }
-  std::vector<uint64_t> expired;
-  for (const auto& [id, pending] : pending_forwards_) {
-    if (pending.deadline_ms <= now) expired.push_back(id);
-  }
-  std::sort(expired.begin(), expired.end());
+  const auto expired = pending_forwards_.TakeExpired(now);  // in publish order
   counters_.forwards_expired += expired.size();
-  for (uint64_t id : expired) ReleaseForward(id);
+  for (const auto& pending : expired) QueueSafe(pending.shard, pending.token);
 }
 
 }  // namespace estuary::cluster

@@ -87,9 +87,10 @@ std::string EncodeForward(uint64_t forward_id, bool plain, const std::vector<std
 
 void AppendForward(std::string& out, uint64_t forward_id, bool plain, const std::vector<std::string>& shared_keys,
                    const Message& message) {
+  // AppendMessage sizes its part itself (one resize): only the head here.
   size_t head = 1 + 8 + 1 + 2;
   for (const std::string& key : shared_keys) head += 2 + key.size();
-  out.reserve(out.size() + head + core::store::AppendedMessageSize(message));
+  out.reserve(out.size() + head);
   char fixed[12];
   fixed[0] = static_cast<char>(kClusterFrameVersion);
   for (int i = 0; i < 8; ++i) fixed[1 + i] = static_cast<char>((forward_id >> (8 * (7 - i))) & 0xFF);
@@ -128,9 +129,14 @@ std::optional<std::string_view> PeekForwardClientId(std::string_view body) {
 }
 
 std::string EncodeForwardSafe(const std::vector<uint64_t>& forward_ids) {
-  std::string out = Begin();
-  Put(out, forward_ids.size(), 4);
-  for (uint64_t id : forward_ids) Put(out, id, 8);
+  std::string out(1 + 4 + 8 * forward_ids.size(), '\0');  // sized once, written in place
+  char* at = out.data();
+  auto put = [&at](uint64_t v, int n) {
+    for (int i = n - 1; i >= 0; --i) *at++ = static_cast<char>((v >> (8 * i)) & 0xFF);
+  };
+  put(kClusterFrameVersion, 1);
+  put(forward_ids.size(), 4);
+  for (uint64_t id : forward_ids) put(id, 8);
   return out;
 }
 

@@ -42,7 +42,8 @@ std::string ClusterAgent::RoutesJson() const {
       {"local_routes", std::move(local)},
       {"peers", std::move(peers)},
       {"forwards", {{"out", c.forwards_out}, {"in", c.forwards_in}, {"dropped", c.forwards_dropped},
-                    {"expired", c.forwards_expired}, {"held", c.forwards_held},
+                    {"expired", c.forwards_expired}, {"released_peer_down", c.forwards_released_peer_down},
+                    {"held", c.forwards_held},
                     {"awaiting_safe", pending_forwards_.size()}}},
       {"retained_topics", retained_.size()},
   };
@@ -63,8 +64,11 @@ std::string ClusterAgent::MetricsText() const {
          "Forwards dropped: QoS 0 without a link, over the held bound, or held past the deadline.",
          c.forwards_dropped);
   series("estuary_cluster_forwards_expired_total", "counter",
-         "QoS 1/2 forwards whose publisher was acknowledged without the node's confirmation (deadline or node gone).",
+         "QoS 1/2 forwards whose publisher was acknowledged without the node's confirmation by the deadline.",
          c.forwards_expired);
+  series("estuary_cluster_forwards_released_peer_down_total", "counter",
+         "QoS 1/2 forwards whose publisher was acknowledged at once: the node was suspect, down, left or gone.",
+         c.forwards_released_peer_down);
   series("estuary_cluster_forwards_held", "gauge", "Forwards held for peers whose link is down or full.",
          c.forwards_held);
   series("estuary_cluster_forwards_awaiting_safe", "gauge", "Forwards waiting for the receiving node's confirmation.",
@@ -79,6 +83,7 @@ std::string ClusterAgent::MetricsText() const {
     fmt::format_to(std::back_inserter(out), "estuary_cluster_peer_up{{node=\"{}\",peer=\"{}\"}} {}\n", n, node,
                    peer.up ? 1 : 0);
   }
+  if (meta_) out += meta_->MetricsText();  // estuary_meta_*
   return out;
 }
 

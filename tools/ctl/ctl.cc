@@ -165,6 +165,7 @@ int RunCtl(int argc, const char* const* argv, std::ostream& out, std::ostream& e
       ->check(CLI::Range(1, 65535));
   app.add_subcommand("leave", "make the node leave the cluster gracefully");
   app.add_subcommand("routes", "show the cluster's route table");
+  app.add_subcommand("meta", "show the metadata raft group: role, term, leader, voters, members, placement");
   app.add_subcommand("load", "show the node's load report");
   try {
     app.parse(argc, argv);
@@ -182,6 +183,7 @@ int RunCtl(int argc, const char* const* argv, std::ostream& out, std::ostream& e
   if (command == "remove") method = "DELETE", target = fmt::format("/api/cluster/members/{}", node);
   if (command == "leave") method = "POST", target = "/api/cluster/leave";
   if (command == "routes") target = "/api/cluster/routes";
+  if (command == "meta") target = "/api/cluster/meta";
   if (command == "load") target = "/api/load";
 
   auto reply = HttpRequest(admin.host, admin.port, method, target, timeout_ms);

@@ -1,0 +1,324 @@
+#include "cluster-core/meta/meta_state.h"
+
+#include <algorithm>
+#include <iterator>
+#include <utility>
+
+#include "cluster-core/ring/ring.h"
+
+namespace estuary::meta {
+
+namespace {
+
+enum CommandTag : uint8_t { kReset = 1, kDelta = 2, kUpsert = 3, kGone = 4, kFreshCleared = 5, kNotice = 6 };
+constexpr uint8_t kSnapshotVersion = 1;
+
+void PutRoutes(ByteWriter& out, const auto& routes) {
+  out.U32(static_cast<uint32_t>(routes.size()));
+  for (const RouteKey& route : routes) {
+    out.Bytes(route.filter);
+    out.Bytes(route.share);
+  }
+}
+
+std::vector<RouteKey> GetRoutes(ByteReader& in) {
+  const uint32_t count = in.Count(8);
+  std::vector<RouteKey> routes;
+  routes.reserve(count);
+  for (uint32_t i = 0; i < count && in.ok(); ++i) {
+    RouteKey route;
+    route.filter = std::string(in.Bytes());
+    route.share = std::string(in.Bytes());
+    routes.push_back(std::move(route));
+  }
+  return routes;
+}
+
+void PutMember(ByteWriter& out, const MemberRecord& member) {
+  out.U32(member.node);
+  out.Bytes(member.address);
+  out.U64(member.incarnation);
+}
+
+MemberRecord GetMember(ByteReader& in) {
+  MemberRecord member;
+  const uint32_t node = in.U32();
+  if (node == 0 || node > 0xFFFF) in.Fail();
+  member.node = static_cast<NodeId>(node);
+  member.address = std::string(in.Bytes());
+  member.incarnation = in.U64();
+  return member;
+}
+
+NodeId GetNode(ByteReader& in) {
+  const uint32_t node = in.U32();
+  if (node == 0 || node > 0xFFFF) in.Fail();
+  return static_cast<NodeId>(node);
+}
+
+std::vector<uint8_t> ToVector(std::string bytes) { return {bytes.begin(), bytes.end()}; }
+
+}  // namespace
+
+std::vector<uint8_t> EncodeCommand(const Command& command) {
+  ByteWriter out;
+  if (const auto* reset = std::get_if<RouteReset>(&command)) {
+    out.U8(kReset);
+    out.U32(reset->node);
+    out.U64(reset->boot);
+    out.U64(reset->seq);
+    out.U8(reset->fresh ? 1 : 0);
+    PutRoutes(out, reset->routes);
+  } else if (const auto* delta = std::get_if<RouteDelta>(&command)) {
+    out.U8(kDelta);
+    out.U32(delta->node);
+    out.U64(delta->boot);
+    out.U64(delta->seq);
+    PutRoutes(out, delta->adds);
+    PutRoutes(out, delta->removes);
+  } else if (const auto* upsert = std::get_if<MemberUpsert>(&command)) {
+    out.U8(kUpsert);
+    PutMember(out, upsert->member);
+  } else if (const auto* gone = std::get_if<MemberGone>(&command)) {
+    out.U8(kGone);
+    out.U32(gone->node);
+  } else if (const auto* cleared = std::get_if<FreshCleared>(&command)) {
+    out.U8(kFreshCleared);
+    out.U32(cleared->node);
+    out.U64(cleared->boot);
+  } else {
+    out.U8(kNotice);
+  }
+  return ToVector(out.Take());
+}
+
+std::optional<Command> DecodeCommand(const std::vector<uint8_t>& bytes) {
+  ByteReader in(std::string_view(reinterpret_cast<const char*>(bytes.data()), bytes.size()));
+  Command command;
+  switch (in.U8()) {
+    case kReset: {
+      RouteReset reset;
+      reset.node = GetNode(in);
+      reset.boot = in.U64();
+      reset.seq = in.U64();
+      reset.fresh = in.Bool();
+      reset.routes = GetRoutes(in);
+      command = std::move(reset);
+      break;
+    }
+    case kDelta: {
+      RouteDelta delta;
+      delta.node = GetNode(in);
+      delta.boot = in.U64();
+      delta.seq = in.U64();
+      delta.adds = GetRoutes(in);
+      delta.removes = GetRoutes(in);
+      command = std::move(delta);
+      break;
+    }
+    case kUpsert: command = MemberUpsert{GetMember(in)}; break;
+    case kGone: command = MemberGone{GetNode(in)}; break;
+    case kFreshCleared: {
+      FreshCleared cleared;
+      cleared.node = GetNode(in);
+      cleared.boot = in.U64();
+      command = cleared;
+      break;
+    }
+    case kNotice: command = CommitNotice{}; break;
+    default: return std::nullopt;
+  }
+  if (!in.done()) return std::nullopt;
+  return command;
+}
+
+MetaState::MetaState(uint32_t partitions, uint32_t replicas) {
+  placement_.partitions = partitions;
+  placement_.replicas = replicas;
+}
+
+void MetaState::Apply(const raft::Entry& entry) {
+  auto command = DecodeCommand(entry.data);
+  if (!command) {
+    ++refused_;
+    return;
+  }
+  ApplyCommand(*command);
+  if (applied_observer_ && !std::holds_alternative<CommitNotice>(*command)) applied_observer_();
+}
+
+bool MetaState::ApplyCommand(const Command& command) {
+  const bool applied = std::visit([this](const auto& c) { return Apply(c); }, command);
+  if (!applied) ++refused_;
+  return applied;
+}
+
+const NodeRoutes* MetaState::RoutesOf(NodeId node) const {
+  auto it = routes_.find(node);
+  return it == routes_.end() ? nullptr : &it->second;
+}
+
+size_t MetaState::route_count() const {
+  size_t count = 0;
+  for (const auto& [node, routes] : routes_) count += routes.routes.size();
+  return count;
+}
+
+void MetaState::Notify(NodeId node, const std::vector<RouteKey>& added,
+                       const std::vector<RouteKey>& removed) {
+  if (route_observer_ && (!added.empty() || !removed.empty())) route_observer_(node, added, removed);
+}
+
+// Sets the node's routes to `routes`, telling the observer the difference.
+void MetaState::Replace(NodeId node, std::set<RouteKey> routes) {
+  NodeRoutes& record = routes_[node];
+  std::vector<RouteKey> added, removed;
+  std::set_difference(routes.begin(), routes.end(), record.routes.begin(), record.routes.end(),
+                      std::back_inserter(added));
+  std::set_difference(record.routes.begin(), record.routes.end(), routes.begin(), routes.end(),
+                      std::back_inserter(removed));
+  record.routes = std::move(routes);
+  Notify(node, added, removed);
+}
+
+bool MetaState::Apply(const RouteReset& command) {
+  auto it = routes_.find(command.node);
+  if (it != routes_.end() && it->second.boot == command.boot && command.seq <= it->second.seq) {
+    return false;  // a late retry of an older reset
+  }
+  const bool new_boot = it == routes_.end() || it->second.boot != command.boot;
+  Replace(command.node, std::set<RouteKey>(command.routes.begin(), command.routes.end()));
+  NodeRoutes& record = routes_[command.node];
+  // `fresh` belongs to a boot: a later reset of the same boot neither sets
+  // nor clears it (FreshCleared does).
+  if (new_boot) record.fresh = command.fresh;
+  record.boot = command.boot;
+  record.seq = command.seq;
+  return true;
+}
+
+bool MetaState::Apply(const RouteDelta& command) {
+  auto it = routes_.find(command.node);
+  if (it == routes_.end() || it->second.boot != command.boot || command.seq != it->second.seq + 1) {
+    if (refused_observer_) refused_observer_(command.node, command.boot, command.seq);
+    return false;
+  }
+  std::set<RouteKey> routes = it->second.routes;
+  for (const RouteKey& route : command.removes) routes.erase(route);
+  for (const RouteKey& route : command.adds) routes.insert(route);
+  it->second.seq = command.seq;
+  Replace(command.node, std::move(routes));
+  return true;
+}
+
+bool MetaState::Apply(const MemberUpsert& command) {
+  if (command.member.node == 0) return false;
+  MemberRecord& record = members_[command.member.node];
+  record = command.member;
+  RecomputePlacement();
+  return true;
+}
+
+bool MetaState::Apply(const MemberGone& command) {
+  const bool known = members_.erase(command.node) + routes_.count(command.node) > 0;
+  if (auto it = routes_.find(command.node); it != routes_.end()) {
+    Replace(command.node, {});
+    routes_.erase(command.node);
+  }
+  RecomputePlacement();
+  return known;
+}
+
+bool MetaState::Apply(const FreshCleared& command) {
+  auto it = routes_.find(command.node);
+  if (it == routes_.end() || it->second.boot != command.boot) return false;
+  it->second.fresh = false;
+  return true;
+}
+
+void MetaState::RecomputePlacement() {
+  std::vector<NodeId> nodes;
+  for (const auto& [node, member] : members_) nodes.push_back(node);
+  std::vector<std::vector<NodeId>> assignment;
+  if (!nodes.empty()) {
+    std::vector<std::string> names;
+    for (NodeId node : nodes) names.push_back(std::to_string(node));
+    ring::RingOptions options;
+    options.partitions = placement_.partitions;
+    options.replicas = placement_.replicas;
+    auto ring = ring::Ring::Build(names, options);
+    if (ring) {
+      assignment.resize(placement_.partitions);
+      for (uint32_t p = 0; p < placement_.partitions; ++p) {
+        for (const std::string& name : ring->Replicas(p)) {
+          assignment[p].push_back(static_cast<NodeId>(std::stoul(name)));
+        }
+      }
+    }
+  }
+  if (assignment != placement_.assignment) ++placement_.epoch;
+  placement_.nodes = std::move(nodes);
+  placement_.assignment = std::move(assignment);
+}
+
+std::vector<uint8_t> MetaState::Snapshot() const {
+  ByteWriter out;
+  out.U8(kSnapshotVersion);
+  out.U32(placement_.partitions);
+  out.U32(placement_.replicas);
+  out.U64(placement_.epoch);
+  out.U32(static_cast<uint32_t>(members_.size()));
+  for (const auto& [node, member] : members_) PutMember(out, member);
+  out.U32(static_cast<uint32_t>(routes_.size()));
+  for (const auto& [node, record] : routes_) {
+    out.U32(node);
+    out.U64(record.boot);
+    out.U64(record.seq);
+    out.U8(record.fresh ? 1 : 0);
+    PutRoutes(out, record.routes);
+  }
+  return ToVector(out.Take());
+}
+
+bool MetaState::Restore(const std::vector<uint8_t>& data) {
+  ByteReader in(std::string_view(reinterpret_cast<const char*>(data.data()), data.size()));
+  if (in.U8() != kSnapshotVersion) return false;
+  Placement placement;
+  placement.partitions = in.U32();
+  placement.replicas = in.U32();
+  placement.epoch = in.U64();
+  std::map<NodeId, MemberRecord> members;
+  const uint32_t member_count = in.Count(16);
+  for (uint32_t i = 0; i < member_count && in.ok(); ++i) {
+    MemberRecord member = GetMember(in);
+    members[member.node] = std::move(member);
+  }
+  std::map<NodeId, NodeRoutes> routes;
+  const uint32_t node_count = in.Count(25);
+  for (uint32_t i = 0; i < node_count && in.ok(); ++i) {
+    const NodeId node = GetNode(in);
+    NodeRoutes& record = routes[node];
+    record.boot = in.U64();
+    record.seq = in.U64();
+    record.fresh = in.Bool();
+    for (RouteKey& route : GetRoutes(in)) record.routes.insert(std::move(route));
+  }
+  if (!in.done()) return false;
+  // Tell the observer what changed, node by node, then take the new state.
+  std::set<NodeId> nodes;
+  for (const auto& [node, record] : routes_) nodes.insert(node);
+  for (const auto& [node, record] : routes) nodes.insert(node);
+  for (NodeId node : nodes) {
+    auto it = routes.find(node);
+    Replace(node, it == routes.end() ? std::set<RouteKey>{} : it->second.routes);
+  }
+  routes_ = std::move(routes);
+  members_ = std::move(members);
+  placement_.partitions = placement.partitions;
+  placement_.replicas = placement.replicas;
+  RecomputePlacement();
+  placement_.epoch = placement.epoch;
+  return true;
+}
+
+}  // namespace estuary::meta

@@ -1,0 +1,152 @@
+#pragma once
+// MetaState: the metadata group's replicated state machine (docs/cluster.md,
+// "Metadata group"): the members, the partition placement the ring computes
+// from them, and the route table (per node: the (filter, share key) pairs
+// that node has subscribers for, stamped with the node's boot id and a
+// sequence number).
+//
+// Commands (EncodeCommand; every replica applies them identically):
+//  - RouteReset{node, boot, seq, fresh, routes}: replaces everything the
+//    node had. A node sends one after every start (new boot id), and
+//    whenever a delta was refused: this is how a rejoining node drops stale
+//    entries. Ignored if it is older (same boot, seq <= the stored one).
+//  - RouteDelta{node, boot, seq, adds, removes}: applied only if boot
+//    matches and seq == stored seq + 1; otherwise ignored and reported to the
+//    delta-refused observer (the proposer then sends a reset).
+//  - MemberUpsert{node, address, incarnation}, MemberGone{node} (drops the
+//    member and its routes). Each recomputes the placement; its epoch grows
+//    when the assignment changes.
+//  - FreshCleared{node, boot}: the leader re-added a node that restarted
+//    with empty state as a learner (MetaGroup); it may become a voter again.
+//
+// Encoding is deterministic (ordered containers), so snapshots of equal
+// states are equal bytes. Observers run inside Apply/Restore, on the
+// group's loop. Not thread-safe.
+#include <compare>
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <optional>
+#include <set>
+#include <string>
+#include <variant>
+#include <vector>
+
+#include "cluster-core/meta/raft_host.h"
+
+namespace estuary::meta {
+
+using NodeId = uint16_t;
+
+struct RouteKey {
+  std::string filter;
+  std::string share;  // empty for a plain subscription
+  friend auto operator<=>(const RouteKey&, const RouteKey&) = default;
+  friend bool operator==(const RouteKey&, const RouteKey&) = default;
+};
+
+struct NodeRoutes {
+  uint64_t boot = 0;
+  uint64_t seq = 0;
+  bool fresh = false;  // the node's last start found no stored meta state
+  std::set<RouteKey> routes{};
+  friend bool operator==(const NodeRoutes&, const NodeRoutes&) = default;
+};
+
+struct MemberRecord {
+  NodeId node = 0;
+  std::string address{};
+  uint64_t incarnation = 0;
+  friend bool operator==(const MemberRecord&, const MemberRecord&) = default;
+};
+
+struct Placement {
+  uint32_t partitions = 0;
+  uint32_t replicas = 0;
+  uint64_t epoch = 0;
+  std::vector<NodeId> nodes{};                   // sorted
+  std::vector<std::vector<NodeId>> assignment{};  // per partition, preferred leader first
+};
+
+struct RouteReset {
+  NodeId node = 0;
+  uint64_t boot = 0;
+  uint64_t seq = 0;
+  bool fresh = false;
+  std::vector<RouteKey> routes{};
+};
+struct RouteDelta {
+  NodeId node = 0;
+  uint64_t boot = 0;
+  uint64_t seq = 0;
+  std::vector<RouteKey> adds{};
+  std::vector<RouteKey> removes{};
+};
+struct MemberUpsert {
+  MemberRecord member{};
+};
+struct MemberGone {
+  NodeId node = 0;
+};
+struct FreshCleared {
+  NodeId node = 0;
+  uint64_t boot = 0;
+};
+// Changes nothing: the leader appends one after applying other commands so
+// that the append carries the new commit index to every node at once
+// instead of with the next heartbeat (routes become visible sooner).
+struct CommitNotice {};
+using Command = std::variant<RouteReset, RouteDelta, MemberUpsert, MemberGone, FreshCleared, CommitNotice>;
+
+std::vector<uint8_t> EncodeCommand(const Command& command);
+std::optional<Command> DecodeCommand(const std::vector<uint8_t>& bytes);
+
+class MetaState final : public StateMachine {
+ public:
+  using RouteObserver = std::function<void(NodeId node, const std::vector<RouteKey>& added,
+                                           const std::vector<RouteKey>& removed)>;
+  using RefusedObserver = std::function<void(NodeId node, uint64_t boot, uint64_t seq)>;
+
+  explicit MetaState(uint32_t partitions = 256, uint32_t replicas = 3);
+
+  // StateMachine
+  void Apply(const raft::Entry& entry) override;
+  std::vector<uint8_t> Snapshot() const override;
+  bool Restore(const std::vector<uint8_t>& data) override;
+
+  // Applies one command; false if it was refused (or malformed).
+  bool ApplyCommand(const Command& command);
+
+  void set_route_observer(RouteObserver fn) { route_observer_ = std::move(fn); }
+  void set_refused_observer(RefusedObserver fn) { refused_observer_ = std::move(fn); }
+  // After every applied command other than CommitNotice.
+  void set_applied_observer(std::function<void()> fn) { applied_observer_ = std::move(fn); }
+
+  const std::map<NodeId, MemberRecord>& members() const { return members_; }
+  const std::map<NodeId, NodeRoutes>& routes() const { return routes_; }
+  const NodeRoutes* RoutesOf(NodeId node) const;
+  const Placement& placement() const { return placement_; }
+  size_t route_count() const;
+  uint64_t refused_commands() const { return refused_; }
+
+ private:
+  bool Apply(const RouteReset& command);
+  bool Apply(const RouteDelta& command);
+  bool Apply(const MemberUpsert& command);
+  bool Apply(const MemberGone& command);
+  bool Apply(const FreshCleared& command);
+  bool Apply(const CommitNotice&) { return true; }
+  void Replace(NodeId node, std::set<RouteKey> routes);
+  void RecomputePlacement();
+  void Notify(NodeId node, const std::vector<RouteKey>& added, const std::vector<RouteKey>& removed);
+
+  std::map<NodeId, MemberRecord> members_;
+  std::map<NodeId, NodeRoutes> routes_;
+  Placement placement_;
+  uint64_t refused_ = 0;
+  RouteObserver route_observer_;
+  RefusedObserver refused_observer_;
+  std::function<void()> applied_observer_;
+};
+
+}  // namespace estuary::meta

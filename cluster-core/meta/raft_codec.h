@@ -1,0 +1,109 @@
+#pragma once
+// The wire form of raft::Message and of the raft host's frames (types
+// 0x40-0x4F, docs/internode.md). Pure encode/decode: no IO.
+//
+// Every frame body starts with the u32 raft group id (little-endian), so
+// one RaftHost carries many groups (the metadata group is group 0; issue
+// 7's partition groups reuse the same frames). Decoders reject malformed
+// bytes (unknown enum values, counts larger than the bytes left, bools
+// other than 0/1, trailing bytes) instead of crashing: peers are
+// authenticated, but their bytes are still outside input.
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "cluster-core/raft/types.h"
+
+namespace estuary::meta {
+
+using GroupId = uint32_t;
+
+enum RaftFrame : uint8_t {
+  kRaftMessage = 0x40,   // group | raft::Message
+  kRaftPropose = 0x41,   // group | request id | write id | data: a follower's proposal for the leader
+  kRaftProposed = 0x42,  // group | request id | status | index | leader: the leader's answer
+};
+
+enum class ProposeStatus : uint8_t {
+  kOk = 0,         // committed and applied at `index` on the leader
+  kNotLeader = 1,  // the receiver is not the leader (or lost leadership before commit)
+  kTimeout = 2,    // never sent by the wire; the local answer when no reply came in time
+  kRejected = 3,   // the leader refused it (e.g. lease expired, transfer in progress)
+};
+
+struct ProposeRequest {
+  GroupId group = 0;
+  uint64_t request = 0;  // the follower's id for the reply; 0 = no reply wanted
+  raft::WriteId write_id{};
+  std::vector<uint8_t> data{};
+  friend bool operator==(const ProposeRequest&, const ProposeRequest&) = default;
+};
+
+struct ProposeReply {
+  GroupId group = 0;
+  uint64_t request = 0;
+  ProposeStatus status = ProposeStatus::kOk;
+  raft::Index index = 0;
+  raft::NodeId leader = raft::kNoNode;  // kNotLeader: the leader the receiver knows, if any
+  friend bool operator==(const ProposeReply&, const ProposeReply&) = default;
+};
+
+std::string EncodeMessage(GroupId group, const raft::Message& message);
+struct GroupMessage {
+  GroupId group = 0;
+  raft::Message message{};
+};
+std::optional<GroupMessage> DecodeMessage(std::string_view body);
+
+std::string EncodeProposeRequest(const ProposeRequest& request);
+std::optional<ProposeRequest> DecodeProposeRequest(std::string_view body);
+std::string EncodeProposeReply(const ProposeReply& reply);
+std::optional<ProposeReply> DecodeProposeReply(std::string_view body);
+
+// Byte helpers shared with the metadata state's encoding: little-endian
+// integers and u32-length-prefixed byte strings.
+class ByteWriter {
+ public:
+  void U8(uint8_t value) { out_.push_back(static_cast<char>(value)); }
+  void U32(uint32_t value);
+  void U64(uint64_t value);
+  void Bytes(std::string_view bytes);
+  void Bytes(const std::vector<uint8_t>& bytes) {
+    Bytes(std::string_view(reinterpret_cast<const char*>(bytes.data()), bytes.size()));
+  }
+  std::string& str() { return out_; }
+  std::string Take() { return std::move(out_); }
+
+ private:
+  std::string out_;
+};
+
+// Reads fields off the front; a read past the end (or a malformed field)
+// marks the reader bad and returns zeros from then on.
+class ByteReader {
+ public:
+  explicit ByteReader(std::string_view bytes) : bytes_(bytes) {}
+  uint8_t U8();
+  uint32_t U32();
+  uint64_t U64();
+  bool Bool();  // 0 or 1, anything else is malformed
+  std::string_view Bytes();
+  std::vector<uint8_t> ByteVector();
+  // A count of items each at least `min_item_bytes` long: more than the
+  // bytes left can hold is malformed.
+  uint32_t Count(size_t min_item_bytes);
+  void Fail() {
+    ok_ = false;
+    bytes_ = {};
+  }
+  bool ok() const { return ok_; }
+  bool done() const { return ok_ && bytes_.empty(); }
+
+ private:
+  std::string_view bytes_;
+  bool ok_ = true;
+};
+
+}  // namespace estuary::meta

@@ -1,0 +1,318 @@
+#include "cluster-core/meta/raft_host.h"
+
+#include <spdlog/spdlog.h>
+
+#include <cstdlib>
+#include <utility>
+
+namespace estuary::meta {
+
+namespace {
+
+std::string BootstrapKey(GroupId group) { return "raftboot/" + std::to_string(group); }
+
+bool IsVoteRequest(raft::MessageType type) {
+  return type == raft::MessageType::kVote || type == raft::MessageType::kPreVote;
+}
+
+}  // namespace
+
+RaftGroup::RaftGroup(RaftHost& host, GroupConfig config, persistence::StorageEngine& engine,
+                     StateMachine& machine)
+    : host_(host),
+      config_(std::move(config)),
+      engine_(engine),
+      machine_(machine),
+      store_(engine, std::to_string(config_.group)) {}
+
+persistence::Status RaftGroup::Start() {
+  auto loaded = store_.Load();
+  if (!loaded) return MakeError(loaded.error());
+  raft::Storage storage = std::move(*loaded);
+  started_empty_ = storage.hard_state == raft::HardState{} && storage.snapshot.index == 0 &&
+                   storage.entries.empty();
+  auto boot = engine_.Get(BootstrapKey(config_.group));
+  if (!boot) return MakeError(boot.error());
+  if (*boot) {
+    storage.bootstrap = raft::DecodeConfig(std::vector<uint8_t>((*boot)->begin(), (*boot)->end()));
+  } else if (started_empty_ && !config_.bootstrap.voters.empty()) {
+    const std::vector<uint8_t> bytes = raft::EncodeConfig(config_.bootstrap);
+    auto put = engine_.Put(BootstrapKey(config_.group), std::string(bytes.begin(), bytes.end()));
+    if (!put) return put;
+    storage.bootstrap = config_.bootstrap;
+  }
+  if (storage.snapshot.index > 0) {
+    if (!machine_.Restore(storage.snapshot.data)) {
+      return persistence::Fail(persistence::Errc::kCorruption, "raft group snapshot state");
+    }
+    applied_ = storage.snapshot.index;
+  }
+  config_.raft.id = host_.self();
+  raft_ = std::make_unique<raft::Raft>(config_.raft, std::move(storage),
+                                       static_cast<uint64_t>(host_.loop_.NowMs()));
+  // The first Ready replays (snapshot, commit] for the state machine.
+  Enqueue(raft::Ready{});
+  return {};
+}
+
+void RaftGroup::Enqueue(raft::Ready ready) {
+  queue_.push_back(std::move(ready));
+  Drain();
+}
+
+// Readys are handled strictly in the order raft returned them, including
+// those produced by proposals made from inside an apply callback.
+void RaftGroup::Drain() {
+  if (draining_) return;
+  draining_ = true;
+  while (!queue_.empty()) {
+    raft::Ready ready = std::move(queue_.front());
+    queue_.pop_front();
+    if (ready.Empty()) {
+      // The start marker: take whatever the constructor queued.
+      raft::Ready first = raft_->Advance(ready);
+      if (!first.Empty()) queue_.push_front(std::move(first));
+      continue;
+    }
+    Handle(ready);
+    raft::Ready next = raft_->Advance(ready);
+    if (!next.Empty()) queue_.push_back(std::move(next));
+    MaybeCompact();
+  }
+  draining_ = false;
+}
+
+void RaftGroup::Handle(const raft::Ready& ready) {
+  if (auto saved = store_.Save(ready); !saved) {
+    // Raft's promises rest on this write; limping on could elect two leaders.
+    spdlog::critical("raft group {}: persisting failed: {}", config_.group, saved.error().message);
+    std::abort();
+  }
+  for (const raft::Message& message : ready.messages) Send(message);
+  for (const raft::Write& write : ready.redirected) {
+    if (ready.redirect_to == host_.self()) {
+      auto proposed = raft_->Propose(write.data, static_cast<uint64_t>(host_.loop_.NowMs()), write.id);
+      if (proposed) queue_.push_back(std::move(proposed->ready));
+    } else if (ready.redirect_to != raft::kNoNode) {
+      ProposeRequest request{config_.group, 0, write.id, write.data};
+      host_.transport_.Send(static_cast<cluster::NodeId>(ready.redirect_to), kRaftPropose,
+                            EncodeProposeRequest(request));
+    }
+  }
+  if (ready.snapshot && ready.restore_snapshot) {
+    if (!machine_.Restore(ready.snapshot->data)) {
+      spdlog::critical("raft group {}: the leader's snapshot does not decode", config_.group);
+      std::abort();
+    }
+    applied_ = ready.snapshot->index;
+    ++counters_.snapshots_installed;
+    for (auto it = waiting_.begin(); it != waiting_.end() && it->first <= applied_;) {
+      Answer(it->second, {ProposeStatus::kNotLeader, it->first});
+      it = waiting_.erase(it);
+    }
+  }
+  ApplyCommitted(ready);
+}
+
+void RaftGroup::Send(const raft::Message& message) {
+  if (message.to == raft::kNoNode || message.to > 0xFFFF) return;
+  ++counters_.messages_out;
+  host_.transport_.Send(static_cast<cluster::NodeId>(message.to), kRaftMessage,
+                        EncodeMessage(config_.group, message));
+}
+
+void RaftGroup::ApplyCommitted(const raft::Ready& ready) {
+  size_t next_duplicate = 0;
+  for (const raft::Entry& entry : ready.committed) {
+    const bool duplicate = next_duplicate < ready.duplicates.size() &&
+                           ready.duplicates[next_duplicate] == entry.index;
+    if (duplicate) ++next_duplicate;
+    if (entry.index <= applied_) continue;
+    if (!duplicate && entry.type == raft::EntryType::kNormal) {
+      machine_.Apply(entry);
+      ++counters_.applied_entries;
+    }
+    applied_ = entry.index;
+    auto it = waiting_.find(entry.index);
+    if (it == waiting_.end()) continue;
+    const bool ours = it->second.term == entry.term;
+    Answer(it->second, {ours ? ProposeStatus::kOk : ProposeStatus::kNotLeader, entry.index});
+    waiting_.erase(it);
+  }
+}
+
+void RaftGroup::Answer(Waiting& waiting, ProposeResult result) {
+  if (result.status != ProposeStatus::kOk) ++counters_.proposals_failed;
+  if (waiting.local) {
+    host_.loop_.Post([done = std::move(waiting.local), result] { done(result); });
+  } else if (waiting.remote != 0 && waiting.request != 0) {
+    ProposeReply reply{config_.group, waiting.request, result.status, result.index, raft_->leader()};
+    host_.transport_.Send(waiting.remote, kRaftProposed, EncodeProposeReply(reply));
+  }
+}
+
+void RaftGroup::MaybeCompact() {
+  const raft::Index base = raft_->log().snapshot()->index;
+  if (config_.snapshot_every == 0 || applied_ < base + config_.snapshot_every) return;
+  ++counters_.snapshots_taken;
+  queue_.push_back(raft_->Compact(applied_, machine_.Snapshot()));
+}
+
+void RaftGroup::Fail(ProposeCallback done, ProposeStatus status) {
+  ++counters_.proposals_failed;
+  if (done) host_.loop_.Post([done = std::move(done), status] { done({status, 0}); });
+}
+
+void RaftGroup::Propose(std::vector<uint8_t> data, raft::WriteId id, ProposeCallback done) {
+  ++counters_.proposals;
+  const int64_t now = host_.loop_.NowMs();
+  const raft::NodeId leader = raft_->leader();
+  if (raft_->role() != raft::Role::kLeader && leader != raft::kNoNode && leader != host_.self()) {
+    const uint64_t request = next_request_++;
+    forwarded_[request] = Forwarded{std::move(done), now + config_.propose_timeout_ms};
+    ++counters_.proposals_forwarded;
+    ProposeRequest message{config_.group, request, id, std::move(data)};
+    if (host_.transport_.Send(static_cast<cluster::NodeId>(leader), kRaftPropose,
+                              EncodeProposeRequest(message)) != cluster::SendResult::kQueued) {
+      Fail(std::move(forwarded_[request].done), ProposeStatus::kNotLeader);
+      forwarded_.erase(request);
+    }
+    return;
+  }
+  auto proposed = raft_->Propose(std::move(data), static_cast<uint64_t>(now), id);
+  if (!proposed) {
+    const bool not_leader = proposed.error() == raft::Errc::kNotLeader;
+    return Fail(std::move(done), not_leader ? ProposeStatus::kNotLeader : ProposeStatus::kRejected);
+  }
+  if (proposed->held) {
+    // A leadership transfer holds it; it is redirected, not answered here:
+    // the caller times out and retries (the WriteId makes that safe).
+    forwarded_[next_request_++] = Forwarded{std::move(done), now + config_.propose_timeout_ms};
+  } else {
+    waiting_[proposed->index] =
+        Waiting{proposed->term, std::move(done), 0, 0, now + config_.propose_timeout_ms};
+  }
+  Enqueue(std::move(proposed->ready));
+}
+
+Expected<void, raft::Errc> RaftGroup::ChangeConfig(raft::ConfigChange change) {
+  auto changed = raft_->ChangeConfig(change, static_cast<uint64_t>(host_.loop_.NowMs()));
+  if (!changed) return MakeError(changed.error());
+  Enqueue(std::move(changed->ready));
+  return {};
+}
+
+void RaftGroup::Tick(int64_t now) {
+  Enqueue(raft_->Tick(static_cast<uint64_t>(now)));
+  for (auto it = forwarded_.begin(); it != forwarded_.end();) {
+    if (it->second.deadline_ms > now) {
+      ++it;
+      continue;
+    }
+    Fail(std::move(it->second.done), ProposeStatus::kTimeout);
+    it = forwarded_.erase(it);
+  }
+  for (auto it = waiting_.begin(); it != waiting_.end();) {
+    if (it->second.deadline_ms > now) {
+      ++it;
+      continue;
+    }
+    Answer(it->second, {ProposeStatus::kTimeout, it->first});
+    it = waiting_.erase(it);
+  }
+}
+
+void RaftGroup::OnMessage(cluster::NodeId from, raft::Message message) {
+  if (message.from != from || message.to != host_.self()) {
+    ++counters_.bad_frames;
+    return;
+  }
+  if (config_.refuse_votes_when_empty && IsVoteRequest(message.type) &&
+      raft_->log().LastIndex() == 0) {
+    ++counters_.votes_refused;
+    return;
+  }
+  ++counters_.messages_in;
+  Enqueue(raft_->Step(message, static_cast<uint64_t>(host_.loop_.NowMs())));
+}
+
+void RaftGroup::OnProposeRequest(cluster::NodeId from, ProposeRequest request) {
+  const int64_t now = host_.loop_.NowMs();
+  auto proposed = raft_->Propose(std::move(request.data), static_cast<uint64_t>(now), request.write_id);
+  if (!proposed || proposed->held) {
+    if (request.request == 0) return;
+    const bool not_leader = !proposed ? proposed.error() == raft::Errc::kNotLeader : true;
+    ProposeReply reply{config_.group, request.request,
+                       not_leader ? ProposeStatus::kNotLeader : ProposeStatus::kRejected, 0,
+                       raft_->leader()};
+    host_.transport_.Send(from, kRaftProposed, EncodeProposeReply(reply));
+    if (proposed) Enqueue(std::move(proposed->ready));
+    return;
+  }
+  waiting_[proposed->index] =
+      Waiting{proposed->term, {}, from, request.request, now + config_.propose_timeout_ms};
+  Enqueue(std::move(proposed->ready));
+}
+
+void RaftGroup::OnProposeReply(const ProposeReply& reply) {
+  auto it = forwarded_.find(reply.request);
+  if (it == forwarded_.end()) return;  // timed out already
+  ProposeCallback done = std::move(it->second.done);
+  forwarded_.erase(it);
+  if (reply.status != ProposeStatus::kOk) ++counters_.proposals_failed;
+  if (done) host_.loop_.Post([done = std::move(done), reply] { done({reply.status, reply.index}); });
+}
+
+RaftHost::RaftHost(io::Loop& loop, cluster::Transport& transport, uint32_t tick_ms)
+    : loop_(loop), transport_(transport), tick_ms_(tick_ms) {}
+
+RaftHost::~RaftHost() { loop_.CancelTimer(tick_timer_); }
+
+Expected<RaftGroup*, std::string> RaftHost::AddGroup(GroupConfig config, persistence::StorageEngine& engine,
+                                                     StateMachine& machine) {
+  const GroupId id = config.group;
+  if (groups_.count(id) != 0) return MakeError(std::string("raft group already exists"));
+  std::unique_ptr<RaftGroup> group(new RaftGroup(*this, std::move(config), engine, machine));
+  if (auto started = group->Start(); !started) return MakeError(started.error().message);
+  RaftGroup* out = group.get();
+  groups_[id] = std::move(group);
+  if (tick_timer_ == 0) ScheduleTick();
+  return out;
+}
+
+RaftGroup* RaftHost::group(GroupId id) {
+  auto it = groups_.find(id);
+  return it == groups_.end() ? nullptr : it->second.get();
+}
+
+void RaftHost::ScheduleTick() {
+  tick_timer_ = loop_.AddTimer(tick_ms_, [this, alive = std::weak_ptr<int>(lifetime_)] {
+    if (alive.expired()) return;
+    const int64_t now = loop_.NowMs();
+    for (auto& [id, group] : groups_) group->Tick(now);
+    ScheduleTick();
+  });
+}
+
+void RaftHost::OnFrame(cluster::NodeId from, uint8_t type, std::string_view body) {
+  if (type == kRaftMessage) {
+    auto decoded = DecodeMessage(body);
+    RaftGroup* target = decoded ? group(decoded->group) : nullptr;
+    if (!target) return void(++bad_frames_);
+    target->OnMessage(from, std::move(decoded->message));
+  } else if (type == kRaftPropose) {
+    auto decoded = DecodeProposeRequest(body);
+    RaftGroup* target = decoded ? group(decoded->group) : nullptr;
+    if (!target) return void(++bad_frames_);
+    target->OnProposeRequest(from, std::move(*decoded));
+  } else if (type == kRaftProposed) {
+    auto decoded = DecodeProposeReply(body);
+    RaftGroup* target = decoded ? group(decoded->group) : nullptr;
+    if (!target) return void(++bad_frames_);
+    target->OnProposeReply(*decoded);
+  } else {
+    ++bad_frames_;
+  }
+}
+
+}  // namespace estuary::meta

@@ -1,0 +1,178 @@
+#pragma once
+// RaftHost: the shell that runs raft groups (cluster-core/raft/, a pure
+// state machine) on an io::Loop over a cluster::Transport.
+//
+// For every group it owns: ticks from one loop timer (now = loop.NowMs()),
+// handles each Ready in the contract's order (types.h: persist through a
+// raft::RaftStore on the group's StorageEngine, send over the Transport in
+// frames 0x40-0x4F, restore/apply to the group's StateMachine, Advance),
+// compacts the log by snapshot every `snapshot_every` applied entries, and
+// lets a caller on any node Propose: a follower forwards the proposal to the
+// leader it knows (kRaftPropose) and the leader answers once the entry is
+// applied there (kRaftProposed), so the callback hears ok with the index,
+// not-leader, rejected or timeout. Timestamp mode is meant to be on: a
+// retried proposal with the same WriteId is applied once.
+//
+// Safety rule for lost state: a group whose log is empty (index 0, no
+// snapshot) drops every Vote and PreVote request (docs/cluster.md). A voter
+// whose disk was lost may have voted in the current term before it
+// crashed; if it voted again for another candidate after restart, two
+// leaders could win the same term. Only a node that has never been part of
+// a config (or lost its state) has an empty log; the leader re-adds such a
+// node as a learner.
+//
+// Threading: the host, its groups, the StorageEngines and the Transport
+// handler calls belong to the loop's thread. The Loop, Transport, engines
+// and state machines must outlive the host.
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <map>
+#include <memory>
+#include <string>
+#include <string_view>
+
+#include "cluster-core/links/transport.h"
+#include "cluster-core/meta/raft_codec.h"
+#include "cluster-core/raft/raft.h"
+#include "cluster-core/raft/raft_store.h"
+#include "io/loop.h"
+#include "model/result.h"
+#include "persistence/storage_engine.h"
+
+namespace estuary::meta {
+
+// The replicated application. Apply sees every committed kNormal entry
+// once, in log order (retries de-duplicated by raft are skipped).
+class StateMachine {
+ public:
+  virtual ~StateMachine() = default;
+  virtual void Apply(const raft::Entry& entry) = 0;
+  virtual std::vector<uint8_t> Snapshot() const = 0;
+  // Replaces the whole state; false if the bytes are malformed.
+  virtual bool Restore(const std::vector<uint8_t>& data) = 0;
+};
+
+struct ProposeResult {
+  ProposeStatus status = ProposeStatus::kOk;
+  raft::Index index = 0;
+};
+using ProposeCallback = std::function<void(ProposeResult)>;
+
+struct GroupConfig {
+  GroupId group = 0;
+  raft::Options raft{};  // id is set to the transport's self
+  // Used only when the store holds nothing for this group: the initial
+  // config (e.g. {self} to bootstrap), saved so a restart uses it again.
+  // Empty: wait to be added by a leader.
+  raft::Config bootstrap{};
+  uint64_t snapshot_every = 1024;   // applied entries between snapshots
+  uint32_t propose_timeout_ms = 3000;
+  bool refuse_votes_when_empty = true;  // the lost-state rule above
+};
+
+struct GroupCounters {
+  uint64_t proposals = 0;
+  uint64_t proposals_forwarded = 0;
+  uint64_t proposals_failed = 0;  // not-leader, rejected or timeout answers
+  uint64_t applied_entries = 0;
+  uint64_t snapshots_taken = 0;
+  uint64_t snapshots_installed = 0;
+  uint64_t votes_refused = 0;  // the empty-log rule
+  uint64_t messages_out = 0;
+  uint64_t messages_in = 0;
+  uint64_t bad_frames = 0;
+};
+
+class RaftHost;
+
+class RaftGroup {
+ public:
+  // `done` runs on the loop, never inside this call.
+  void Propose(std::vector<uint8_t> data, raft::WriteId id, ProposeCallback done);
+  Expected<void, raft::Errc> ChangeConfig(raft::ConfigChange change);
+  const raft::Raft& raft() const { return *raft_; }
+  GroupId id() const { return config_.group; }
+  raft::Index applied() const { return applied_; }
+  // The store held nothing for this group when it started.
+  bool started_empty() const { return started_empty_; }
+  const GroupCounters& counters() const { return counters_; }
+
+ private:
+  friend class RaftHost;
+  struct Waiting {  // a proposal in this leader's log, answered when applied
+    raft::Term term = 0;
+    ProposeCallback local{};
+    cluster::NodeId remote = 0;
+    uint64_t request = 0;
+    int64_t deadline_ms = 0;
+  };
+  struct Forwarded {  // a proposal sent to the leader
+    ProposeCallback done{};
+    int64_t deadline_ms = 0;
+  };
+
+  RaftGroup(RaftHost& host, GroupConfig config, persistence::StorageEngine& engine,
+            StateMachine& machine);
+  persistence::Status Start();
+  void Enqueue(raft::Ready ready);
+  void Drain();
+  void Handle(const raft::Ready& ready);
+  void Send(const raft::Message& message);
+  void ApplyCommitted(const raft::Ready& ready);
+  void Answer(Waiting& waiting, ProposeResult result);
+  void MaybeCompact();
+  void Tick(int64_t now);
+  void OnMessage(cluster::NodeId from, raft::Message message);
+  void OnProposeRequest(cluster::NodeId from, ProposeRequest request);
+  void OnProposeReply(const ProposeReply& reply);
+  void Fail(ProposeCallback done, ProposeStatus status);
+
+  RaftHost& host_;
+  GroupConfig config_;
+  persistence::StorageEngine& engine_;
+  StateMachine& machine_;
+  raft::RaftStore store_;
+  std::unique_ptr<raft::Raft> raft_;
+  raft::Index applied_ = 0;
+  bool started_empty_ = false;
+  std::deque<raft::Ready> queue_;
+  bool draining_ = false;
+  std::map<raft::Index, Waiting> waiting_;
+  std::map<uint64_t, Forwarded> forwarded_;
+  uint64_t next_request_ = 1;
+  GroupCounters counters_;
+};
+
+class RaftHost {
+ public:
+  RaftHost(io::Loop& loop, cluster::Transport& transport, uint32_t tick_ms = 10);
+  ~RaftHost();
+  RaftHost(const RaftHost&) = delete;
+  RaftHost& operator=(const RaftHost&) = delete;
+
+  // Loads the group's state from `engine` and starts it. Fails if the
+  // stored state cannot be read.
+  Expected<RaftGroup*, std::string> AddGroup(GroupConfig config, persistence::StorageEngine& engine,
+                                             StateMachine& machine);
+  RaftGroup* group(GroupId id);
+  // Frames 0x40-0x4F from the Transport's handler.
+  void OnFrame(cluster::NodeId from, uint8_t type, std::string_view body);
+  cluster::NodeId self() const { return transport_.self(); }
+  io::Loop& loop() { return loop_; }
+  uint64_t bad_frames() const { return bad_frames_; }
+
+ private:
+  friend class RaftGroup;
+  void ScheduleTick();
+
+  io::Loop& loop_;
+  cluster::Transport& transport_;
+  uint32_t tick_ms_;
+  std::map<GroupId, std::unique_ptr<RaftGroup>> groups_;
+  io::TimerId tick_timer_ = 0;
+  uint64_t bad_frames_ = 0;
+  std::shared_ptr<int> lifetime_ = std::make_shared<int>(0);
+};
+
+}  // namespace estuary::meta
