@@ -114,5 +114,32 @@ TEST(PairStateTest, TwoStandbysElectOneAndOwnDatagramsAreIgnored) {
   EXPECT_EQ(b.role(), Role::kActive);
 }
 
+// The shell ticks only at NextDeadline (balancer.cc, TickPair): that is
+// enough when a tick before the deadline never changes the role, one at the
+// deadline does, and heartbeats only move the deadline later.
+TEST(PairStateTest, TickingOnlyAtTheNextDeadlineTakesOverOnTime) {
+  PairState active(Role::kActive, "a", {}, 0);
+  EXPECT_EQ(active.NextDeadline(0), 300);  // the start-up wait
+  EXPECT_FALSE(active.Tick(299));
+  EXPECT_TRUE(active.Tick(300));
+
+  PairState standby(Role::kStandby, "b", {}, 0);
+  int64_t due = 0 + standby.NextDeadline(0);
+  for (int64_t now = 100; now <= 2000; now += 100) {  // heartbeats every 100 ms
+    standby.OnHeartbeat(From(active), now);
+    const int64_t next = now + standby.NextDeadline(now);
+    EXPECT_GE(next, due);
+    due = next;
+  }
+  EXPECT_EQ(due, 3000);
+  // Silence from 2000: ticks set for an earlier deadline change nothing.
+  EXPECT_FALSE(standby.Tick(1100));
+  EXPECT_FALSE(standby.Tick(2999));
+  EXPECT_EQ(standby.NextDeadline(2999), 1);
+  EXPECT_TRUE(standby.Tick(3000));
+  EXPECT_EQ(standby.role(), Role::kActive);
+  EXPECT_GT(standby.epoch(), active.epoch());
+}
+
 }  // namespace
 }  // namespace estuary::balancer
