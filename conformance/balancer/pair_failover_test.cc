@@ -136,7 +136,12 @@ TEST(EstuaryLbPairTest, KillTheActiveUnderLoadThenTheOldActiveReturnsAsStandby) 
               takeover_ms, kClients, all_back_ms);
   EXPECT_TRUE(followed) << "not every client reconnected through the standby";
   EXPECT_LT(takeover_ms, 2000);
-  EXPECT_GE(takeover_ms, 800);  // 1 s timeout less the last heartbeat's age: no early split brain
+  // No early takeover: the standby waits 1 s of silence, counted from the
+  // last heartbeat it heard. Heartbeats go every 100 ms, but with 200
+  // clients on 2 busy CPUs the active can be starved for a few hundred ms
+  // just before the kill (548 ms was seen once), so the bound leaves room
+  // for that and still fails a standby that takes over without waiting.
+  EXPECT_GE(takeover_ms, 300);
 
   // The old active returns (same addresses, --role active) and stays standby.
   auto returned = StartLb({"--nodes", AdminOf(*node), "--role", "active", "--heartbeat", a_heartbeat, "--peer",
