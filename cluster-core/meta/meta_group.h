@@ -42,8 +42,8 @@ struct MetaGroupConfig {
   std::string cluster_address{};
   uint64_t boot_id = 1;    // different on every process start
   bool has_seeds = false;  // false + no stored state = bootstrap {self}
-  uint32_t partitions = 256;
-  uint32_t replicas = 3;
+  uint32_t partitions = ring::RingOptions{}.partitions;  // the cluster-wide P (docs/placement.md)
+  uint32_t replicas = ring::RingOptions{}.replicas;
   uint64_t snapshot_every = 1024;
   uint32_t reconcile_ms = 50;  // leader policies and route retries
   uint32_t propose_timeout_ms = 3000;

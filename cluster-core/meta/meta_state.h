@@ -33,6 +33,7 @@
 #include <vector>
 
 #include "cluster-core/meta/raft_host.h"
+#include "cluster-core/ring/ring.h"
 
 namespace estuary::meta {
 
@@ -107,7 +108,8 @@ class MetaState final : public StateMachine {
                                            const std::vector<RouteKey>& removed)>;
   using RefusedObserver = std::function<void(NodeId node, uint64_t boot, uint64_t seq)>;
 
-  explicit MetaState(uint32_t partitions = 256, uint32_t replicas = 3);
+  explicit MetaState(uint32_t partitions = ring::RingOptions{}.partitions,
+                     uint32_t replicas = ring::RingOptions{}.replicas);
 
   // StateMachine
   void Apply(const raft::Entry& entry) override;
