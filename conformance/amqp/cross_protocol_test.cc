@@ -308,6 +308,15 @@ TEST_F(CrossProtocolTest, AmqpOnlyPartsSurviveAmqpToAmqp) {
   EXPECT_EQ(proton::get<std::string>(Annotation(out, "x-app")), "kept");
   EXPECT_EQ(proton::get<std::string>(out.body()), "body");
   EXPECT_EQ(proton::get<proton::symbol>(Annotation(out, "x-opt-origin-protocol")), "amqp");
+
+  // §3.2.1: a message sent with the header's defaults arrives with them
+  // (the uAMQP suite cannot read a false boolean reliably; this does).
+  amqp->Send("s", proton::message(std::string("plain")));
+  auto plain = NextMessage(*amqp, "r");
+  ASSERT_TRUE(plain);
+  EXPECT_FALSE(plain->message.durable()) << "a non-durable message arrived durable";
+  EXPECT_EQ(plain->message.priority(), 4) << "default priority changed";
+  EXPECT_EQ(plain->message.ttl(), proton::duration(0)) << "a message without ttl got one";
 }
 
 // AMQP -> MQTT -> AMQP (an MQTT client republishes what it got) keeps what

@@ -90,12 +90,14 @@ TEST_F(AmqpLinkTest, ReleasedIsRedeliveredRejectedIsNot) {
   client->Send("s", "", "bounce");
   auto first = client->Wait(Kind::kMessage, "r");
   ASSERT_TRUE(first.has_value());
+  EXPECT_EQ(first->delivery_count, 0u);
   client->Settle(first->delivery, Outcome::kRelease);
   client->AddCredit("r", 1);
   auto again = client->Wait(Kind::kMessage, "r");
   ASSERT_TRUE(again.has_value()) << "a released message was not sent again";
   EXPECT_EQ(Body(*again), "bounce");
   EXPECT_GE(again->delivery_count, 1u) << "delivery-count counts the earlier attempt (§3.2.1)";
+  EXPECT_FALSE(again->message.first_acquirer()) << "a redelivery is not to the first acquirer (§3.2.1)";
   client->Settle(again->delivery, Outcome::kReject);
   client->AddCredit("r", 1);
   EXPECT_FALSE(client->Wait(Kind::kMessage, "r", milliseconds(300)).has_value()) << "a rejected message came back";

@@ -166,7 +166,10 @@ def header_durable_ttl_priority(env):
         check(ttl is not None and 0 < ttl <= 60000, "ttl %r is not the time remaining of 60000 ms" % ttl)
         check_equal(marked.header.delivery_count, 0, "delivery-count")
         check_equal(body_of(unmarked), b"plain", "second body")
-        check(not unmarked.header or not unmarked.header.durable, "a non-durable message arrived durable")
+        # uAMQP 1.5.3 reads the header's booleans into a 4-byte bint
+        # through a 1-byte bool pointer, so a false durable can read true
+        # from stack garbage (seen in CI); durable=false is asserted by
+        # cross_protocol_test (AmqpOnlyPartsSurviveAmqpToAmqp) instead.
         check(not unmarked.header or not unmarked.header.time_to_live, "a message without ttl got one")
         check(not unmarked.header or unmarked.header.priority in (None, 4), "default priority changed")
     finally:
@@ -361,7 +364,7 @@ def amqp_to_mqtt_properties(env):
 def released_rejected_outcomes(env):
     """3.4.4 Released, 3.4.3 Rejected (2.6.12 settlement by the receiver):
     a delivery the uAMQP receiver releases is sent again on the same link
-    with delivery-count 1 and first-acquirer false (3.2.1); one it rejects
+    with delivery-count 1 (3.2.1); one it rejects
     is dropped, not sent again (docs/amqp.md, outcomes from receivers)."""
     receiver = env.receiver("uamqp/outcomes", receive_settle_mode=ReceiverSettleMode.PeekLock,
                             auto_complete=False, prefetch=10)
@@ -375,10 +378,10 @@ def released_rejected_outcomes(env):
         again = receive(receiver, 1)[0]
         check_equal(body_of(again), b"release me", "the released message, sent again")
         check_equal(again.header.delivery_count, 1, "delivery-count after a release")
-        # uAMQP 1.5.3 reads a false first-acquirer as None (its getter tests
-        # the boolean against NULL); an absent one it reports as true.
-        check(again.header.first_acquirer in (False, None),
-              "first-acquirer after a release: %r" % again.header.first_acquirer)
+        # first-acquirer is not checked here: uAMQP 1.5.3 reads header
+        # booleans into a 4-byte bint through a 1-byte bool pointer, so
+        # false reads as None or, with stack garbage, true (seen in CI).
+        # link_test (ReleasedIsRedeliveredRejectedIsNot) asserts it.
         again.accept()
         check_equal(env.send("uamqp/outcomes", [uamqp.Message(b"marker")]), [MessageState.SendComplete],
                     "marker send")
