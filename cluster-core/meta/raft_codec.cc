@@ -263,4 +263,40 @@ std::optional<ProposeReply> DecodeProposeReply(std::string_view body) {
   return reply;
 }
 
+std::string EncodeQuiesce(const QuiesceNotice& notice) {
+  ByteWriter out;
+  out.U32(notice.group);
+  out.U64(notice.term);
+  out.U64(notice.commit);
+  out.U64(notice.leader);
+  return out.Take();
+}
+
+std::optional<QuiesceNotice> DecodeQuiesce(std::string_view body) {
+  ByteReader in(body);
+  QuiesceNotice notice;
+  notice.group = in.U32();
+  notice.term = in.U64();
+  notice.commit = in.U64();
+  notice.leader = in.U64();
+  if (!in.done()) return std::nullopt;
+  return notice;
+}
+
+std::string EncodeWake(const WakeRequest& request) {
+  ByteWriter out;
+  out.U32(request.group);
+  out.U64(request.term);
+  return out.Take();
+}
+
+std::optional<WakeRequest> DecodeWake(std::string_view body) {
+  ByteReader in(body);
+  WakeRequest request;
+  request.group = in.U32();
+  request.term = in.U64();
+  if (!in.done()) return std::nullopt;
+  return request;
+}
+
 }  // namespace estuary::meta

@@ -24,6 +24,8 @@ enum RaftFrame : uint8_t {
   kRaftMessage = 0x40,   // group | raft::Message
   kRaftPropose = 0x41,   // group | request id | write id | data: a follower's proposal for the leader
   kRaftProposed = 0x42,  // group | request id | status | index | leader: the leader's answer
+  kRaftQuiesce = 0x43,   // group | term | commit | leader: the leader stops ticking an idle group
+  kRaftWake = 0x44,      // group | term: a follower asks the quiescent leader of term to wake
 };
 
 enum class ProposeStatus : uint8_t {
@@ -50,6 +52,28 @@ struct ProposeReply {
   friend bool operator==(const ProposeReply&, const ProposeReply&) = default;
 };
 
+// A leader's notice that the group is idle (docs/raft.md, "Quiescence"):
+// a follower whose term, leader, commit and last index all match stops
+// ticking the group too; any other follower ignores it.
+struct QuiesceNotice {
+  GroupId group = 0;
+  raft::Term term = 0;
+  raft::Index commit = 0;  // also the leader's last index
+  raft::NodeId leader = raft::kNoNode;
+  friend bool operator==(const QuiesceNotice&, const QuiesceNotice&) = default;
+};
+
+// A follower asks the leader of `term` to wake and resume heartbeats:
+// when it was quiescent and a message from another node (a PreVote) woke
+// it while it still sees the leader live, so its own election timer never
+// fires against a healthy, silent leader; or when it ignored that
+// leader's Quiesce notice, so they resynchronise at once.
+struct WakeRequest {
+  GroupId group = 0;
+  raft::Term term = 0;
+  friend bool operator==(const WakeRequest&, const WakeRequest&) = default;
+};
+
 std::string EncodeMessage(GroupId group, const raft::Message& message);
 struct GroupMessage {
   GroupId group = 0;
@@ -61,6 +85,10 @@ std::string EncodeProposeRequest(const ProposeRequest& request);
 std::optional<ProposeRequest> DecodeProposeRequest(std::string_view body);
 std::string EncodeProposeReply(const ProposeReply& reply);
 std::optional<ProposeReply> DecodeProposeReply(std::string_view body);
+std::string EncodeQuiesce(const QuiesceNotice& notice);
+std::optional<QuiesceNotice> DecodeQuiesce(std::string_view body);
+std::string EncodeWake(const WakeRequest& request);
+std::optional<WakeRequest> DecodeWake(std::string_view body);
 
 // Byte helpers shared with the metadata state's encoding: little-endian
 // integers and u32-length-prefixed byte strings.

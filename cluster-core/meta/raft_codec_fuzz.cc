@@ -14,7 +14,7 @@ using namespace estuary::meta;
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (size == 0) return 0;
   std::string_view body(reinterpret_cast<const char*>(data) + 1, size - 1);
-  switch (data[0] % 3) {
+  switch (data[0] % 5) {
     case 0:
       if (auto message = DecodeMessage(body)) {
         const std::string again = EncodeMessage(message->group, message->message);
@@ -27,10 +27,22 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
         if (again != body || DecodeProposeRequest(again) != request) std::abort();
       }
       break;
-    default:
+    case 2:
       if (auto reply = DecodeProposeReply(body)) {
         const std::string again = EncodeProposeReply(*reply);
         if (again != body || DecodeProposeReply(again) != reply) std::abort();
+      }
+      break;
+    case 3:
+      if (auto notice = DecodeQuiesce(body)) {
+        const std::string again = EncodeQuiesce(*notice);
+        if (again != body || DecodeQuiesce(again) != notice) std::abort();
+      }
+      break;
+    default:
+      if (auto request = DecodeWake(body)) {
+        const std::string again = EncodeWake(*request);
+        if (again != body || DecodeWake(again) != request) std::abort();
       }
       break;
   }

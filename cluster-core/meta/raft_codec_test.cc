@@ -105,6 +105,21 @@ TEST(RaftCodec, ProposeFramesRoundTrip) {
   EXPECT_FALSE(DecodeProposeRequest(EncodeProposeRequest(request).substr(1)));
 }
 
+TEST(RaftCodec, QuiesceFrameRoundTrips) {
+  const QuiesceNotice notice{7, 3, 41, 2};
+  const std::string bytes = EncodeQuiesce(notice);
+  EXPECT_EQ(bytes.size(), 4u + 3 * 8);
+  EXPECT_EQ(DecodeQuiesce(bytes), notice);
+  for (size_t size = 0; size < bytes.size(); ++size) {
+    EXPECT_FALSE(DecodeQuiesce(bytes.substr(0, size)));
+  }
+  EXPECT_FALSE(DecodeQuiesce(bytes + "x"));
+  const WakeRequest wake{7, 3};
+  EXPECT_EQ(DecodeWake(EncodeWake(wake)), wake);
+  EXPECT_FALSE(DecodeWake(EncodeWake(wake).substr(1)));
+  EXPECT_FALSE(DecodeWake(EncodeWake(wake) + "x"));
+}
+
 // Writes the fuzzer's seed corpus when ESTUARY_WRITE_CORPUS names a dir.
 TEST(RaftCodec, SeedCorpus) {
   const char* dir = std::getenv("ESTUARY_WRITE_CORPUS");
@@ -116,6 +131,8 @@ TEST(RaftCodec, SeedCorpus) {
   write("message_empty", 0, EncodeMessage(0, raft::Message{}));
   write("propose", 1, EncodeProposeRequest({0, 1, {2, 3}, {4}}));
   write("reply", 2, EncodeProposeReply({0, 1, ProposeStatus::kOk, 5, 1}));
+  write("quiesce", 3, EncodeQuiesce({0, 2, 5, 1}));
+  write("wake", 4, EncodeWake({0, 2}));
 }
 
 }  // namespace

@@ -117,6 +117,7 @@ void RaftGroup::Handle(const raft::Ready& ready) {
 void RaftGroup::Send(const raft::Message& message) {
   if (message.to == raft::kNoNode || message.to > 0xFFFF) return;
   ++counters_.messages_out;
+  MarkBusy(message.type);
   host_.transport_.Send(static_cast<cluster::NodeId>(message.to), kRaftMessage,
                         EncodeMessage(config_.group, message));
 }
@@ -165,7 +166,9 @@ void RaftGroup::Fail(ProposeCallback done, ProposeStatus status) {
 
 void RaftGroup::Propose(std::vector<uint8_t> data, raft::WriteId id, ProposeCallback done) {
   ++counters_.proposals;
+  Wake(LeaderLive());
   const int64_t now = host_.loop_.NowMs();
+  last_busy_ms_ = now;
   const raft::NodeId leader = raft_->leader();
   if (raft_->role() != raft::Role::kLeader && leader != raft::kNoNode && leader != host_.self()) {
     const uint64_t request = next_request_++;
@@ -179,6 +182,16 @@ void RaftGroup::Propose(std::vector<uint8_t> data, raft::WriteId id, ProposeCall
     }
     return;
   }
+  if (AwaitingLease(now)) {
+    ++counters_.proposals_parked;
+    parked_.push_back(Parked{std::move(data), id, std::move(done), 0, 0});
+    return;
+  }
+  ProposeHere(std::move(data), id, std::move(done), now);
+}
+
+void RaftGroup::ProposeHere(std::vector<uint8_t> data, raft::WriteId id, ProposeCallback done,
+                            int64_t now) {
   auto proposed = raft_->Propose(std::move(data), static_cast<uint64_t>(now), id);
   if (!proposed) {
     const bool not_leader = proposed.error() == raft::Errc::kNotLeader;
@@ -196,13 +209,28 @@ void RaftGroup::Propose(std::vector<uint8_t> data, raft::WriteId id, ProposeCall
 }
 
 Expected<void, raft::Errc> RaftGroup::ChangeConfig(raft::ConfigChange change) {
+  Wake(LeaderLive());
+  last_busy_ms_ = host_.loop_.NowMs();
   auto changed = raft_->ChangeConfig(change, static_cast<uint64_t>(host_.loop_.NowMs()));
   if (!changed) return MakeError(changed.error());
   Enqueue(std::move(changed->ready));
   return {};
 }
 
+Expected<void, raft::Errc> RaftGroup::TransferLeadership(raft::NodeId target) {
+  Wake(LeaderLive());
+  last_busy_ms_ = host_.loop_.NowMs();
+  auto ready = raft_->TransferLeadership(target, static_cast<uint64_t>(last_busy_ms_));
+  if (!ready) return MakeError(ready.error());
+  Enqueue(std::move(*ready));
+  return {};
+}
+
 void RaftGroup::Tick(int64_t now) {
+  // Before raft's tick: a heartbeat it sends now would be answered after
+  // the group went quiet, and the answer would wake it again.
+  MaybeQuiesce(now);
+  if (quiescent_) return;
   Enqueue(raft_->Tick(static_cast<uint64_t>(now)));
   for (auto it = forwarded_.begin(); it != forwarded_.end();) {
     if (it->second.deadline_ms > now) {
@@ -220,6 +248,7 @@ void RaftGroup::Tick(int64_t now) {
     Answer(it->second, {ProposeStatus::kTimeout, it->first});
     it = waiting_.erase(it);
   }
+  RetryParked(now);
 }
 
 void RaftGroup::OnMessage(cluster::NodeId from, raft::Message message) {
@@ -233,11 +262,25 @@ void RaftGroup::OnMessage(cluster::NodeId from, raft::Message message) {
     return;
   }
   ++counters_.messages_in;
-  Enqueue(raft_->Step(message, static_cast<uint64_t>(host_.loop_.NowMs())));
+  if (quiescent_) {
+    Wake(LeaderLive());
+    WakeLeader(from);
+  }
+  MarkBusy(message.type);
+  const int64_t now = host_.loop_.NowMs();
+  Enqueue(raft_->Step(message, static_cast<uint64_t>(now)));
+  if (!parked_.empty()) RetryParked(now);
 }
 
 void RaftGroup::OnProposeRequest(cluster::NodeId from, ProposeRequest request) {
+  Wake(LeaderLive());
   const int64_t now = host_.loop_.NowMs();
+  last_busy_ms_ = now;
+  if (AwaitingLease(now)) {
+    ++counters_.proposals_parked;
+    parked_.push_back(Parked{std::move(request.data), request.write_id, {}, from, request.request});
+    return;
+  }
   auto proposed = raft_->Propose(std::move(request.data), static_cast<uint64_t>(now), request.write_id);
   if (!proposed || proposed->held) {
     if (request.request == 0) return;
@@ -276,6 +319,7 @@ Expected<RaftGroup*, std::string> RaftHost::AddGroup(GroupConfig config, persist
   if (auto started = group->Start(); !started) return MakeError(started.error().message);
   RaftGroup* out = group.get();
   groups_[id] = std::move(group);
+  active_.insert(id);
   if (tick_timer_ == 0) ScheduleTick();
   return out;
 }
@@ -289,7 +333,13 @@ void RaftHost::ScheduleTick() {
   tick_timer_ = loop_.AddTimer(tick_ms_, [this, alive = std::weak_ptr<int>(lifetime_)] {
     if (alive.expired()) return;
     const int64_t now = loop_.NowMs();
-    for (auto& [id, group] : groups_) group->Tick(now);
+    // Quiescent groups are not in active_; a tick may quiesce (erase) the
+    // group it runs, or wake others (insert), so walk a copy.
+    const std::vector<GroupId> active(active_.begin(), active_.end());
+    for (GroupId id : active) {
+      RaftGroup* target = group(id);
+      if (target != nullptr && !target->quiescent_) target->Tick(now);
+    }
     ScheduleTick();
   });
 }
@@ -310,9 +360,166 @@ void RaftHost::OnFrame(cluster::NodeId from, uint8_t type, std::string_view body
     RaftGroup* target = decoded ? group(decoded->group) : nullptr;
     if (!target) return void(++bad_frames_);
     target->OnProposeReply(*decoded);
+  } else if (type == kRaftQuiesce) {
+    auto decoded = DecodeQuiesce(body);
+    RaftGroup* target = decoded ? group(decoded->group) : nullptr;
+    if (!target) return void(++bad_frames_);
+    target->OnQuiesce(from, *decoded);
+  } else if (type == kRaftWake) {
+    auto decoded = DecodeWake(body);
+    RaftGroup* target = decoded ? group(decoded->group) : nullptr;
+    if (!target) return void(++bad_frames_);
+    target->OnWakeRequest(*decoded);
   } else {
     ++bad_frames_;
   }
 }
+
+// ---- Quiescence (docs/raft.md, "Quiescence") ----
+
+bool RaftGroup::LeaderLive() const {
+  const raft::NodeId leader = raft_->leader();
+  return leader != raft::kNoNode && leader <= 0xFFFF &&
+         !host_.down_.contains(static_cast<cluster::NodeId>(leader));
+}
+
+// Heartbeats do not count: an idle group still heartbeats until it quiesces.
+void RaftGroup::MarkBusy(raft::MessageType type) {
+  using raft::MessageType;
+  if (type == MessageType::kHeartbeat || type == MessageType::kHeartbeatResponse) return;
+  last_busy_ms_ = host_.loop_.NowMs();
+}
+
+void RaftGroup::Wake(bool leader_live) {
+  if (!quiescent_) return;
+  quiescent_ = false;
+  host_.active_.insert(config_.group);
+  --host_.quiesce_.quiescent_now;
+  ++host_.quiesce_.wakes;
+  ++counters_.wakes;
+  const int64_t now = host_.loop_.NowMs();
+  woke_at_ms_ = now;
+  last_busy_ms_ = now;
+  Enqueue(raft_->Wake(static_cast<uint64_t>(now), leader_live));
+}
+
+bool RaftGroup::Idle() const {
+  return queue_.empty() && !draining_ && waiting_.empty() && forwarded_.empty() && parked_.empty();
+}
+
+void RaftGroup::EnterQuiescence() {
+  quiescent_ = true;
+  host_.active_.erase(config_.group);
+  ++host_.quiesce_.quiescent_now;
+}
+
+// Leader: quiet for a heartbeat interval with nothing left to replicate.
+// A follower without a link gets no notice: it is not ticked by us anyway,
+// and when it is back its PreVote (or any message) wakes the group.
+void RaftGroup::MaybeQuiesce(int64_t now) {
+  if (!config_.quiesce || quiescent_ || raft_->role() != raft::Role::kLeader || !Idle()) return;
+  if (now - last_busy_ms_ < static_cast<int64_t>(config_.raft.heartbeat_interval_ms)) return;
+  const auto down = [this](raft::NodeId peer) {
+    return peer <= 0xFFFF && host_.down_.contains(static_cast<cluster::NodeId>(peer));
+  };
+  if (!raft_->CanQuiesce(down)) return;
+  const std::string body =
+      EncodeQuiesce(QuiesceNotice{config_.group, raft_->term(), raft_->commit(), host_.self()});
+  for (const auto& [peer, progress] : raft_->progress()) {
+    if (peer > 0xFFFF) continue;
+    const cluster::SendResult sent =
+        host_.transport_.Send(static_cast<cluster::NodeId>(peer), kRaftQuiesce, body);
+    if (sent == cluster::SendResult::kFull) {
+      last_busy_ms_ = now;  // try again a heartbeat interval later
+      return;
+    }
+    if (sent == cluster::SendResult::kQueued) {
+      ++counters_.quiesce_notices_sent;
+      ++host_.quiesce_.notices_sent;
+    }
+  }
+  EnterQuiescence();
+}
+
+// A follower stops only when it holds exactly what the leader holds. On a
+// mismatch it keeps (or starts) ticking, and when the notice comes from
+// the leader of its term it asks that leader to wake at once (0x44), so
+// they resynchronise in a round trip rather than after an election timeout.
+void RaftGroup::OnQuiesce(cluster::NodeId from, const QuiesceNotice& notice) {
+  const raft::Raft& raft = *raft_;
+  const bool ours = config_.quiesce && notice.leader == from &&
+                    raft.role() == raft::Role::kFollower && raft.term() == notice.term &&
+                    raft.leader() == notice.leader;
+  const bool matches = ours && raft.commit() == notice.commit &&
+                       raft.log().LastIndex() == notice.commit && applied_ == notice.commit &&
+                       Idle();
+  if (!matches) {
+    ++counters_.quiesce_notices_ignored;
+    ++host_.quiesce_.notices_ignored;
+    if (ours) {
+      Wake(true);
+      const std::string body = EncodeWake(WakeRequest{config_.group, raft.term()});
+      if (host_.transport_.Send(from, kRaftWake, body) == cluster::SendResult::kQueued) {
+        ++counters_.wake_requests_sent;
+      }
+    }
+    return;
+  }
+  ++counters_.quiesce_notices_accepted;
+  ++host_.quiesce_.notices_accepted;
+  if (!quiescent_) EnterQuiescence();
+}
+
+// Woken by another node (a PreVote, say) while the leader is quiescent and
+// live: without heartbeats this follower's election timer would fire and
+// it would campaign against a healthy leader, so it asks for them.
+void RaftGroup::WakeLeader(cluster::NodeId woken_by) {
+  const raft::NodeId leader = raft_->leader();
+  if (raft_->role() != raft::Role::kFollower || leader == woken_by || !LeaderLive()) return;
+  const std::string body = EncodeWake(WakeRequest{config_.group, raft_->term()});
+  if (host_.transport_.Send(static_cast<cluster::NodeId>(leader), kRaftWake, body) ==
+      cluster::SendResult::kQueued) {
+    ++counters_.wake_requests_sent;
+  }
+}
+
+void RaftGroup::OnWakeRequest(const WakeRequest& request) {
+  if (request.term == raft_->term() && raft_->role() == raft::Role::kLeader) Wake(true);
+}
+
+// A woken timestamp-mode leader has no lease until a quorum answers its
+// wake heartbeats (one round trip): proposals wait for it instead of
+// failing, for at most an election timeout.
+bool RaftGroup::AwaitingLease(int64_t now) const {
+  return config_.quiesce && config_.raft.mode == raft::Mode::kTimestamp &&
+         raft_->role() == raft::Role::kLeader &&
+         now < woke_at_ms_ + static_cast<int64_t>(config_.raft.election_timeout_ms) &&
+         !raft_->HasLease(static_cast<uint64_t>(now));
+}
+
+void RaftGroup::RetryParked(int64_t now) {
+  while (!parked_.empty() && !AwaitingLease(now)) {
+    Parked parked = std::move(parked_.front());
+    parked_.pop_front();
+    if (parked.remote != 0) {
+      ProposeRequest request{config_.group, parked.request, parked.id, std::move(parked.data)};
+      OnProposeRequest(parked.remote, std::move(request));
+    } else {
+      ProposeHere(std::move(parked.data), parked.id, std::move(parked.local), now);
+    }
+  }
+}
+
+void RaftHost::OnPeerDown(cluster::NodeId node) {
+  down_.insert(node);
+  for (auto& [id, group] : groups_) {
+    const raft::Raft& raft = group->raft();
+    if (group->quiescent_ && raft.role() != raft::Role::kLeader && raft.leader() == node) {
+      group->Wake(false);
+    }
+  }
+}
+
+void RaftHost::OnPeerUp(cluster::NodeId node) { down_.erase(node); }
 
 }  // namespace estuary::meta

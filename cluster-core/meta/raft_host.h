@@ -21,6 +21,17 @@
 // a config (or lost its state) has an empty log; the leader re-adds such a
 // node as a learner.
 //
+// Quiescence (GroupConfig::quiesce; docs/raft.md, "Quiescence"): a leader
+// whose group has been idle for a heartbeat interval, with everything
+// committed and acknowledged, sends each follower a Quiesce notice (0x43)
+// and stops ticking the group; a follower whose state matches stops too.
+// Idle groups then cost no messages and no ticks. Any Propose,
+// ChangeConfig, TransferLeadership or raft message wakes the group
+// (raft::Raft::Wake). Node-level liveness stands in for the heartbeats:
+// the owner calls OnPeerDown/OnPeerUp as members turn suspect/down/left or
+// live, and a quiescent follower whose leader's node is down wakes and
+// campaigns after its election timeout.
+//
 // Threading: the host, its groups, the StorageEngines and the Transport
 // handler calls belong to the loop's thread. The Loop, Transport, engines
 // and state machines must outlive the host.
@@ -29,6 +40,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <set>
 #include <string>
 #include <string_view>
 
@@ -69,6 +81,9 @@ struct GroupConfig {
   uint64_t snapshot_every = 1024;   // applied entries between snapshots
   uint32_t propose_timeout_ms = 3000;
   bool refuse_votes_when_empty = true;  // the lost-state rule above
+  // Stop ticking and heartbeating the group while it is idle. Needs the
+  // owner to call RaftHost::OnPeerDown/OnPeerUp; set on every replica.
+  bool quiesce = false;
 };
 
 struct GroupCounters {
@@ -82,6 +97,21 @@ struct GroupCounters {
   uint64_t messages_out = 0;
   uint64_t messages_in = 0;
   uint64_t bad_frames = 0;
+  uint64_t quiesce_notices_sent = 0;      // leader: one per follower per quiescence
+  uint64_t quiesce_notices_accepted = 0;  // follower
+  uint64_t quiesce_notices_ignored = 0;   // follower: state did not match
+  uint64_t wakes = 0;
+  uint64_t wake_requests_sent = 0;  // follower: asked the leader to resume (0x44)
+  uint64_t proposals_parked = 0;  // held after a wake until the lease is back
+};
+
+// Host-wide sums of the quiescence counters, and groups quiescent now.
+struct QuiesceCounters {
+  uint64_t quiescent_now = 0;
+  uint64_t notices_sent = 0;
+  uint64_t notices_accepted = 0;
+  uint64_t notices_ignored = 0;
+  uint64_t wakes = 0;
 };
 
 class RaftHost;
@@ -91,7 +121,10 @@ class RaftGroup {
   // `done` runs on the loop, never inside this call.
   void Propose(std::vector<uint8_t> data, raft::WriteId id, ProposeCallback done);
   Expected<void, raft::Errc> ChangeConfig(raft::ConfigChange change);
+  Expected<void, raft::Errc> TransferLeadership(raft::NodeId target);
   const raft::Raft& raft() const { return *raft_; }
+  // Not ticked (GroupConfig::quiesce).
+  bool quiescent() const { return quiescent_; }
   GroupId id() const { return config_.group; }
   raft::Index applied() const { return applied_; }
   // The store held nothing for this group when it started.
@@ -111,6 +144,13 @@ class RaftGroup {
     ProposeCallback done{};
     int64_t deadline_ms = 0;
   };
+  struct Parked {  // a proposal waiting for a woken leader's lease
+    std::vector<uint8_t> data{};
+    raft::WriteId id{};
+    ProposeCallback local{};
+    cluster::NodeId remote = 0;
+    uint64_t request = 0;
+  };
 
   RaftGroup(RaftHost& host, GroupConfig config, persistence::StorageEngine& engine,
             StateMachine& machine);
@@ -127,6 +167,19 @@ class RaftGroup {
   void OnProposeRequest(cluster::NodeId from, ProposeRequest request);
   void OnProposeReply(const ProposeReply& reply);
   void Fail(ProposeCallback done, ProposeStatus status);
+  void ProposeHere(std::vector<uint8_t> data, raft::WriteId id, ProposeCallback done, int64_t now);
+  // Quiescence
+  bool LeaderLive() const;
+  void MarkBusy(raft::MessageType type);
+  void Wake(bool leader_live);
+  bool Idle() const;
+  void MaybeQuiesce(int64_t now);
+  void EnterQuiescence();
+  void OnQuiesce(cluster::NodeId from, const QuiesceNotice& notice);
+  void WakeLeader(cluster::NodeId woken_by);
+  void OnWakeRequest(const WakeRequest& request);
+  bool AwaitingLease(int64_t now) const;
+  void RetryParked(int64_t now);
 
   RaftHost& host_;
   GroupConfig config_;
@@ -141,6 +194,10 @@ class RaftGroup {
   std::map<raft::Index, Waiting> waiting_;
   std::map<uint64_t, Forwarded> forwarded_;
   uint64_t next_request_ = 1;
+  std::deque<Parked> parked_;
+  bool quiescent_ = false;
+  int64_t last_busy_ms_ = 0;  // last activity other than heartbeats
+  int64_t woke_at_ms_ = INT64_MIN / 2;  // long before any loop time
   GroupCounters counters_;
 };
 
@@ -161,6 +218,12 @@ class RaftHost {
   cluster::NodeId self() const { return transport_.self(); }
   io::Loop& loop() { return loop_; }
   uint64_t bad_frames() const { return bad_frames_; }
+  // Node-level liveness from the owner's membership: `node` turned
+  // suspect, down or left (quiescent followers it leads wake), or live.
+  void OnPeerDown(cluster::NodeId node);
+  void OnPeerUp(cluster::NodeId node);
+  size_t quiescent_groups() const { return quiesce_.quiescent_now; }
+  const QuiesceCounters& quiesce_counters() const { return quiesce_; }
 
  private:
   friend class RaftGroup;
@@ -170,6 +233,9 @@ class RaftHost {
   cluster::Transport& transport_;
   uint32_t tick_ms_;
   std::map<GroupId, std::unique_ptr<RaftGroup>> groups_;
+  std::set<GroupId> active_;  // ticked: every group not quiescent
+  std::set<cluster::NodeId> down_;
+  QuiesceCounters quiesce_;
   io::TimerId tick_timer_ = 0;
   uint64_t bad_frames_ = 0;
   std::shared_ptr<int> lifetime_ = std::make_shared<int>(0);

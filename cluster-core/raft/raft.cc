@@ -107,7 +107,8 @@ bool Raft::HasLease(uint64_t now) const {
       acks.push_back(now);
     } else {
       auto it = progress_.find(voter);
-      acks.push_back(it == progress_.end() ? 0 : it->second.lease_ack);
+      const bool fresh = it != progress_.end() && it->second.lease_ack >= lease_floor_;
+      acks.push_back(fresh ? it->second.lease_ack : 0);
     }
   }
   std::sort(acks.begin(), acks.end(), std::greater<>());
@@ -115,7 +116,47 @@ bool Raft::HasLease(uint64_t now) const {
   return vouched != 0 && vouched + lease_ms() > now;
 }
 
-Ready Raft::TakeReady() { return std::exchange(ready_, Ready{}); }
+// The host vouches for the peers through node liveness, which is good
+// enough to keep CheckQuorum from deposing a leader that was quiet on
+// purpose, but not for the lease: that needs answers sent after the wake.
+Ready Raft::Wake(uint64_t now, bool leader_live) {
+  now_ = std::max(now_, now);
+  if (role_ == Role::kLeader) {
+    for (auto& [peer, progress] : progress_) progress.recent_active = true;
+    quorum_check_deadline_ = now_ + options_.election_timeout_ms;
+    last_leader_contact_ = now_;
+    lease_floor_ = now_;
+    heartbeat_deadline_ = now_ + options_.heartbeat_interval_ms;
+    SendHeartbeats();
+  } else {
+    if (leader_live && leader_ != kNoNode) last_leader_contact_ = now_;
+    ResetElectionTimer();
+  }
+  return TakeReady();
+}
+
+bool Raft::CanQuiesce(const std::function<bool(NodeId)>& down) const {
+  if (role_ != Role::kLeader || transfer_target_ != kNoNode || !held_.empty()) return false;
+  const Index last = log_.LastIndex();
+  if (commit_ != last || log_.persisted() != last) return false;
+  for (const auto& [peer, progress] : progress_) {
+    if (down && down(peer)) continue;
+    if (progress.match != last || progress.state != Progress::State::kReplicate ||
+        !progress.inflight.empty() || progress.lease_ack <= commit_advanced_at_) {
+      return false;
+    }
+  }
+  return true;
+}
+
+// Every input ends here, so this sees each commit advance (for CanQuiesce).
+Ready Raft::TakeReady() {
+  if (commit_ != commit_seen_) {
+    commit_seen_ = commit_;
+    commit_advanced_at_ = now_;
+  }
+  return std::exchange(ready_, Ready{});
+}
 
 void Raft::Send(Message message) {
   message.from = options_.id;

@@ -2,8 +2,9 @@
 // Raft: one node of a raft group as a pure state machine.
 //
 // Inputs: Step(message, now), Tick(now), Propose, TransferLeadership,
-// ChangeConfig, Compact and Advance. Each returns a Ready with what to
-// persist, send and apply (see types.h for the order the caller must keep).
+// ChangeConfig, Compact, Advance, and Wake (after the host stopped ticking
+// an idle group). Each returns a Ready with what to persist, send and
+// apply (see types.h for the order the caller must keep).
 // Nothing here reads a clock, does IO or touches a socket; `now` is the
 // caller's millisecond clock and must not go backwards. Randomness comes
 // from Options::random_seed. One Raft is owned by one thread.
@@ -11,6 +12,7 @@
 // Timestamp mode (Options::mode) adds HLC timestamps on entries, a leader
 // lease and freshest-backup-first elections; see docs/raft.md.
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <optional>
 #include <set>
@@ -95,6 +97,24 @@ class Raft {
 
   // Timestamp mode: does a quorum vouch that no other leader can exist?
   bool HasLease(uint64_t now) const;
+
+  // Quiescence (docs/raft.md, "Quiescence"): the host stops ticking an idle
+  // group and calls Wake when anything happens to it again, before handing
+  // it that input. Leader: every peer counts as heard from at `now` for
+  // CheckQuorum (the host vouches for them through node-level liveness),
+  // heartbeats go out at once, and HasLease stays false until a quorum has
+  // answered something sent at or after `now`. Follower: the election timer
+  // restarts from `now`; with `leader_live` (the host still sees the
+  // leader's node live) that counts as hearing from the leader, so the node
+  // refuses PreVotes and votes as it would after a heartbeat.
+  Ready Wake(uint64_t now, bool leader_live = true);
+  // Leader only: nothing left to do. No transfer or held writes; every
+  // entry committed and persisted here; every peer matched up to the last
+  // index and has acknowledged a message sent after the last commit advance
+  // (so it was told the commit), except peers `down` names (the host knows
+  // their node is down: they catch up when back, when their PreVote or the
+  // next write wakes the group). The host adds its own conditions.
+  bool CanQuiesce(const std::function<bool(NodeId)>& down = nullptr) const;
 
   NodeId id() const { return options_.id; }
   Role role() const { return role_; }
@@ -186,6 +206,9 @@ class Raft {
   uint64_t transfer_deadline_ = 0;
   uint64_t handoff_deadline_ = 0;  // timestamp mode: handed leadership over until then
   bool lease_forfeited_ = false;
+  Index commit_seen_ = 0;            // commit_ at the end of the last input
+  uint64_t commit_advanced_at_ = 0;  // when commit_ last moved
+  uint64_t lease_floor_ = 0;  // leader: lease acks older than the last Wake do not count
   uint64_t leader_timestamp_ = 0;  // newest commit timestamp a leader reported
   std::vector<Write> held_;  // writes held during a transfer
   bool transfer_campaign_ = false;  // this campaign was started by TimeoutNow

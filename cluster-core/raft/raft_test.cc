@@ -72,6 +72,66 @@ TEST(Raft, CandidateLeadsOnlyOnceItsOwnVoteIsDurable) {
   EXPECT_FALSE(MaySendBeforePersist(MessageType::kAppendResponse));
 }
 
+// Quiescence (docs/raft.md): a woken leader is not deposed by CheckQuorum,
+// heartbeats at once, and has no lease until a quorum answers after the
+// wake; a woken follower restarts its election timer and, when its host
+// vouches for the leader, refuses PreVotes as after a heartbeat.
+TEST(Raft, WakeRestartsTimersAndTheLeaseNeedsFreshAnswers) {
+  Options options = SingleNodeOptions();
+  options.mode = Mode::kTimestamp;
+  Raft raft(options, Storage{.bootstrap = Config{.voters = {1, 2, 3}}}, 0);
+  raft.Advance(raft.Tick(2000));
+  Ready won = raft.Step(Message{.type = MessageType::kVoteResponse, .from = 2, .to = 1,
+                                .term = 1}, 2000);
+  ASSERT_EQ(raft.role(), Role::kLeader);
+  raft.Advance(won);
+  auto answer = [&](MessageType type, NodeId from, uint64_t send_time, uint64_t now) {
+    raft.Advance(raft.Step(Message{.type = type, .from = from, .to = 1, .term = 1, .index = 1,
+                                   .send_time = send_time}, now));
+  };
+  answer(MessageType::kAppendResponse, 2, 2000, 2001);
+  answer(MessageType::kAppendResponse, 3, 2000, 2001);
+  ASSERT_EQ(raft.commit(), 1u);
+  EXPECT_FALSE(raft.CanQuiesce());  // nobody has been told commit 1 yet
+  raft.Advance(raft.Tick(2100));  // heartbeats carry the commit
+  answer(MessageType::kHeartbeatResponse, 2, 2100, 2102);
+  answer(MessageType::kHeartbeatResponse, 3, 2100, 2102);
+  EXPECT_TRUE(raft.CanQuiesce());
+  EXPECT_TRUE(raft.HasLease(2102));
+
+  Ready woke = raft.Wake(2200);
+  EXPECT_FALSE(raft.HasLease(2200));  // the 2100 answers came before the wake
+  ASSERT_EQ(woke.messages.size(), 2u);
+  for (const Message& message : woke.messages) {
+    EXPECT_EQ(message.type, MessageType::kHeartbeat);
+    EXPECT_EQ(message.send_time, 2200u);
+  }
+  raft.Advance(woke);
+  answer(MessageType::kHeartbeatResponse, 2, 2200, 2203);
+  EXPECT_TRUE(raft.HasLease(2203));  // itself and node 2: a quorum
+  raft.Advance(raft.Tick(2700));  // a quorum check: everyone heard since the last one
+  ASSERT_EQ(raft.role(), Role::kLeader);
+  // Quiescent (no ticks, no answers) until 6000. CheckQuorum counts every
+  // peer as heard at the wake, so the next check keeps it leader.
+  raft.Advance(raft.Wake(6000));
+  raft.Advance(raft.Tick(6500));
+  EXPECT_EQ(raft.role(), Role::kLeader);
+
+  for (bool leader_live : {true, false}) {
+    Options follower_options = SingleNodeOptions();
+    follower_options.id = 2;
+    Raft follower(follower_options, Storage{.bootstrap = Config{.voters = {1, 2, 3}}}, 0);
+    follower.Step(Message{.type = MessageType::kHeartbeat, .from = 1, .to = 2, .term = 1}, 100);
+    ASSERT_EQ(follower.leader(), 1u);
+    follower.Wake(1000, leader_live);
+    EXPECT_TRUE(follower.Tick(1400).messages.empty());  // the timer restarted at 1000
+    Ready reply = follower.Step(Message{.type = MessageType::kPreVote, .from = 3, .to = 2,
+                                        .term = 2}, 1100);
+    ASSERT_EQ(reply.messages.size(), 1u);
+    EXPECT_EQ(reply.messages[0].reject, leader_live);
+  }
+}
+
 TEST(Raft, FollowerRejectsProposals) {
   Options options = SingleNodeOptions();
   Raft raft(options, Storage{.bootstrap = Config{.voters = {1, 2, 3}}}, 0);
