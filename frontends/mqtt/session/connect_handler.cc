@@ -35,7 +35,18 @@ void MqttConnection::HandleConnect(ConnectPacket& connect) {
   client_max_packet_size_ = connect.properties.maximum_packet_size.value_or(UINT32_MAX);
   if (!CheckConnect(connect)) return;
   client_id_ = connect.client_id;
-  if (client_id_.empty()) client_id_ = AssignClientId();
+  if (client_id_.empty()) {
+    // Not claimed: built from this node's id, clock and sequence, so no
+    // other node can assign it, and the round trip is saved.
+    client_id_ = AssignClientId();
+  } else if (settings_.claim_client_id) {
+    ClaimClientId(std::move(connect));
+    return;
+  }
+  AcceptConnect(connect);
+}
+
+void MqttConnection::AcceptConnect(const ConnectPacket& connect) {
   ApplyConnectProperties(connect);
   auto attached = broker_.Attach(client_id_, connect.clean_start, this);
   session_ = attached.session;
@@ -60,6 +71,43 @@ void MqttConnection::HandleConnect(ConnectPacket& connect) {
   if (keep_alive_s_ != 0) ArmKeepAlive(int64_t{keep_alive_s_} * 1500);
   if (attached.session_present) ResendInflight();
   PumpDeliveries();
+}
+
+// Holds the CONNECT (and, by state, every byte after it) until the cluster
+// has committed this node's claim on the client id.
+void MqttConnection::ClaimClientId(ConnectPacket&& connect) {
+  state_ = State::kClaiming;
+  pending_connect_ = std::make_unique<ConnectPacket>(std::move(connect));
+  core::ShardMetrics::Add(broker_.metrics().client_id_claims);
+  UpdateReading();
+  std::weak_ptr<MqttConnection> weak = weak_from_this();
+  claim_call_on_stack_ = true;
+  settings_.claim_client_id(client_id_, [weak](ClaimOutcome outcome) {
+    if (auto self = weak.lock()) self->OnClaimAnswered(outcome);
+  });
+  claim_call_on_stack_ = false;
+}
+
+void MqttConnection::OnClaimAnswered(ClaimOutcome outcome) {
+  if (state_ != State::kClaiming) return;  // closed first (network, timeout, shutdown)
+  if (outcome != ClaimOutcome::kGranted) {
+    RefuseUnclaimed("client id registry unavailable (no quorum)");
+    return;
+  }
+  claim_granted_ = true;
+  const std::unique_ptr<ConnectPacket> connect = std::move(pending_connect_);
+  AcceptConnect(*connect);
+  // Answered from inside the hook: the ProcessFrames below us goes on with
+  // the pipelined packets itself.
+  if (claim_call_on_stack_ || state_ == State::kClosed) return;
+  ProcessBufferedInput();
+  UpdateReading();
+}
+
+void MqttConnection::RefuseUnclaimed(std::string_view why) {
+  core::ShardMetrics::Add(broker_.metrics().client_id_claims_refused);
+  pending_connect_.reset();
+  RefuseConnect(ReasonCode::kServerUnavailable, why);  // 3.x: return code 3
 }
 
 bool MqttConnection::CheckConnect(const ConnectPacket& connect) {

@@ -32,6 +32,8 @@ void MqttConnection::Start() {
     self->keep_alive_timer_ = 0;
     if (self->state_ == State::kAwaitingConnect) {
       self->Fail(ReasonCode::kMaximumConnectTime, "no CONNECT within the connect timeout");
+    } else if (self->state_ == State::kClaiming) {
+      self->RefuseUnclaimed("client id claim not answered within the connect timeout");
     }
   });
 }
@@ -57,12 +59,13 @@ void MqttConnection::ProcessBufferedInput() {
 }
 
 // Decodes and handles whole packets from `view` until it runs out, the
-// connection closes, or a congested subscriber pauses us; returns the bytes
-// consumed.
+// connection closes, a client id claim holds the packets after CONNECT, or a
+// congested subscriber pauses us; returns the bytes consumed.
 size_t MqttConnection::ProcessFrames(std::string_view view) {
   const uint32_t max_size = broker_.config().limits.max_packet_size;
   size_t consumed = 0;
-  while (state_ != State::kClosed && ingress_pauses_ == 0 && consumed < view.size()) {
+  while (state_ != State::kClosed && state_ != State::kClaiming && ingress_pauses_ == 0 &&
+         consumed < view.size()) {
     if (state_ == State::kAwaitingConnect &&
         (static_cast<uint8_t>(view[consumed]) >> 4) != static_cast<uint8_t>(PacketType::kConnect)) {
       // Not waiting for the rest of something that is not CONNECT [MQTT-3.1.0-1].
@@ -116,7 +119,8 @@ void MqttConnection::ResumeIngress() {
 
 void MqttConnection::UpdateReading() {
   if (state_ == State::kClosed) return;
-  const bool want = ingress_pauses_ == 0 && stream_.queued_bytes() <= kOutputHighWatermark;
+  const bool want = state_ != State::kClaiming && ingress_pauses_ == 0 &&
+                    stream_.queued_bytes() <= kOutputHighWatermark;
   if (want == reading_) return;
   reading_ = want;
   if (want) {
@@ -265,11 +269,22 @@ void MqttConnection::CloseStream() {
     broker_.loop().CancelTimer(keep_alive_timer_);
     keep_alive_timer_ = 0;
   }
+  pending_connect_.reset();
   if (session_ != nullptr) {
+    NoteSessionEnd(session_->expiry_interval() == 0);
     broker_.Disconnect(session_, this, !clean_disconnect_);
     session_ = nullptr;
   }
   stream_.Close();
+  if (release_on_close_) {
+    release_on_close_ = false;
+    if (settings_.release_client_id) settings_.release_client_id(client_id_);
+  }
+}
+
+void MqttConnection::NoteSessionEnd(bool session_ends) {
+  release_on_close_ = claim_granted_ && session_ends;
+  claim_granted_ = false;
 }
 
 void MqttConnection::OnStreamClosed() {
@@ -279,6 +294,11 @@ void MqttConnection::OnStreamClosed() {
 }
 
 void MqttConnection::OnDetached(core::DetachReason reason) {
+  // Taken over (here or from another node): the new owner holds the id.
+  // Removed: the session ended. Shutdown: it lives on if it has an expiry.
+  NoteSessionEnd(reason == core::DetachReason::kSessionRemoved ||
+                 (reason == core::DetachReason::kShutdown && session_ != nullptr &&
+                  session_->expiry_interval() == 0));
   session_ = nullptr;  // the session is no longer ours: do not touch it
   const ReasonCode code = reason == core::DetachReason::kTakenOver ? ReasonCode::kSessionTakenOver
                                                                    : ReasonCode::kServerShuttingDown;

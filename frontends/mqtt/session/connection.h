@@ -29,6 +29,12 @@
 
 namespace estuary::mqtt {
 
+// The cluster's answer to a client id claim (docs/cluster.md "One client id
+// per cluster"): kGranted once this node's claim is committed by the
+// registry partition the id hashes to; kUnavailable when it cannot be (no
+// quorum, e.g. this node is on the minority side of a split).
+enum class ClaimOutcome : uint8_t { kGranted, kUnavailable };
+
 struct ConnectionSettings {
   core::Authenticator* authenticator = nullptr;  // null = allow all
   // Called with a decoded CONNECT's client id before it is processed. If it
@@ -39,13 +45,31 @@ struct ConnectionSettings {
   std::function<bool()> admit_connection;
   std::optional<std::string> server_reference;  // for redirects (load transfer)
   uint32_t connect_timeout_ms = 10'000;         // CONNECT must arrive within
+  // Asks the cluster for the client id (docs/cluster.md "One client id per
+  // cluster"). `done` must be called exactly once, on this connection's loop
+  // thread (the caller posts it there), possibly after the connection has
+  // closed (it then does nothing). Until it is called the connection sends
+  // nothing, reads nothing and holds any pipelined packets; the connect
+  // timeout keeps running (a claim not answered in time is refused like
+  // kUnavailable). Not called for a server-assigned id (unique already).
+  // Null: no claim (a single node).
+  std::function<void(const std::string& client_id, std::function<void(ClaimOutcome)> done)>
+      claim_client_id;
+  // Called once, after the connection closed, when a connection whose claim
+  // was granted ends together with its session (session expiry 0 at the
+  // end: clean session, or v5 expiry 0). Not called when the session stays
+  // for a later reconnect, nor when the connection was taken over (here or
+  // from another node: OnDetached(kTakenOver)), since the new owner holds
+  // the id then.
+  std::function<void(const std::string& client_id)> release_client_id;
 };
 
 class MqttConnection final : public core::SessionSink,
                              public core::PublisherFlow,
                              public std::enable_shared_from_this<MqttConnection> {
  public:
-  enum class State : uint8_t { kAwaitingConnect, kConnected, kClosed };
+  // kClaiming: a valid CONNECT waits for the cluster's client id claim.
+  enum class State : uint8_t { kAwaitingConnect, kClaiming, kConnected, kClosed };
 
   MqttConnection(core::ShardBroker& broker, io::Stream& stream, ConnectionSettings settings);
   ~MqttConnection() override;
@@ -102,6 +126,14 @@ class MqttConnection final : public core::SessionSink,
   void OnKeepAliveTimer();
   // connect_handler.cc
   void HandleConnect(ConnectPacket& connect);
+  // Attaches the session and sends CONNACK: the CONNECT is accepted.
+  void AcceptConnect(const ConnectPacket& connect);
+  void ClaimClientId(ConnectPacket&& connect);
+  void OnClaimAnswered(ClaimOutcome outcome);
+  void RefuseUnclaimed(std::string_view why);
+  // The session is leaving this connection: a granted id goes back to the
+  // cluster at close only if the session ends too.
+  void NoteSessionEnd(bool session_ends);
   bool CheckConnect(const ConnectPacket& connect);
   void RefuseConnect(ReasonCode reason, std::string_view why);
   void ApplyConnectProperties(const ConnectPacket& connect);
@@ -146,6 +178,12 @@ class MqttConnection final : public core::SessionSink,
   bool reading_ = true;
   bool handed_off_ = false;
   uint32_t connect_expiry_interval_ = 0;  // v5: CONNECT's value, checked at DISCONNECT
+
+  // Client id claim (settings_.claim_client_id).
+  std::unique_ptr<ConnectPacket> pending_connect_;  // held while kClaiming
+  bool claim_call_on_stack_ = false;  // the hook answered from inside itself
+  bool claim_granted_ = false;        // ours to release when the session ends
+  bool release_on_close_ = false;     // decided as the session ends
 
   // Keep alive: the deadline is 1.5x the interval after the last packet.
   uint16_t keep_alive_s_ = 0;
