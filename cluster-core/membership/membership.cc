@@ -8,6 +8,13 @@
 
 namespace estuary::cluster {
 
+uint64_t BootIncarnation(std::optional<uint64_t> stored, const io::Clock& clock) {
+  const int64_t wall_ms = clock.WallMs();
+  const uint64_t from_clock = wall_ms > 0 ? static_cast<uint64_t>(wall_ms) : 0;
+  if (!stored) return from_clock;
+  return std::max(*stored + 1, from_clock);
+}
+
 Membership::Membership(io::Loop& loop, Transport& transport, MembershipConfig config)
     : loop_(loop), transport_(transport), config_(std::move(config)) {
   Member self;
@@ -15,6 +22,7 @@ Membership::Membership(io::Loop& loop, Transport& transport, MembershipConfig co
   self.cluster_address = config_.cluster_address;
   self.admin_address = config_.admin_address;
   self.since_ms = loop_.NowMs();
+  self.incarnation = config_.incarnation ? *config_.incarnation : BootIncarnation(std::nullopt, loop_.clock());
   table_.emplace(config_.self, std::move(self));
 }
 
@@ -136,7 +144,12 @@ void Membership::Refuse(NodeId node, const std::string& address) {
   const std::string holder = known != nullptr ? known->cluster_address : config_.cluster_address;
   const std::string reason = fmt::format("node id {} is already a live member at {}; refused {}", node,
                                          holder, address);
-  spdlog::error("membership: {}", reason);
+  // Once at error per conflict: the newcomer retries every few seconds.
+  if (refusals_logged_.insert(reason).second) {
+    spdlog::error("membership: {}", reason);
+  } else {
+    spdlog::info("membership: {}", reason);
+  }
   refused_links_.insert(node);
   transport_.Send(node, static_cast<uint8_t>(MembershipFrame::kRefuse), EncodeReason(reason));
   DropLinkSoon(node);
@@ -199,6 +212,8 @@ void Membership::HandleWelcome(NodeId from, std::string_view body) {
   }
   Member& self = SelfRecord();
   if (self.state == MemberState::kJoining && !removed_) {
+    if (!last_refusal_.empty()) spdlog::info("membership: admitted after an earlier refusal");
+    last_refusal_.clear();
     spdlog::info("membership: node {} joined through node {}", config_.self, from);
     SetState(self, MemberState::kUp);
     Notify(self);
@@ -232,7 +247,15 @@ void Membership::HandleRefuse(NodeId from, std::string_view body) {
     return;
   }
   refused_reason_ = reason ? *reason : std::string("refused");
-  spdlog::error("membership: node {} refused this node: {}", from, refused_reason_);
+  // Logged at error once per reason; the retries below repeat it quietly.
+  if (refused_reason_ != last_refusal_) {
+    spdlog::error("membership: node {} refused this node: {}; it serves its own clients only until "
+                  "admitted (/healthz answers 503)",
+                  from, refused_reason_);
+  } else {
+    spdlog::info("membership: node {} refused this node again: {}", from, refused_reason_);
+  }
+  last_refusal_ = refused_reason_;
   DropAllLinks();
   // A node restarted quickly on another address is refused while its old
   // incarnation still counts as live; once the members have marked that one
@@ -251,6 +274,15 @@ void Membership::HandleRefuse(NodeId from, std::string_view body) {
       if (!seed.empty() && seed != config_.cluster_address) Join(seed);
     }
   });
+}
+
+void Membership::OnLinkRefused(const std::string& address, const std::string& reason) {
+  if (SelfRecord().state != MemberState::kJoining || removed_) return;
+  const std::string refusal = fmt::format("{} refused this node: {}", address, reason);
+  if (refusal == last_refusal_) return;  // every redial is refused alike
+  spdlog::error("membership: {}; it serves its own clients only until admitted (/healthz answers 503)",
+                refusal);
+  last_refusal_ = refusal;
 }
 
 void Membership::HandleInvite(NodeId from) {
@@ -287,9 +319,13 @@ void Membership::MergeOne(const MemberEntry& entry) {
   auto [it, inserted] = table_.try_emplace(entry.node);
   Member& member = it->second;
   if (!inserted && !Supersedes(entry, EntryOf(member))) return;
+  // A new incarnation alone is news too (the metadata group records it),
+  // except for a member already down or left.
+  const bool gone = entry.state == MemberState::kDown || entry.state == MemberState::kLeft;
   const bool visible_change = inserted || member.state != entry.state ||
                               member.cluster_address != entry.cluster_address ||
-                              member.admin_address != entry.admin_address;
+                              member.admin_address != entry.admin_address ||
+                              (member.incarnation != entry.incarnation && !gone);
   if (inserted || member.state != entry.state) member.since_ms = loop_.NowMs();
   member.node = entry.node;
   member.epoch = entry.epoch;
@@ -326,8 +362,7 @@ void Membership::MergeSelf(const MemberEntry& entry) {
     if (rejoin_pending_) {
       rejoin_pending_ = false;
       removed_ = false;
-      self.epoch = entry.epoch + 1;
-      self.incarnation = 0;
+      self.epoch = entry.epoch + 1;  // the incarnation stays: it only ever rises
       self.removed = false;
       SetState(self, MemberState::kUp);
       spdlog::info("membership: node {} readmitted (epoch {})", config_.self, self.epoch);
@@ -341,7 +376,6 @@ void Membership::MergeSelf(const MemberEntry& entry) {
       // new process, started to join (maybe already up through a member
       // that had not heard of the leave).
       self.epoch = entry.epoch + 1;
-      self.incarnation = 0;
       spdlog::info("membership: node {} left the cluster earlier; rejoining (epoch {})", config_.self,
                    self.epoch);
       SchedulePush();
@@ -353,11 +387,19 @@ void Membership::MergeSelf(const MemberEntry& entry) {
     // Someone holds an older or wrong view of us (suspect, down, a previous
     // run): refute it with a higher incarnation.
     self.epoch = entry.epoch;
-    self.incarnation = entry.incarnation + 1;
     spdlog::info("membership: refuting '{}' about node {} (incarnation {})", ToString(entry.state),
-                 config_.self, self.incarnation);
+                 config_.self, entry.incarnation + 1);
+    RaiseIncarnation(entry.incarnation + 1);
     SchedulePush();
   }
+}
+
+void Membership::RaiseIncarnation(uint64_t incarnation) {
+  Member& self = SelfRecord();
+  if (incarnation <= self.incarnation) return;
+  self.incarnation = incarnation;
+  if (on_incarnation_) on_incarnation_(incarnation);
+  Notify(self);
 }
 
 void Membership::BecomeRemoved(const MemberEntry& tombstone) {

@@ -49,7 +49,16 @@ struct MembershipConfig {
   uint32_t leave_timeout_ms = 2000;  // Leave() waits this long for acks
   uint32_t gossip_interval_ms = 500;
   uint32_t tick_ms = 50;             // resolution of the failure detector
+  // This process's first incarnation (BootIncarnation). Unset: the loop
+  // clock's wall time in ms, so a restart comes back higher than before.
+  std::optional<uint64_t> incarnation{};
 };
+
+// The incarnation a starting process takes: above the last one it persisted
+// (`stored`, from its data dir) and at least the wall clock in ms, so a
+// restarted node comes back higher than before if either its disk or its
+// clock is right (and refutes whatever the cluster still holds if neither is).
+uint64_t BootIncarnation(std::optional<uint64_t> stored, const io::Clock& clock);
 
 class Membership {
  public:
@@ -61,6 +70,9 @@ class Membership {
   // Called when a member appears or its state or addresses change
   // (including self), after the table changed.
   void set_on_change(std::function<void(const Member&)> fn) { on_change_ = std::move(fn); }
+  // Called with this node's new incarnation whenever it rises (a
+  // refutation), so the owner can persist it before a restart reuses it.
+  void set_on_incarnation(std::function<void(uint64_t)> fn) { on_incarnation_ = std::move(fn); }
   // This node's addresses, when they are known only after listening (port 0).
   // Call before Start().
   void set_addresses(const std::string& cluster_address, const std::string& admin_address);
@@ -71,6 +83,12 @@ class Membership {
   void OnPeerUp(const PeerInfo& peer);
   void OnPeerDown(NodeId node);
   void OnFrame(NodeId from, uint8_t type, std::string_view body);  // types 0x10-0x1F only
+  // The links layer was refused by `address` before membership could talk
+  // (its node id is held by a live link there, a wrong cluster secret, ...).
+  // While this node is not yet admitted this is a refusal (last_refusal(),
+  // /healthz); the transport keeps redialling and a later admission clears
+  // it. Ignored once this node is up (one peer's refusal is not the cluster's).
+  void OnLinkRefused(const std::string& address, const std::string& reason);
 
   // estuaryctl join: dial `cluster_address` and exchange tables. On a node
   // that was removed, this is the deliberate rejoin; on a member, pointed at
@@ -90,7 +108,12 @@ class Membership {
   NodeId self() const { return config_.self; }
   int64_t NowMs() const { return loop_.NowMs(); }
   // Set when a member refused this node (node-id conflict), empty otherwise.
+  // Cleared while a retried join is in flight; see last_refusal().
   const std::string& refused_reason() const { return refused_reason_; }
+  // The latest refusal, kept across retried joins until a member admits
+  // this node (for /healthz); empty once admitted or if never refused.
+  const std::string& last_refusal() const { return last_refusal_; }
+  uint64_t incarnation() const { return Find(config_.self)->incarnation; }
   // True once this node learnt it was removed (until a deliberate Join).
   bool removed() const { return removed_; }
 
@@ -126,6 +149,7 @@ class Membership {
   void MergeOne(const MemberEntry& entry);
   void MergeSelf(const MemberEntry& entry);
   void AfterChange(Member& member);
+  void RaiseIncarnation(uint64_t incarnation);
   void BecomeRemoved(const MemberEntry& tombstone);
   bool ConflictsWith(NodeId node, const std::string& address) const;
   void Refuse(NodeId node, const std::string& address);
@@ -145,9 +169,11 @@ class Membership {
   Transport& transport_;
   MembershipConfig config_;
   std::function<void(const Member&)> on_change_;
+  std::function<void(uint64_t)> on_incarnation_;
   std::map<NodeId, Member> table_;
   std::map<NodeId, Episode> unreachable_;
   std::set<NodeId> refused_links_;       // links we refused (id conflict)
+  std::set<std::string> refusals_logged_;  // conflicts already logged at error
   std::set<std::string> invited_;        // addresses an operator asked us to (re)admit
   std::set<NodeId> leave_waiting_;       // members yet to ack our kLeave
   std::vector<std::function<void()>> leave_done_;
@@ -158,6 +184,7 @@ class Membership {
   bool rejoin_pending_ = false;
   bool push_scheduled_ = false;
   std::string refused_reason_;
+  std::string last_refusal_;
   io::TimerId tick_timer_ = 0;
   io::TimerId gossip_timer_ = 0;
   io::TimerId leave_timer_ = 0;

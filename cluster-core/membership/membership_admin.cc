@@ -104,8 +104,29 @@ std::string MembersJson(const Membership& membership) {
                        {"for_ms", now - member.since_ms}});
   }
   nlohmann::json body = {{"self", membership.self()}, {"members", members}};
-  if (!membership.refused_reason().empty()) body["refused"] = membership.refused_reason();
+  // Kept through the retried joins until a member admits this node.
+  if (!membership.last_refusal().empty()) body["refused"] = membership.last_refusal();
   return body.dump() + "\n";
+}
+
+std::optional<io::HttpResponse> MembershipHealth(const Membership& membership) {
+  const Member* self = membership.Find(membership.self());
+  if (!membership.last_refusal().empty() && self->state != MemberState::kUp) {
+    return Json(503, {{"status", "refused"}, {"reason", membership.last_refusal()}});
+  }
+  if (self->state == MemberState::kLeft && self->removed) {
+    return Json(503, {{"status", "removed"},
+                      {"reason", fmt::format("node {} was removed from the cluster by an operator; "
+                                             "`estuaryctl join ADDRESS` readmits it",
+                                             membership.self())}});
+  }
+  if (self->state == MemberState::kLeft) {
+    return Json(503, {{"status", "left"},
+                      {"reason", fmt::format("node {} left the cluster; restart it or `estuaryctl join "
+                                             "ADDRESS` to rejoin",
+                                             membership.self())}});
+  }
+  return std::nullopt;
 }
 
 std::optional<io::HttpResponse> ServeMembershipAdmin(Membership& membership, const std::string& method,

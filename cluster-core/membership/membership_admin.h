@@ -20,4 +20,10 @@ std::optional<io::HttpResponse> ServeMembershipAdmin(Membership& membership, con
 // The JSON of GET /api/cluster/members.
 std::string MembersJson(const Membership& membership);
 
+// /healthz's verdict from membership: nullopt while this node is a member
+// or joining; otherwise 503 {"status":"refused"|"removed"|"left","reason"}.
+// A refused (node-id conflict) or removed node keeps serving its own
+// clients as an island; this is how balancers and operators see it.
+std::optional<io::HttpResponse> MembershipHealth(const Membership& membership);
+
 }  // namespace estuary::cluster

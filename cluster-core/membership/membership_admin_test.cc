@@ -62,5 +62,61 @@ TEST_F(MembershipAdminTest, LeaveAndUnservedPaths) {
   EXPECT_FALSE(ServeMembershipAdmin(membership_, "GET", "/api/cluster/membersx"));
 }
 
+TEST_F(MembershipAdminTest, HealthIsQuietForAMemberAndNamesALeave) {
+  EXPECT_FALSE(MembershipHealth(membership_));
+  membership_.Leave({});
+  loop_.RunUntilIdle();
+  auto health = MembershipHealth(membership_);
+  ASSERT_TRUE(health);
+  EXPECT_EQ(health->status, 503);
+  EXPECT_EQ(nlohmann::json::parse(health->body)["status"], "left");
+}
+
+// A node refused for a node-id conflict serves clients alone: /healthz says
+// so (503, the reason as JSON) until a member admits it.
+TEST(MembershipHealthTest, ARefusedNodeIsUnhealthyWithTheReason) {
+  io::ManualClock clock;
+  io::SimLoop loop{clock};
+  testing::MemoryNetwork network{loop};
+  struct Peer {
+    testing::MemoryTransport transport;
+    Membership membership;
+    testing::MembershipForwarder forwarder{membership};
+    Peer(testing::MemoryNetwork& network, io::Loop& loop, NodeId id, const std::string& address)
+        : transport(network, id, address),
+          membership(loop, transport, {.self = id, .cluster_address = address, .admin_address = "a"}) {
+      transport.set_handler(&forwarder);
+      transport.set_on_refused(
+          [this](const std::string& at, const std::string& reason) { membership.OnLinkRefused(at, reason); });
+    }
+  };
+  Peer one(network, loop, 1, "127.0.0.1:7001");
+  Peer two(network, loop, 2, "127.0.0.1:7002");
+  one.membership.Start({});
+  two.membership.Start({"127.0.0.1:7001"});
+  loop.AdvanceBy(1000);
+  ASSERT_EQ(one.membership.Find(2)->state, MemberState::kUp);
+  EXPECT_FALSE(MembershipHealth(two.membership));
+
+  Peer impostor(network, loop, 2, "127.0.0.1:7999");
+  impostor.membership.Start({"127.0.0.1:7001"});
+  loop.AdvanceBy(1000);
+  auto health = MembershipHealth(impostor.membership);
+  ASSERT_TRUE(health);
+  EXPECT_EQ(health->status, 503);
+  EXPECT_EQ(health->content_type, "application/json");
+  auto json = nlohmann::json::parse(health->body);
+  EXPECT_EQ(json["status"], "refused");
+  const std::string reason = json["reason"];
+  EXPECT_NE(reason.find("node id 2"), std::string::npos) << reason;
+  EXPECT_NE(reason.find("already used by 127.0.0.1:7002"), std::string::npos) << reason;  // the holder
+  // Still refused across its retries; the rightful node stays healthy.
+  loop.AdvanceBy(10'000);
+  ASSERT_TRUE(MembershipHealth(impostor.membership));
+  EXPECT_EQ(nlohmann::json::parse(MembershipHealth(impostor.membership)->body)["status"], "refused");
+  EXPECT_FALSE(MembershipHealth(two.membership));
+  EXPECT_FALSE(MembershipHealth(one.membership));
+}
+
 }  // namespace
 }  // namespace estuary::cluster

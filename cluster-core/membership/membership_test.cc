@@ -5,6 +5,7 @@
 
 #include <map>
 #include <memory>
+#include <optional>
 
 #include "cluster-core/membership/memory_transport.h"
 #include "io/sim/sim_loop.h"
@@ -27,15 +28,21 @@ struct Node {
 
 class MembershipTest : public ::testing::Test {
  protected:
-  Node& Start(NodeId id, std::vector<std::string> seeds, std::string address = "") {
+  Node& Start(NodeId id, std::vector<std::string> seeds, std::string address = "",
+              std::optional<uint64_t> incarnation = std::nullopt) {
     if (address.empty()) address = Address(id);
     auto node = std::make_unique<Node>();
     node->transport = std::make_unique<testing::MemoryTransport>(network_, id, address);
     MembershipConfig config{.self = id, .cluster_address = address, .admin_address = "admin-" + address};
+    config.incarnation = incarnation;
     node->membership = std::make_unique<Membership>(loop_, *node->transport, config);
     node->forwarder = std::make_unique<Forwarder>(*node->membership);
     node->transport->set_handler(node->forwarder.get());
     node->membership->set_on_change([raw = node.get()](const Member& m) { raw->changes.push_back(m); });
+    node->transport->set_on_refused([membership = node->membership.get()](const std::string& at,
+                                                                          const std::string& reason) {
+      membership->OnLinkRefused(at, reason);
+    });
     node->membership->Start(seeds);
     Node& ref = *node;
     nodes_[address] = std::move(node);
@@ -97,7 +104,7 @@ TEST_F(MembershipTest, CrashedNodeIsSuspectThenDownEverywhereThenUpWhenBack) {
   EXPECT_FALSE(M(1).IsLive(3));
   const uint64_t down_incarnation = M(1).Find(3)->incarnation;
 
-  Start(3, {Address(1)});  // a fresh process: incarnation 0, joining
+  Start(3, {Address(1)});  // a fresh process: a new incarnation, joining
   Run(1000);
   EXPECT_TRUE(AllSee(3, S::kUp));
   EXPECT_GT(M(1).Find(3)->incarnation, down_incarnation);  // it refuted "down"
@@ -245,6 +252,27 @@ TEST_F(MembershipTest, ALiveHoldersIdStaysRefusedAcrossRetries) {
   EXPECT_EQ(StateAt(1, 2), S::kUp);
 }
 
+// The links refuse an id already linked from elsewhere before membership
+// hears of it; the newcomer still knows it was refused, and why.
+TEST_F(MembershipTest, ALiveHoldersIdIsRefusedByTheLinksAndTheNewcomerKnowsWhy) {
+  Start(1, {});
+  Start(2, {Address(1)});
+  Run(1000);
+  Node& impostor = Start(2, {Address(1)}, "10.0.0.99:7000");
+  Run(3000);
+  EXPECT_EQ(impostor.membership->last_refusal(), "10.0.0.1:7000 refused this node: node id 2 already used by " +
+                                                     Address(2));
+  EXPECT_EQ(impostor.membership->Find(2)->state, S::kJoining);
+  EXPECT_EQ(StateAt(1, 2), S::kUp);
+  // The rightful holder dies: once it is down the newcomer is admitted and
+  // the refusal is forgotten.
+  Crash(2);
+  Run(10'000);
+  EXPECT_EQ(StateAt(1, 2), S::kUp);
+  EXPECT_EQ(M(1).Find(2)->cluster_address, "10.0.0.99:7000");
+  EXPECT_TRUE(impostor.membership->last_refusal().empty());
+}
+
 TEST_F(MembershipTest, WronglySuspectedNodeRefutesAndIsNeverDown) {
   StartThree();
   network_.Cut(Address(1), Address(3));  // 2 still reaches both
@@ -298,6 +326,79 @@ TEST_F(MembershipTest, LeaveWithNoReachablePeerFinishesAtOnce) {
   loop_.RunUntilIdle();
   EXPECT_TRUE(done);
   EXPECT_EQ(StateAt(1, 1), S::kLeft);
+}
+
+// Issue 6 leftovers: the incarnation was 0 for every member; restarts were
+// told apart only by the metadata group's boot id.
+TEST_F(MembershipTest, BootIncarnationIsAboveTheStoredOneAndTheWallClock) {
+  io::ManualClock clock(1'000, 1'700'000'000'000);
+  EXPECT_EQ(BootIncarnation(std::nullopt, clock), 1'700'000'001'000u);
+  EXPECT_EQ(BootIncarnation(5, clock), 1'700'000'001'000u);                  // the clock is ahead
+  EXPECT_EQ(BootIncarnation(1'800'000'000'000, clock), 1'800'000'000'001u);  // the clock went back
+}
+
+TEST_F(MembershipTest, ARestartedNodeComesBackWithAHigherIncarnationEverywhere) {
+  StartThree();
+  const uint64_t first = M(3).incarnation();
+  EXPECT_EQ(first, static_cast<uint64_t>(clock_.WallMs() - 1000));  // its start time
+  for (NodeId observer : {1, 2}) EXPECT_EQ(M(observer).Find(3)->incarnation, first);
+
+  Crash(3);
+  Run(50);  // restarted before anybody suspected it
+  Start(3, {Address(1)});
+  const uint64_t second = M(3).incarnation();
+  EXPECT_GT(second, first);
+  Run(1000);
+  EXPECT_TRUE(AllSee(3, S::kUp));
+  for (NodeId observer : {1, 2}) EXPECT_EQ(M(observer).Find(3)->incarnation, second) << observer;
+  // Nobody held anything newer about it: no refutation was needed.
+  EXPECT_EQ(M(3).incarnation(), second);
+  // Observers were told (the metadata group learns incarnations this way).
+  bool told = false;
+  for (const Member& change : nodes_.at(Address(1))->changes) told |= change.node == 3 && change.incarnation == second;
+  EXPECT_TRUE(told);
+}
+
+TEST_F(MembershipTest, AnIncarnationRaisedByARefutationIsReportedForPersisting) {
+  StartThree();
+  const uint64_t held = M(1).Find(3)->incarnation;
+  Crash(3);
+  Run(3500);
+  ASSERT_TRUE(AllSee(3, S::kDown));
+  // No data dir and a wall clock stepped far back: it starts below the
+  // cluster's view, is told so and refutes; the owner hears of the raise.
+  Node& restarted = Start(3, {Address(1)}, "", 7);
+  std::vector<uint64_t> persisted;
+  restarted.membership->set_on_incarnation([&](uint64_t value) { persisted.push_back(value); });
+  Run(1000);
+  EXPECT_TRUE(AllSee(3, S::kUp));
+  EXPECT_GT(M(3).incarnation(), held);
+  ASSERT_FALSE(persisted.empty());
+  EXPECT_EQ(persisted.back(), M(3).incarnation());
+  EXPECT_EQ(M(1).Find(3)->incarnation, M(3).incarnation());
+}
+
+TEST_F(MembershipTest, ARefusalIsKeptForHealthUntilAdmitted) {
+  Start(1, {});
+  Start(2, {Address(1)});
+  Run(1000);
+  Crash(2);
+  Run(100);
+  Node& restarted = Start(2, {Address(1)}, "10.0.0.99:7000");
+  Run(1000);
+  EXPECT_NE(restarted.membership->last_refusal().find("node id 2"), std::string::npos)
+      << restarted.membership->last_refusal();
+  // Through the retry (refused_reason() is cleared while it is in flight)
+  // the refusal is kept, then forgotten once admitted.
+  bool kept = true;
+  for (int i = 0; i < 30 && StateAt(1, 2) != S::kUp; ++i) {
+    Run(100);
+    if (restarted.membership->Find(2)->state != S::kUp) kept &= !restarted.membership->last_refusal().empty();
+  }
+  EXPECT_TRUE(kept);
+  Run(4000);
+  EXPECT_EQ(StateAt(1, 2), S::kUp);
+  EXPECT_TRUE(restarted.membership->last_refusal().empty());
 }
 
 }  // namespace

@@ -67,7 +67,18 @@ void MemoryNetwork::TryDial(MemoryTransport* from, const std::string& address) {
   auto it = nodes_.find(address);
   if (it == nodes_.end() || IsCut(from->address(), address)) return;
   MemoryTransport* to = it->second;
-  if (to == from || from->links_.count(to->self()) || to->links_.count(from->self())) return;
+  if (to == from || from->links_.count(to->self())) return;
+  if (auto held = to->links_.find(from->self()); held != to->links_.end()) {
+    // Another transport holds that id's link: refused, with the reason.
+    if (held->second.remote != from && from->on_refused_) {
+      const std::string reason =
+          "node id " + std::to_string(from->self()) + " already used by " + held->second.remote->address();
+      loop_.Post([this, alive = std::weak_ptr<bool>(alive_), from, address, reason] {
+        if (alive.lock() && Registered(from) && from->on_refused_) from->on_refused_(address, reason);
+      });
+    }
+    return;
+  }
   const uint64_t id = next_link_id_++;
   from->links_[to->self()] = {to, id};
   to->links_[from->self()] = {from, id};

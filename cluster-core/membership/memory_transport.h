@@ -6,6 +6,7 @@
 // A link is refused while either side already has one to the other's id
 // (a real link layer refuses a second link claiming a connected node id).
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <set>
@@ -33,6 +34,12 @@ class MemoryTransport final : public Transport {
   bool connected(NodeId node) const override { return links_.count(node) != 0; }
   std::vector<PeerInfo> peers() const override;
   const std::set<std::string>& wanted() const { return wanted_; }
+  // Called when a dial is refused because the node id is already linked
+  // from another address (the links layer's answer to an id conflict with
+  // a live holder, which membership never sees as a link).
+  void set_on_refused(std::function<void(const std::string& address, const std::string& reason)> fn) {
+    on_refused_ = std::move(fn);
+  }
   LinkHandler* handler() const { return handler_; }
 
  private:
@@ -47,6 +54,7 @@ class MemoryTransport final : public Transport {
   std::set<std::string> wanted_;
   std::map<NodeId, Link> links_;
   std::map<NodeId, std::string> addresses_;  // learnt in handshakes
+  std::function<void(const std::string&, const std::string&)> on_refused_;
 };
 
 class MemoryNetwork {
