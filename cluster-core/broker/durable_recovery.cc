@@ -44,8 +44,12 @@ void ShardBroker::OnForwardSafe(uint64_t token) {
 }
 
 void ShardBroker::PersistRetained(const Message& message) {
-  if (message.PayloadSize() == 0) {
-    store_->DeleteRetained(message.topic);  // [MQTT-3.3.1-10] clears the topic
+  // A clear [MQTT-3.3.1-10] is stored as a tombstone (the clearing message,
+  // with its id), so a value still held from before it, here or on a node
+  // that was down, cannot come back (RetainedStore). A clear without an id
+  // has nothing to order by: the topic is deleted.
+  if (message.PayloadSize() == 0 && message.id.timestamp == 0) {
+    store_->DeleteRetained(message.topic);
   } else {
     store_->PutRetained(message);
   }
@@ -62,16 +66,17 @@ Expected<ShardBroker::RecoveryCounts, std::string> ShardBroker::Recover() {
   for (store::RecoveredSession& recovered : loaded->sessions) RestoreSession(recovered, counts);
   const int64_t now = loop_.clock().WallMs();
   for (MessagePtr& message : loaded->retained) {
-    if (message->properties.expiry_at_ms && *message->properties.expiry_at_ms <= now) {
+    const bool expired = message->properties.expiry_at_ms && *message->properties.expiry_at_ms <= now;
+    if (expired || retained_.IsExpiredTombstone(*message, now)) {
       store_->DeleteRetained(message->topic);
       continue;
     }
-    retained_.Apply(message);
+    if (!retained_.Apply(message)) continue;
     Broadcast([message](ShardBroker& shard) { shard.ApplyRetained(message); });
     if (cluster_ != nullptr && !IsNodeLocalTopic(message->topic)) {
-      cluster_->RetainedPublished(message);  // for the peers' snapshots
+      cluster_->RetainedPublished(message);  // for the peers' snapshots (tombstones too)
     }
-    ++counts.retained;
+    if (message->PayloadSize() != 0) ++counts.retained;
   }
   metrics_.retained_messages.store(retained_.size(), std::memory_order_relaxed);
   return counts;

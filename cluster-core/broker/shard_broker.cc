@@ -182,11 +182,12 @@ MessageId ShardBroker::NextMessageId() {
 
 void ShardBroker::Publish(MessagePtr message, std::function<void()> on_safe, FlowId flow) {
   current_publisher_ = FlowRef{config_.shard_id, flow};
-  if (message->retain) {
+  // A retained change older than the one held (another node's, raced) is
+  // delivered but neither stored nor replicated: the newest wins everywhere.
+  if (message->retain && retained_.Apply(message)) {
     if (store_ && ShardForTopic(message->topic, config_.shard_count) == config_.shard_id) {
       PersistRetained(*message);
     }
-    retained_.Apply(message);
     metrics_.retained_messages.store(retained_.size(), std::memory_order_relaxed);
     Broadcast([message](ShardBroker& shard) { shard.ApplyRetained(message); });
     if (cluster_ != nullptr && !IsNodeLocalTopic(message->topic)) cluster_->RetainedPublished(message);
@@ -584,10 +585,10 @@ void ShardBroker::ApplyRetained(const MessagePtr& message) {
   if (message->id.node != config_.node_id) {
     hlc_.Update(static_cast<uint64_t>(loop_.clock().WallMs()), message->id.timestamp);
   }
+  if (!retained_.Apply(message)) return;  // a newer change is held
   if (store_ && ShardForTopic(message->topic, config_.shard_count) == config_.shard_id) {
     PersistRetained(*message);
   }
-  retained_.Apply(message);
   metrics_.retained_messages.store(retained_.size(), std::memory_order_relaxed);
 }
 
