@@ -27,6 +27,11 @@ constexpr MetricInfo kMetrics[] = {
     {"estuary_connections_accepted_total", "counter", "Client connections accepted.",
      &core::ShardMetrics::connections_total},
     {"estuary_sessions", "gauge", "Sessions held, online and offline.", &core::ShardMetrics::sessions},
+    {"estuary_client_id_claims_total", "counter", "MQTT CONNECTs that claimed their client id (cluster).",
+     &core::ShardMetrics::client_id_claims},
+    {"estuary_client_id_claims_refused_total", "counter",
+     "MQTT CONNECTs refused because the client-id claim was not committed in time.",
+     &core::ShardMetrics::client_id_claims_refused},
     {"estuary_messages_received_total", "counter", "PUBLISH packets received from clients.",
      &core::ShardMetrics::messages_in},
     {"estuary_messages_sent_total", "counter", "PUBLISH packets sent to clients.",
@@ -183,7 +188,14 @@ io::HttpResponse Node::ServeAdmin(const std::string& method, const std::string& 
     if (auto response = cluster::ServeMembershipAdmin(*agent_->membership(), method, path)) return *response;
   }
   if (method != "GET") return {405, "text/plain; charset=utf-8", "method not allowed\n"};
-  if (path == "/healthz") return {200, "text/plain; charset=utf-8", shutting_down_ ? "stopping\n" : "ok\n"};
+  if (path == "/healthz") {
+    if (shutting_down_) return {200, "text/plain; charset=utf-8", "stopping\n"};
+    // Refused or removed by the cluster: 503 with the reason (docs/cluster.md).
+    if (agent_ != nullptr) {
+      if (auto unhealthy = cluster::MembershipHealth(*agent_->membership())) return *unhealthy;
+    }
+    return {200, "text/plain; charset=utf-8", "ok\n"};
+  }
   if (path == "/metrics") return {200, "text/plain; version=0.0.4; charset=utf-8", MetricsText()};
   if (path == "/api/load") return {200, "application/json", LoadJson()};
   if (path == "/api/cluster/routes") {
@@ -195,6 +207,12 @@ io::HttpResponse Node::ServeAdmin(const std::string& method, const std::string& 
       return {404, "text/plain; charset=utf-8", "no cluster: start with --cluster-secret-file\n"};
     }
     return {200, "application/json", agent_->metadata()->StatusJson()};
+  }
+  if (path == "/api/cluster/partitions") {
+    if (!agent_ || !agent_->partitions()) {
+      return {404, "text/plain; charset=utf-8", "no cluster: start with --cluster-secret-file\n"};
+    }
+    return {200, "application/json", agent_->partitions()->StatusJson()};
   }
   return {404, "text/plain; charset=utf-8", "not found\n"};
 }

@@ -134,10 +134,24 @@ void Node::SetUpCluster() {
     }
   };
   agent_ = std::make_unique<cluster::ClusterAgent>(agent, first->loop(), *transport_, agent_link_, post_to_agent);
+  shared_.claim_client_id = [this, post_to_agent](const std::string& client_id, std::function<void(bool)> done) {
+    post_to_agent([this, client_id, done] { agent_->ClaimClientId(client_id, done); });
+  };
+  shared_.release_client_id = [this, post_to_agent](const std::string& client_id) {
+    post_to_agent([this, client_id] { agent_->ReleaseClientId(client_id); });
+  };
   // Membership decides when a peer is gone: down after the grace period.
   cluster::MembershipConfig members;
   members.down_after_ms = std::max<uint32_t>(config_.cluster_peer_grace_ms, members.suspect_after_ms + 1);
-  agent_->EnableMembership(members);
+  // A restart comes back with a higher incarnation (persisted with --data-dir).
+  members.incarnation = cluster::BootIncarnation(LoadIncarnation(config_), first->loop().clock());
+  auto save = [this](uint64_t incarnation) {
+    if (auto saved = SaveIncarnation(config_, incarnation); !saved) {
+      spdlog::error("membership: could not persist incarnation {}: {}", incarnation, saved.error());
+    }
+  };
+  save(*members.incarnation);
+  agent_->EnableMembership(members).set_on_incarnation(save);
   for (auto& shard : shards_) shard->broker().set_cluster(&agent_->port());  // no thread runs yet
 }
 
@@ -184,6 +198,18 @@ Expected<void, std::string> Node::StartMetadata() {
   meta.has_seeds = !config_.seeds.empty();
   if (auto enabled = agent_->EnableMetadata(meta, *meta_engine_); !enabled) {
     return MakeError("metadata group: " + enabled.error());
+  }
+  // Partitions as raft groups (docs/partitions.md), holding the client-id
+  // registry: in <data-dir>/partitions, or memory without a data dir.
+  if (StorageEnabled(config_)) {
+    auto engine = OpenPartitionEngine(config_, shards_[0]->loop());
+    if (!engine) return MakeError(engine.error());
+    partition_engine_ = std::move(*engine);
+  } else {
+    partition_engine_ = std::make_unique<persistence::MemoryEngine>();
+  }
+  if (auto enabled = agent_->EnablePartitions({}, *partition_engine_); !enabled) {
+    return MakeError("partitions: " + enabled.error());
   }
   return {};
 }

@@ -74,6 +74,7 @@ class Node final : public core::ShardLink {
   // The metadata group's raft state (<data-dir>/meta, or in memory without
   // --data-dir); declared before agent_, so it outlives the group.
   std::unique_ptr<persistence::StorageEngine> meta_engine_;
+  std::unique_ptr<persistence::StorageEngine> partition_engine_;
   std::unique_ptr<cluster::ClusterAgent> agent_;
   // The agent's way to the shards: shard 0 (its own loop) by a plain post,
   // the others by their mailboxes.

@@ -94,6 +94,18 @@ void ShardRuntime::Accept(int fd, std::string received, std::string client_addre
     return peer->handoff_target != config.shard_id;
   };
   settings.admit_connection = [this] { return shared_.connections.load() <= shared_.max_connections; };
+  if (shared_.claim_client_id) {
+    // The CONNACK waits for the cluster's registry; its answer comes back
+    // to this shard's loop.
+    settings.claim_client_id = [this](const std::string& client_id, std::function<void(mqtt::ClaimOutcome)> done) {
+      shared_.claim_client_id(client_id, [this, done](bool granted) {
+        loop_.mailbox().Send([done, granted] {
+          done(granted ? mqtt::ClaimOutcome::kGranted : mqtt::ClaimOutcome::kUnavailable);
+        });
+      });
+    };
+    settings.release_client_id = [this](const std::string& client_id) { shared_.release_client_id(client_id); };
+  }
   peer->mqtt = std::make_shared<mqtt::MqttConnection>(broker_, *peer->stream, std::move(settings));
   peers_.emplace(peer, std::move(owned));
   if (received.empty()) {

@@ -28,6 +28,11 @@ struct NodeShared {
   uint32_t max_connections = 0;
   core::Authenticator* authenticator = nullptr;
   std::vector<std::string> proxy_from;  // --proxy-from
+  // In a cluster (docs/cluster.md "One client id per cluster"): asks the
+  // client-id registry for an id, from a shard's thread; `done` runs on the
+  // cluster agent's thread. Unset on a single node.
+  std::function<void(const std::string& client_id, std::function<void(bool granted)> done)> claim_client_id;
+  std::function<void(const std::string& client_id)> release_client_id;
 };
 
 class ShardRuntime {

@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <charconv>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -92,6 +93,35 @@ Expected<void, std::string> PrepareDataDir(const NodeConfig& config) {
 }
 
 namespace {
+constexpr char kIncarnationName[] = "incarnation";
+}  // namespace
+
+std::optional<uint64_t> LoadIncarnation(const NodeConfig& config) {
+  if (!StorageEnabled(config)) return std::nullopt;
+  std::ifstream in(config.data_dir + "/" + kIncarnationName);
+  if (!in) return std::nullopt;
+  std::stringstream text;
+  text << in.rdbuf();
+  const std::string value = ValueOf(text.str(), "incarnation");
+  uint64_t incarnation = 0;
+  const auto [end, error] = std::from_chars(value.data(), value.data() + value.size(), incarnation);
+  if (value.empty() || error != std::errc() || end != value.data() + value.size()) {
+    spdlog::warn("membership: {}/{} does not parse; the incarnation comes from the clock", config.data_dir,
+                 kIncarnationName);
+    return std::nullopt;
+  }
+  return incarnation;
+}
+
+Expected<void, std::string> SaveIncarnation(const NodeConfig& config, uint64_t incarnation) {
+  if (!StorageEnabled(config)) return {};
+  std::error_code error;
+  std::filesystem::create_directories(config.data_dir, error);
+  if (error) return MakeError(fmt::format("data dir {}: {}", config.data_dir, error.message()));
+  return WriteDurably(config.data_dir, kIncarnationName, fmt::format("incarnation={}\n", incarnation));
+}
+
+namespace {
 
 // One engine of the configured kind in `dir`, on `loop`.
 Expected<std::unique_ptr<persistence::StorageEngine>, std::string> OpenEngineIn(
@@ -128,6 +158,12 @@ Expected<std::unique_ptr<persistence::StorageEngine>, std::string> OpenMetaEngin
                                                                                   io::Loop& loop) {
   auto log = [](const std::string& line) { spdlog::info("storage meta: {}", line); };
   return OpenEngineIn(config, config.data_dir + "/meta", log, loop);
+}
+
+Expected<std::unique_ptr<persistence::StorageEngine>, std::string> OpenPartitionEngine(const NodeConfig& config,
+                                                                                       io::Loop& loop) {
+  auto log = [](const std::string& line) { spdlog::info("storage partitions: {}", line); };
+  return OpenEngineIn(config, config.data_dir + "/partitions", log, loop);
 }
 
 Expected<void, std::string> Node::OpenStorage() {

@@ -7,6 +7,7 @@
 // client id hashes to and retained topics on the shard their topic hashes to.
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "io/loop.h"
@@ -33,5 +34,17 @@ Expected<std::unique_ptr<persistence::StorageEngine>, std::string> OpenShardEngi
 // kind) on the cluster agent's loop.
 Expected<std::unique_ptr<persistence::StorageEngine>, std::string> OpenMetaEngine(const NodeConfig& config,
                                                                                   io::Loop& loop);
+// The partitions' raft groups (cluster-core/partition/): <data-dir>/partitions.
+Expected<std::unique_ptr<persistence::StorageEngine>, std::string> OpenPartitionEngine(const NodeConfig& config,
+                                                                                       io::Loop& loop);
+
+// The membership incarnation this node last used (docs/cluster.md,
+// "Incarnations"), kept in <data-dir>/incarnation so that a restart comes
+// back higher. nullopt without storage, without the file, or if it does not
+// parse (logged).
+std::optional<uint64_t> LoadIncarnation(const NodeConfig& config);
+// Writes it durably (temp file, fsync, rename), creating the data dir if
+// needed. A no-op without storage.
+Expected<void, std::string> SaveIncarnation(const NodeConfig& config, uint64_t incarnation);
 
 }  // namespace estuary::server

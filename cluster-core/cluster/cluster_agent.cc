@@ -183,6 +183,16 @@ Expected<void, std::string> ClusterAgent::EnableMetadata(meta::MetaGroupConfig c
 }
 
 void ClusterAgent::TellMetadata(const Member& member) {
+  // Node-level liveness for quiescent raft groups (docs/raft.md,
+  // "Quiescence"): it stands in for their heartbeats.
+  if (member.node != config_.self) {
+    if (member.state == MemberState::kUp) {
+      meta_host_->OnPeerUp(member.node);
+    } else if (member.state == MemberState::kSuspect || member.state == MemberState::kDown ||
+               member.state == MemberState::kLeft || member.state == MemberState::kLeaving) {
+      meta_host_->OnPeerDown(member.node);
+    }
+  }
   if (member.state == MemberState::kDown || member.state == MemberState::kLeft) {
     meta_->OnMemberGone(member.node);
   } else {
@@ -331,6 +341,7 @@ void ClusterAgent::ApplyRetained(const MessagePtr& message, bool from_peer) {
 }
 
 void ClusterAgent::OnClientAttached(const std::string& client_id) {
+  if (partitions_) return;  // the registry's claim told the previous owner (cluster_registry.cc)
   pending_attached_.push_back(client_id);
   ScheduleFlush();
 }
@@ -362,8 +373,9 @@ void ClusterAgent::SendSnapshots(NodeId node) {
   // the links' frame limit however many there are.
   std::vector<MessagePtr> retained;
   size_t bytes = 0;
+  // Tombstones (cleared topics) travel too: a peer that was down while a
+  // topic was cleared drops the value it still holds.
   for (const auto& [topic, message] : retained_) {
-    if (message->PayloadSize() == 0) continue;
     retained.push_back(message);
     bytes += message->ApproximateBytes();
     if (bytes >= kRetainedChunkBytes) {
@@ -412,6 +424,10 @@ void ClusterAgent::OnFrame(NodeId from, uint8_t type, std::string_view body) {
   }
   if (type >= meta::kRaftMessage && type <= 0x4F) {
     if (meta_host_) meta_host_->OnFrame(from, type, body);
+    return;
+  }
+  if (type >= partition::kPartitionPropose && type <= 0x5F) {
+    if (partitions_) partitions_->OnFrame(from, type, body);
     return;
   }
   switch (type) {

@@ -49,6 +49,7 @@
 #include "cluster-core/links/transport.h"
 #include "cluster-core/membership/membership.h"
 #include "cluster-core/meta/meta_group.h"
+#include "cluster-core/partition/partition_host.h"
 #include "persistence/storage_engine.h"
 #include "io/loop.h"
 
@@ -80,6 +81,9 @@ struct ClusterCounters {
   uint64_t route_changes_in = 0;
   uint64_t retained_in = 0;
   uint64_t takeovers_in = 0;  // attaches elsewhere that ended a session here
+  uint64_t client_claims = 0;          // client-id claims proposed to the registry
+  uint64_t client_claims_failed = 0;   // not committed in time: the CONNECT was refused
+  uint64_t client_takeovers_out = 0;   // claims that told another node to close its connection
   uint64_t bad_frames = 0;
 };
 
@@ -118,6 +122,26 @@ class ClusterAgent final : public LinkHandler {
   Expected<void, std::string> EnableMetadata(meta::MetaGroupConfig config, persistence::StorageEngine& engine);
   meta::MetaGroup* metadata() { return meta_.get(); }
   const meta::MetaGroup* metadata() const { return meta_.get(); }
+
+  // --- partitions and the client-id registry (docs/partitions.md) ----------
+  // Partitions become raft groups on first write (cluster-core/partition/),
+  // on the metadata group's RaftHost; the first state in them is the
+  // client-id registry (docs/cluster.md "One client id per cluster"). Call
+  // once, after EnableMetadata; `engine` outlives the agent. From then on
+  // a client attach no longer goes to every peer: ClaimClientId's committed
+  // claim names the one connection it replaced, and only that node is told.
+  Expected<void, std::string> EnablePartitions(partition::PartitionHostConfig config,
+                                               persistence::StorageEngine& engine);
+  partition::PartitionHost* partitions() { return partitions_.get(); }
+  const partition::PartitionHost* partitions() const { return partitions_.get(); }
+  // On the agent's loop. `done(true)` once this node's claim on the client
+  // id is committed (the previous owner elsewhere has been told to close);
+  // `done(false)` if it could not be committed in time (no majority of the
+  // id's partition reachable). Without partitions: done(true) at once.
+  void ClaimClientId(const std::string& client_id, std::function<void(bool granted)> done);
+  // The client id's session ended here for good (clean disconnect): the id
+  // is free, unless another connection claimed it meanwhile.
+  void ReleaseClientId(const std::string& client_id);
 
   // --- from the shards (through port(), on the agent's loop) ---------------
   void OnRouteChanged(const core::RouteUpdate& shard_update);
@@ -196,8 +220,13 @@ class ClusterAgent final : public LinkHandler {
   core::ShardLink& shards_;
   std::unique_ptr<Port> port_;
   std::unique_ptr<Membership> membership_owned_;
-  std::unique_ptr<meta::RaftHost> meta_host_;  // frames 0x40-0x4F
+  // Destroyed after the host whose groups use its state machines.
+  std::unique_ptr<partition::PartitionHost> partitions_;  // frames 0x50-0x5F
+  std::unique_ptr<meta::RaftHost> meta_host_;             // frames 0x40-0x4F
   std::unique_ptr<meta::MetaGroup> meta_;
+  uint64_t boot_id_ = 0;                                   // the metadata group's, for registry owners
+  uint64_t next_claim_ = 1;
+  std::map<std::string, uint64_t> claims_;  // client id -> this node's live claim (its connection serial)
   MembershipHandler membership_;
   bool grace_timer_ = true;
   mutable ClusterCounters counters_;  // bad_frames: see bad_frames_

@@ -76,6 +76,12 @@ std::string ClusterAgent::MetricsText() const {
   series("estuary_cluster_local_routes", "gauge", "Node-level routes this node announces.", local_routes_.size());
   series("estuary_cluster_remote_routes", "gauge", "Routes held for other nodes.", remote_route_count());
   series("estuary_cluster_route_changes_out_total", "counter", "Route changes sent to peers.", c.route_changes_out);
+  series("estuary_cluster_client_claims_total", "counter", "Client-id claims proposed to the registry.",
+         c.client_claims);
+  series("estuary_cluster_client_claims_failed_total", "counter",
+         "Client-id claims not committed in time (their CONNECT was refused).", c.client_claims_failed);
+  series("estuary_cluster_client_takeovers_out_total", "counter",
+         "Committed claims that told another node to close the client's connection.", c.client_takeovers_out);
   series("estuary_cluster_takeovers_total", "counter", "Sessions ended here because their client attached elsewhere.",
          c.takeovers_in);
   out += "# HELP estuary_cluster_peer_up Whether the link to a peer is up.\n# TYPE estuary_cluster_peer_up gauge\n";
@@ -83,7 +89,8 @@ std::string ClusterAgent::MetricsText() const {
     fmt::format_to(std::back_inserter(out), "estuary_cluster_peer_up{{node=\"{}\",peer=\"{}\"}} {}\n", n, node,
                    peer.up ? 1 : 0);
   }
-  if (meta_) out += meta_->MetricsText();  // estuary_meta_*
+  if (meta_) out += meta_->MetricsText();              // estuary_meta_*
+  if (partitions_) out += partitions_->MetricsText();  // estuary_partition_*
   return out;
 }
 

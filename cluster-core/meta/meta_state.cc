@@ -10,8 +10,23 @@ namespace estuary::meta {
 
 namespace {
 
-enum CommandTag : uint8_t { kReset = 1, kDelta = 2, kUpsert = 3, kGone = 4, kFreshCleared = 5, kNotice = 6 };
-constexpr uint8_t kSnapshotVersion = 1;
+enum CommandTag : uint8_t {
+  kReset = 1,
+  kDelta = 2,
+  kUpsert = 3,
+  kGone = 4,
+  kFreshCleared = 5,
+  kNotice = 6,
+  kPartitionOpen = 7,
+};
+// Version 2 appends the open partitions; version 1 (no partitions) is
+// still read.
+constexpr uint8_t kSnapshotVersion = 2;
+
+void PutNodes(ByteWriter& out, const std::vector<NodeId>& nodes) {
+  out.U32(static_cast<uint32_t>(nodes.size()));
+  for (NodeId node : nodes) out.U32(node);
+}
 
 void PutRoutes(ByteWriter& out, const auto& routes) {
   out.U32(static_cast<uint32_t>(routes.size()));
@@ -56,6 +71,13 @@ NodeId GetNode(ByteReader& in) {
   return static_cast<NodeId>(node);
 }
 
+std::vector<NodeId> GetNodes(ByteReader& in) {
+  const uint32_t count = in.Count(4);
+  std::vector<NodeId> nodes;
+  for (uint32_t i = 0; i < count && in.ok(); ++i) nodes.push_back(GetNode(in));
+  return nodes;
+}
+
 std::vector<uint8_t> ToVector(std::string bytes) { return {bytes.begin(), bytes.end()}; }
 
 }  // namespace
@@ -86,6 +108,10 @@ std::vector<uint8_t> EncodeCommand(const Command& command) {
     out.U8(kFreshCleared);
     out.U32(cleared->node);
     out.U64(cleared->boot);
+  } else if (const auto* open = std::get_if<PartitionOpen>(&command)) {
+    out.U8(kPartitionOpen);
+    out.U32(open->partition);
+    PutNodes(out, open->replicas);
   } else {
     out.U8(kNotice);
   }
@@ -126,6 +152,13 @@ std::optional<Command> DecodeCommand(const std::vector<uint8_t>& bytes) {
       break;
     }
     case kNotice: command = CommitNotice{}; break;
+    case kPartitionOpen: {
+      PartitionOpen open;
+      open.partition = in.U32();
+      open.replicas = GetNodes(in);
+      command = std::move(open);
+      break;
+    }
     default: return std::nullopt;
   }
   if (!in.done()) return std::nullopt;
@@ -143,7 +176,9 @@ void MetaState::Apply(const raft::Entry& entry) {
     ++refused_;
     return;
   }
+  applying_index_ = entry.index;
   ApplyCommand(*command);
+  applying_index_ = 0;
   if (applied_observer_ && !std::holds_alternative<CommitNotice>(*command)) applied_observer_();
 }
 
@@ -191,7 +226,11 @@ bool MetaState::Apply(const RouteReset& command) {
   NodeRoutes& record = routes_[command.node];
   // `fresh` belongs to a boot: a later reset of the same boot neither sets
   // nor clears it (FreshCleared does).
-  if (new_boot) record.fresh = command.fresh;
+  if (new_boot) {
+    record.returning = it != routes_.end();  // `it` is from before Replace made the record
+    record.fresh = command.fresh;
+    record.boot_index = applying_index_;
+  }
   record.boot = command.boot;
   record.seq = command.seq;
   return true;
@@ -208,6 +247,15 @@ bool MetaState::Apply(const RouteDelta& command) {
   for (const RouteKey& route : command.adds) routes.insert(route);
   it->second.seq = command.seq;
   Replace(command.node, std::move(routes));
+  return true;
+}
+
+bool MetaState::Apply(const PartitionOpen& command) {
+  if (command.partition >= placement_.partitions || command.replicas.empty()) return false;
+  if (!open_partitions_.emplace(command.partition, OpenPartition{command.replicas, applying_index_}).second) {
+    return true;  // open already
+  }
+  if (partitions_observer_) partitions_observer_();
   return true;
 }
 
@@ -256,9 +304,11 @@ void MetaState::RecomputePlacement() {
       }
     }
   }
-  if (assignment != placement_.assignment) ++placement_.epoch;
+  const bool moved = assignment != placement_.assignment;
+  if (moved) ++placement_.epoch;
   placement_.nodes = std::move(nodes);
   placement_.assignment = std::move(assignment);
+  if (moved && partitions_observer_) partitions_observer_();
 }
 
 std::vector<uint8_t> MetaState::Snapshot() const {
@@ -275,14 +325,23 @@ std::vector<uint8_t> MetaState::Snapshot() const {
     out.U64(record.boot);
     out.U64(record.seq);
     out.U8(record.fresh ? 1 : 0);
+    out.U64(record.boot_index);
+    out.U8(record.returning ? 1 : 0);
     PutRoutes(out, record.routes);
+  }
+  out.U32(static_cast<uint32_t>(open_partitions_.size()));
+  for (const auto& [partition, open] : open_partitions_) {
+    out.U32(partition);
+    PutNodes(out, open.replicas);
+    out.U64(open.opened_at);
   }
   return ToVector(out.Take());
 }
 
 bool MetaState::Restore(const std::vector<uint8_t>& data) {
   ByteReader in(std::string_view(reinterpret_cast<const char*>(data.data()), data.size()));
-  if (in.U8() != kSnapshotVersion) return false;
+  const uint8_t version = in.U8();
+  if (version != 1 && version != kSnapshotVersion) return false;
   Placement placement;
   placement.partitions = in.U32();
   placement.replicas = in.U32();
@@ -301,7 +360,21 @@ bool MetaState::Restore(const std::vector<uint8_t>& data) {
     record.boot = in.U64();
     record.seq = in.U64();
     record.fresh = in.Bool();
+    if (version >= 2) {
+      record.boot_index = in.U64();
+      record.returning = in.Bool();
+    }
     for (RouteKey& route : GetRoutes(in)) record.routes.insert(std::move(route));
+  }
+  std::map<uint32_t, OpenPartition> open_partitions;
+  if (version >= 2) {
+    const uint32_t open_count = in.Count(16);
+    for (uint32_t i = 0; i < open_count && in.ok(); ++i) {
+      const uint32_t partition = in.U32();
+      OpenPartition& open = open_partitions[partition];
+      open.replicas = GetNodes(in);
+      open.opened_at = in.U64();
+    }
   }
   if (!in.done()) return false;
   // Tell the observer what changed, node by node, then take the new state.
@@ -314,10 +387,12 @@ bool MetaState::Restore(const std::vector<uint8_t>& data) {
   }
   routes_ = std::move(routes);
   members_ = std::move(members);
+  open_partitions_ = std::move(open_partitions);
   placement_.partitions = placement.partitions;
   placement_.replicas = placement.replicas;
   RecomputePlacement();
   placement_.epoch = placement.epoch;
+  if (partitions_observer_) partitions_observer_();
   return true;
 }
 

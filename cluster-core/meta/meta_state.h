@@ -18,6 +18,11 @@
 //    when the assignment changes.
 //  - FreshCleared{node, boot}: the leader re-added a node that restarted
 //    with empty state as a learner (MetaGroup); it may become a voter again.
+//  - PartitionOpen{partition, replicas}: the partition becomes a raft group
+//    (cluster-core/partition/) with `replicas` as its first config. Every
+//    replica starts the group from this one record, so they all bootstrap
+//    the same config however the placement has moved since. The first one
+//    applied wins; later ones for the same partition change nothing.
 //
 // Encoding is deterministic (ordered containers), so snapshots of equal
 // states are equal bytes. Observers run inside Apply/Restore, on the
@@ -50,6 +55,8 @@ struct NodeRoutes {
   uint64_t boot = 0;
   uint64_t seq = 0;
   bool fresh = false;  // the node's last start found no stored meta state
+  uint64_t boot_index = 0;  // the metadata log index of this boot's first reset
+  bool returning = false;   // an earlier boot of the node had a record when this one's came
   std::set<RouteKey> routes{};
   friend bool operator==(const NodeRoutes&, const NodeRoutes&) = default;
 };
@@ -97,7 +104,20 @@ struct FreshCleared {
 // that the append carries the new commit index to every node at once
 // instead of with the next heartbeat (routes become visible sooner).
 struct CommitNotice {};
-using Command = std::variant<RouteReset, RouteDelta, MemberUpsert, MemberGone, FreshCleared, CommitNotice>;
+struct PartitionOpen {
+  uint32_t partition = 0;
+  std::vector<NodeId> replicas{};
+};
+// An open partition: its first config and the metadata log index that
+// opened it (a node that started with empty state tells by it whether the
+// partition existed before its start: cluster-core/partition/).
+struct OpenPartition {
+  std::vector<NodeId> replicas{};
+  uint64_t opened_at = 0;
+  friend bool operator==(const OpenPartition&, const OpenPartition&) = default;
+};
+using Command =
+    std::variant<RouteReset, RouteDelta, MemberUpsert, MemberGone, FreshCleared, CommitNotice, PartitionOpen>;
 
 std::vector<uint8_t> EncodeCommand(const Command& command);
 std::optional<Command> DecodeCommand(const std::vector<uint8_t>& bytes);
@@ -123,11 +143,16 @@ class MetaState final : public StateMachine {
   void set_refused_observer(RefusedObserver fn) { refused_observer_ = std::move(fn); }
   // After every applied command other than CommitNotice.
   void set_applied_observer(std::function<void()> fn) { applied_observer_ = std::move(fn); }
+  // After a command that opened partitions or changed the placement, and
+  // after Restore (the partition layer's cue to reconcile its groups).
+  void set_partitions_observer(std::function<void()> fn) { partitions_observer_ = std::move(fn); }
 
   const std::map<NodeId, MemberRecord>& members() const { return members_; }
   const std::map<NodeId, NodeRoutes>& routes() const { return routes_; }
   const NodeRoutes* RoutesOf(NodeId node) const;
   const Placement& placement() const { return placement_; }
+  // Open partitions and the config each was opened with.
+  const std::map<uint32_t, OpenPartition>& open_partitions() const { return open_partitions_; }
   size_t route_count() const;
   uint64_t refused_commands() const { return refused_; }
 
@@ -138,6 +163,7 @@ class MetaState final : public StateMachine {
   bool Apply(const MemberGone& command);
   bool Apply(const FreshCleared& command);
   bool Apply(const CommitNotice&) { return true; }
+  bool Apply(const PartitionOpen& command);
   void Replace(NodeId node, std::set<RouteKey> routes);
   void RecomputePlacement();
   void Notify(NodeId node, const std::vector<RouteKey>& added, const std::vector<RouteKey>& removed);
@@ -145,10 +171,13 @@ class MetaState final : public StateMachine {
   std::map<NodeId, MemberRecord> members_;
   std::map<NodeId, NodeRoutes> routes_;
   Placement placement_;
+  std::map<uint32_t, OpenPartition> open_partitions_;
+  uint64_t applying_index_ = 0;  // the entry being applied (0: outside Apply)
   uint64_t refused_ = 0;
   RouteObserver route_observer_;
   RefusedObserver refused_observer_;
   std::function<void()> applied_observer_;
+  std::function<void()> partitions_observer_;
 };
 
 }  // namespace estuary::meta

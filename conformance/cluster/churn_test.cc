@@ -223,5 +223,32 @@ TEST(ClusterChurnTest, PersistentSessionRouteReturnsAfterRestartOfDurableNode) {
   EXPECT_EQ(indexes, (std::vector<int>{0, 1, 2, 3, 4, 5, 6, 7, 8, 9}));
 }
 
+// One client id per cluster (docs/cluster.md): a CONNECT is accepted only
+// once its claim is committed by a majority of the id's partition. A node
+// left alone by two kill -9s refuses with Server unavailable (0x88), so a
+// client cannot hold an id there while the majority side gives it to
+// another connection.
+TEST(ClusterChurnTest, ANodeWithoutAMajorityRefusesConnects) {
+  ClusterProcess::Options options;
+  options.nodes = 3;
+  auto cluster = StartCluster(options);
+  ASSERT_NE(cluster, nullptr);
+  const std::string id = UniqueName("alone-");
+  ConnectClients(*cluster, {{1, id}})[0]->Disconnect();  // its partition is open and led somewhere
+  cluster->node(2).Kill();
+  cluster->node(3).Kill();
+  PahoClient lonely(cluster->node(1).mqtt_uri(), id, MQTTVERSION_5);
+  try {
+    lonely.Connect();
+    ADD_FAILURE() << "node 1 alone accepted a CONNECT";
+  } catch (const paho::exception& error) {
+    EXPECT_EQ(error.get_return_code(), int(paho::ReasonCode::SERVER_UNAVAILABLE)) << error.what();
+  }
+  auto metrics = testing::AdminGet(cluster->node(1).admin_port(), "/metrics");
+  ASSERT_TRUE(metrics.has_value());
+  EXPECT_NE(metrics->body.find("estuary_client_id_claims_refused_total{node=\"1\",shard=\"0\"} 1"), std::string::npos)
+      << "the refusal was not counted";
+}
+
 }  // namespace
 }  // namespace estuary::conformance

@@ -194,6 +194,35 @@ TEST_F(CrossNodeTest, AmqpSenderOnOneNodeReachesMqttSubscriberOnAnother) {
 
 // --- the harness's parsers, on the document shapes it accepts ---
 
+// One client id per cluster (issue 6 point 5, docs/cluster.md): the
+// second connection's CONNACK comes once its claim is committed in the
+// registry partition the id hashes to, and the claim closes the first
+// connection, on another node. The partition opened on first use.
+TEST_F(CrossNodeTest, AClientIdConnectingOnASecondNodeClosesTheFirstConnection) {
+  const std::string id = UniqueName("roaming-");
+  auto first = ConnectClients(cluster(), {{1, id}});
+  auto second = ConnectClients(cluster(), {{2, id}});
+  EXPECT_TRUE(first[0]->WaitDisconnected(kDeliver)) << "the connection on node 1 stayed open";
+  EXPECT_TRUE(second[0]->client().is_connected()) << "the new connection on node 2 was closed";
+
+  // And back: a third connection on node 3 closes the one on node 2.
+  auto third = ConnectClients(cluster(), {{3, id}});
+  EXPECT_TRUE(second[0]->WaitDisconnected(kDeliver)) << "the connection on node 2 stayed open";
+  const std::string topic = UniqueName("roaming/") + "/t";
+  third[0]->Subscribe(topic, 1);
+  third[0]->Publish(topic, "still here", 1);
+  EXPECT_NE(third[0]->Next(kDeliver), nullptr) << "the surviving connection does not work";
+
+  auto metrics = testing::AdminGet(cluster().node(3).admin_port(), "/metrics");
+  ASSERT_TRUE(metrics.has_value());
+  EXPECT_NE(metrics->body.find("estuary_cluster_client_takeovers_out_total{node=\"3\"} 1"), std::string::npos)
+      << "node 3's claim did not name node 2's connection";
+  auto partitions = testing::AdminGet(cluster().node(1).admin_port(), "/api/cluster/partitions");
+  ASSERT_TRUE(partitions.has_value());
+  auto open = nlohmann::json::parse(partitions->body).at("open");
+  EXPECT_FALSE(open.empty()) << "no partition opened for the registry: " << partitions->body;
+}
+
 TEST(ClusterHarness, ParsesRouteDocuments) {
   using Pairs = std::set<std::pair<int, std::string>>;
   EXPECT_EQ(testing::ParseRoutes(R"({"node":1,"local_routes":[{"filter":"mine","shards":[0]}],

@@ -45,8 +45,45 @@ std::string Escape(const std::string& text) {
   return out;
 }
 
+// "1,2,3" for a JSON array of node ids ("" for anything else).
+std::string Nodes(const nlohmann::json& entry, const char* key) {
+  std::string out;
+  if (!entry.contains(key) || !entry[key].is_array()) return out;
+  for (size_t i = 0; i < entry[key].size(); ++i) out += (i == 0 ? "" : ",") + Scalar(entry[key][i]);
+  return out;
+}
+
+// GET /api/cluster/partitions: one row per open partition; role, term,
+// commit and applied where the answering node holds a replica, and the
+// followers' lag (entries behind the leader's last index) where it leads.
+std::string FormatPartitions(const nlohmann::json& body) {
+  std::vector<std::vector<std::string>> rows;
+  const nlohmann::json none = nlohmann::json::array();
+  const nlohmann::json& open = body.contains("open") && body["open"].is_array() ? body["open"] : none;
+  for (size_t i = 0; i < open.size(); ++i) {
+    const nlohmann::json& entry = open[i];
+    std::string lag;
+    if (entry.contains("lag") && entry["lag"].is_object()) {
+      for (auto it = entry["lag"].begin(); it != entry["lag"].end(); ++it) {
+        lag += (lag.empty() ? "" : " ") + it.key() + ":" + Scalar(it.value());
+      }
+    }
+    auto field = [&entry](const char* key) { return entry.contains(key) ? Scalar(entry[key]) : std::string("-"); };
+    rows.push_back({field("partition"), Nodes(entry, "placed"), Nodes(entry, "voters"), field("role"),
+                    field("leader"), field("term"), field("commit"), field("applied"), lag.empty() ? "-" : lag});
+  }
+  std::string out = fmt::format("node {}: {} of {} partitions open (placement epoch {})\n",
+                                Scalar(body.value("node", nlohmann::json(""))), rows.size(),
+                                Scalar(body.value("partitions", nlohmann::json(0))),
+                                Scalar(body.value("placement_epoch", nlohmann::json(0))));
+  out += Table({"PARTITION", "PLACED", "VOTERS", "ROLE", "LEADER", "TERM", "COMMIT", "APPLIED", "LAG"}, rows);
+  out += "(role, term, commit and applied as this node sees them; '-' where it holds no replica)\n";
+  return out;
+}
+
 std::string FormatReply(const nlohmann::json& body, const std::string& command) {
   if (command == "members") return FormatMembers(body);
+  if (command == "partitions") return FormatPartitions(body);
   if (command == "join") return fmt::format("join requested: the node dials {} (see `estuaryctl members`)\n",
                                             Scalar(body.value("joining", nlohmann::json(""))));
   if (command == "remove") return fmt::format("node {} removed\n", Scalar(body.value("removed", nlohmann::json(""))));
@@ -166,6 +203,8 @@ int RunCtl(int argc, const char* const* argv, std::ostream& out, std::ostream& e
   app.add_subcommand("leave", "make the node leave the cluster gracefully");
   app.add_subcommand("routes", "show the cluster's route table");
   app.add_subcommand("meta", "show the metadata raft group: role, term, leader, voters, members, placement");
+  app.add_subcommand("partitions",
+                     "show the open partitions: replicas, voters, role, leader, term, commit index, followers' lag");
   app.add_subcommand("load", "show the node's load report");
   try {
     app.parse(argc, argv);
@@ -184,6 +223,7 @@ int RunCtl(int argc, const char* const* argv, std::ostream& out, std::ostream& e
   if (command == "leave") method = "POST", target = "/api/cluster/leave";
   if (command == "routes") target = "/api/cluster/routes";
   if (command == "meta") target = "/api/cluster/meta";
+  if (command == "partitions") target = "/api/cluster/partitions";
   if (command == "load") target = "/api/load";
 
   auto reply = HttpRequest(admin.host, admin.port, method, target, timeout_ms);

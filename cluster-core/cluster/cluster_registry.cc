@@ -1,0 +1,76 @@
+// The agent's side of the partitions: starting the partition host and the
+// client-id registry's claims and releases (docs/cluster.md "One client id
+// per cluster").
+#include <spdlog/spdlog.h>
+
+#include "cluster-core/cluster/cluster_agent.h"
+#include "cluster-core/cluster/cluster_frames.h"
+#include "cluster-core/partition/client_registry.h"
+
+namespace estuary::cluster {
+
+Expected<void, std::string> ClusterAgent::EnablePartitions(partition::PartitionHostConfig config,
+                                                           persistence::StorageEngine& engine) {
+  if (!meta_) return MakeError(std::string("partitions need the metadata group"));
+  config.self = config_.self;
+  config.boot_id = meta_->config().boot_id;
+  boot_id_ = config.boot_id;
+  partitions_ = std::make_unique<partition::PartitionHost>(
+      *meta_host_, transport_, *meta_, engine, std::move(config),
+      [](partition::PartitionId) { return std::make_unique<partition::ClientRegistry>(); });
+  partitions_->Start();
+  return {};
+}
+
+void ClusterAgent::ClaimClientId(const std::string& client_id, std::function<void(bool granted)> done) {
+  if (!partitions_) {
+    done(true);
+    return;
+  }
+  const uint64_t serial = next_claim_++;
+  const partition::ClientOwner owner{config_.self, boot_id_, serial};
+  const std::string command = partition::EncodeRegistryCommand(partition::ClaimClient{client_id, owner});
+  ++counters_.client_claims;
+  partitions_->Propose(
+      partitions_->PartitionOf(client_id), command,
+      [this, client_id, serial, done = std::move(done), alive = std::weak_ptr<int>(lifetime_)](
+          partition::PartitionResult result) {
+        if (alive.expired()) return;
+        if (result.status != meta::ProposeStatus::kOk) {
+          ++counters_.client_claims_failed;
+          spdlog::warn("cluster: client id '{}' not claimed (status {}): the CONNECT is refused", client_id,
+                       static_cast<int>(result.status));
+          done(false);
+          return;
+        }
+        claims_[client_id] = serial;
+        std::optional<partition::ClientOwner> previous;
+        if (result.result) {
+          if (auto decoded = partition::DecodeClaimResult(*result.result)) previous = *decoded;
+        } else {
+          // The answering replica no longer had the result: tell everyone,
+          // as before the registry (a connection that is not there is not
+          // closed).
+          Broadcast(kClientAttached, EncodeClientIds({client_id}));
+        }
+        // The previous owner on this node is closed by the shard's attach;
+        // one elsewhere is told to close it.
+        if (previous && previous->node != config_.self) {
+          ++counters_.client_takeovers_out;
+          transport_.Send(previous->node, kClientAttached, EncodeClientIds({client_id}));
+        }
+        done(true);
+      });
+}
+
+void ClusterAgent::ReleaseClientId(const std::string& client_id) {
+  if (!partitions_) return;
+  auto it = claims_.find(client_id);
+  if (it == claims_.end()) return;
+  const partition::ClientOwner owner{config_.self, boot_id_, it->second};
+  claims_.erase(it);
+  partitions_->Propose(partitions_->PartitionOf(client_id),
+                       partition::EncodeRegistryCommand(partition::ReleaseClient{client_id, owner}), nullptr);
+}
+
+}  // namespace estuary::cluster

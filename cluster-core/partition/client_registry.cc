@@ -1,0 +1,124 @@
+#include "cluster-core/partition/client_registry.h"
+
+#include "cluster-core/meta/raft_codec.h"
+
+namespace estuary::partition {
+
+namespace {
+
+enum Tag : uint8_t { kClaim = 1, kRelease = 2 };
+constexpr uint8_t kSnapshotVersion = 1;
+
+void PutOwner(meta::ByteWriter& out, const ClientOwner& owner) {
+  out.U32(owner.node);
+  out.U64(owner.boot);
+  out.U64(owner.connection);
+}
+
+ClientOwner GetOwner(meta::ByteReader& in) {
+  ClientOwner owner;
+  const uint32_t node = in.U32();
+  if (node == 0 || node > 0xFFFF) in.Fail();
+  owner.node = static_cast<NodeId>(node);
+  owner.boot = in.U64();
+  owner.connection = in.U64();
+  return owner;
+}
+
+}  // namespace
+
+std::string EncodeRegistryCommand(const RegistryCommand& command) {
+  meta::ByteWriter out;
+  if (const auto* claim = std::get_if<ClaimClient>(&command)) {
+    out.U8(kClaim);
+    out.Bytes(claim->client);
+    PutOwner(out, claim->owner);
+  } else {
+    const auto& release = std::get<ReleaseClient>(command);
+    out.U8(kRelease);
+    out.Bytes(release.client);
+    PutOwner(out, release.owner);
+  }
+  return out.Take();
+}
+
+std::optional<RegistryCommand> DecodeRegistryCommand(std::string_view bytes) {
+  meta::ByteReader in(bytes);
+  const uint8_t tag = in.U8();
+  std::string client(in.Bytes());
+  ClientOwner owner = GetOwner(in);
+  if (!in.done()) return std::nullopt;
+  if (tag == kClaim) return ClaimClient{std::move(client), owner};
+  if (tag == kRelease) return ReleaseClient{std::move(client), owner};
+  return std::nullopt;
+}
+
+std::string EncodeClaimResult(const std::optional<ClientOwner>& previous) {
+  meta::ByteWriter out;
+  out.U8(previous ? 1 : 0);
+  if (previous) PutOwner(out, *previous);
+  return out.Take();
+}
+
+std::optional<std::optional<ClientOwner>> DecodeClaimResult(std::string_view bytes) {
+  meta::ByteReader in(bytes);
+  std::optional<ClientOwner> previous;
+  if (in.Bool()) previous = GetOwner(in);
+  if (!in.done()) return std::nullopt;
+  return previous;
+}
+
+std::string ClientRegistry::Apply(const raft::Entry& entry) {
+  auto command =
+      DecodeRegistryCommand(std::string_view(reinterpret_cast<const char*>(entry.data.data()), entry.data.size()));
+  if (!command) {
+    ++malformed_;
+    return {};
+  }
+  return ApplyCommand(*command);
+}
+
+std::string ClientRegistry::ApplyCommand(const RegistryCommand& command) {
+  if (const auto* claim = std::get_if<ClaimClient>(&command)) {
+    std::optional<ClientOwner> previous;
+    auto [it, inserted] = owners_.try_emplace(claim->client, claim->owner);
+    if (!inserted) {
+      previous = it->second;
+      it->second = claim->owner;
+    }
+    return EncodeClaimResult(previous);
+  }
+  const auto& release = std::get<ReleaseClient>(command);
+  auto it = owners_.find(release.client);
+  if (it == owners_.end() || it->second != release.owner) return "0";
+  owners_.erase(it);
+  return "1";
+}
+
+std::vector<uint8_t> ClientRegistry::Snapshot() const {
+  meta::ByteWriter out;
+  out.U8(kSnapshotVersion);
+  out.U32(static_cast<uint32_t>(owners_.size()));
+  for (const auto& [client, owner] : owners_) {
+    out.Bytes(client);
+    PutOwner(out, owner);
+  }
+  std::string bytes = out.Take();
+  return {bytes.begin(), bytes.end()};
+}
+
+bool ClientRegistry::Restore(const std::vector<uint8_t>& data) {
+  meta::ByteReader in(std::string_view(reinterpret_cast<const char*>(data.data()), data.size()));
+  if (in.U8() != kSnapshotVersion) return false;
+  std::map<std::string, ClientOwner> owners;
+  const uint32_t count = in.Count(24);
+  for (uint32_t i = 0; i < count && in.ok(); ++i) {
+    std::string client(in.Bytes());
+    owners[std::move(client)] = GetOwner(in);
+  }
+  if (!in.done()) return false;
+  owners_ = std::move(owners);
+  return true;
+}
+
+}  // namespace estuary::partition

@@ -1,0 +1,69 @@
+#pragma once
+// ClientRegistry: the partition state machine that decides which
+// connection owns an MQTT client id (issue 6 point 5, docs/cluster.md "One
+// client id per cluster"). A client id lives in the partition it hashes to
+// (PartitionHost::PartitionOf).
+//
+// Commands:
+//  - Claim{client, owner}: `owner` (node, boot, connection serial) owns the
+//    id from now on; the result names the owner it replaced, if any, so the
+//    claimer can have that connection closed.
+//  - Release{client, owner}: the id is free again, but only if `owner` still
+//    holds it (a late release after a takeover changes nothing).
+//
+// A node's CONNACK waits for its Claim to commit, so on the majority side
+// of a split two connections never both hold one id; a node that cannot
+// reach a majority of the partition refuses the CONNECT.
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <variant>
+#include <vector>
+
+#include "cluster-core/partition/partition_host.h"
+
+namespace estuary::partition {
+
+struct ClientOwner {
+  NodeId node = 0;
+  uint64_t boot = 0;
+  uint64_t connection = 0;
+  friend bool operator==(const ClientOwner&, const ClientOwner&) = default;
+};
+
+struct ClaimClient {
+  std::string client;
+  ClientOwner owner{};
+};
+struct ReleaseClient {
+  std::string client;
+  ClientOwner owner{};
+};
+using RegistryCommand = std::variant<ClaimClient, ReleaseClient>;
+
+std::string EncodeRegistryCommand(const RegistryCommand& command);
+std::optional<RegistryCommand> DecodeRegistryCommand(std::string_view bytes);
+// A Claim's result: the owner it replaced (nullopt: there was none).
+std::string EncodeClaimResult(const std::optional<ClientOwner>& previous);
+// nullopt if the bytes are malformed; else the previous owner or none.
+std::optional<std::optional<ClientOwner>> DecodeClaimResult(std::string_view bytes);
+
+class ClientRegistry final : public PartitionMachine {
+ public:
+  std::string Apply(const raft::Entry& entry) override;
+  std::vector<uint8_t> Snapshot() const override;
+  bool Restore(const std::vector<uint8_t>& data) override;
+
+  // Applies one command and returns its result (Claim: EncodeClaimResult;
+  // Release: "1" if released, "0" if not).
+  std::string ApplyCommand(const RegistryCommand& command);
+  const std::map<std::string, ClientOwner>& owners() const { return owners_; }
+  uint64_t malformed() const { return malformed_; }
+
+ private:
+  std::map<std::string, ClientOwner> owners_;
+  uint64_t malformed_ = 0;
+};
+
+}  // namespace estuary::partition

@@ -1,0 +1,577 @@
+#include "cluster-core/partition/partition_host.h"
+
+#include <fmt/format.h>
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+#include <deque>
+#include <nlohmann/json.hpp>
+#include <utility>
+
+#include "cluster-core/ring/ring.h"
+
+namespace estuary::partition {
+
+namespace {
+
+struct ProposeFrame {
+  uint64_t request = 0;
+  PartitionId partition = 0;
+  raft::WriteId id{};
+  std::string data;
+};
+
+struct ProposedFrame {
+  uint64_t request = 0;
+  meta::ProposeStatus status = meta::ProposeStatus::kOk;
+  raft::Index index = 0;
+  NodeId leader = 0;
+  std::optional<std::string> result;
+};
+
+std::string Encode(const ProposeFrame& frame) {
+  meta::ByteWriter out;
+  out.U64(frame.request);
+  out.U32(frame.partition);
+  out.U64(frame.id.producer);
+  out.U64(frame.id.sequence);
+  out.Bytes(frame.data);
+  return out.Take();
+}
+
+std::optional<ProposeFrame> DecodePropose(std::string_view body) {
+  meta::ByteReader in(body);
+  ProposeFrame frame;
+  frame.request = in.U64();
+  frame.partition = in.U32();
+  frame.id.producer = in.U64();
+  frame.id.sequence = in.U64();
+  frame.data = std::string(in.Bytes());
+  if (!in.done()) return std::nullopt;
+  return frame;
+}
+
+std::string Encode(const ProposedFrame& frame) {
+  meta::ByteWriter out;
+  out.U64(frame.request);
+  out.U8(static_cast<uint8_t>(frame.status));
+  out.U64(frame.index);
+  out.U32(frame.leader);
+  out.U8(frame.result ? 1 : 0);
+  out.Bytes(frame.result ? *frame.result : std::string());
+  return out.Take();
+}
+
+std::optional<ProposedFrame> DecodeProposed(std::string_view body) {
+  meta::ByteReader in(body);
+  ProposedFrame frame;
+  frame.request = in.U64();
+  const uint8_t status = in.U8();
+  if (status > static_cast<uint8_t>(meta::ProposeStatus::kRejected)) in.Fail();
+  frame.status = static_cast<meta::ProposeStatus>(status);
+  frame.index = in.U64();
+  const uint32_t leader = in.U32();
+  if (leader > 0xFFFF) in.Fail();
+  frame.leader = static_cast<NodeId>(leader);
+  const bool has_result = in.Bool();
+  std::string result(in.Bytes());
+  if (!in.done()) return std::nullopt;
+  if (has_result) frame.result = std::move(result);
+  return frame;
+}
+
+const char* RoleName(raft::Role role) {
+  switch (role) {
+    case raft::Role::kLeader:
+      return "leader";
+    case raft::Role::kCandidate:
+      return "candidate";
+    case raft::Role::kPreCandidate:
+      return "pre-candidate";
+    case raft::Role::kFollower:
+      return "follower";
+  }
+  return "unknown";
+}
+
+bool Contains(const std::vector<NodeId>& nodes, raft::NodeId node) {
+  return std::find(nodes.begin(), nodes.end(), node) != nodes.end();
+}
+
+}  // namespace
+
+// One partition's group on this node: the machine, the results of recent
+// entries, and the callbacks waiting for an index to be applied here.
+class PartitionHost::Replica final : public meta::StateMachine {
+ public:
+  Replica(PartitionHost& host, std::unique_ptr<PartitionMachine> machine) : host_(host), machine_(std::move(machine)) {}
+
+  void Apply(const raft::Entry& entry) override {
+    std::string result = machine_->Apply(entry);
+    // Kept by write id: a write retried across a leader change may be
+    // answered with the index of its de-duplicated copy, never applied.
+    if (entry.write_id.producer != 0 || entry.write_id.sequence != 0) {
+      results_.emplace_back(entry.write_id, std::move(result));
+      if (results_.size() > kResultsKept) results_.pop_front();
+    }
+    Fire(entry.index);
+  }
+  std::vector<uint8_t> Snapshot() const override { return machine_->Snapshot(); }
+  bool Restore(const std::vector<uint8_t>& data) override {
+    results_.clear();
+    return machine_->Restore(data);
+  }
+
+  std::optional<std::string> ResultOf(const raft::WriteId& id) const {
+    for (auto it = results_.rbegin(); it != results_.rend(); ++it) {
+      if (it->first == id) return it->second;
+    }
+    return std::nullopt;
+  }
+  // `fn` runs on the loop once `index` is applied here.
+  void WhenApplied(raft::Index index, std::function<void()> fn) {
+    waiters_.emplace(index, std::move(fn));
+    Fire(group->applied());
+  }
+  // Entries that never reach Apply (config changes, de-duplicated
+  // retries) still move applied().
+  void Sweep() { Fire(group->applied()); }
+
+  PartitionMachine& machine() { return *machine_; }
+  meta::RaftGroup* group = nullptr;
+
+ private:
+  void Fire(raft::Index applied) {
+    while (!waiters_.empty() && waiters_.begin()->first <= applied) {
+      host_.host_.loop().Post(std::move(waiters_.begin()->second));
+      waiters_.erase(waiters_.begin());
+    }
+  }
+
+  PartitionHost& host_;
+  std::unique_ptr<PartitionMachine> machine_;
+  std::deque<std::pair<raft::WriteId, std::string>> results_;
+  std::multimap<raft::Index, std::function<void()>> waiters_;
+};
+
+PartitionHost::PartitionHost(meta::RaftHost& host, cluster::Transport& transport, meta::MetaGroup& meta,
+                             persistence::StorageEngine& engine, PartitionHostConfig config, MachineFactory factory)
+    : host_(host),
+      loop_(host.loop()),
+      transport_(transport),
+      meta_(meta),
+      engine_(engine),
+      config_(std::move(config)),
+      factory_(std::move(factory)) {
+  config_.raft.mode = raft::Mode::kTimestamp;
+}
+
+PartitionHost::~PartitionHost() { loop_.CancelTimer(reconcile_timer_); }
+
+void PartitionHost::Start() {
+  started_ = true;
+  meta_.state().set_partitions_observer([this, alive = std::weak_ptr<int>(lifetime_)] {
+    // Inside the meta group's apply: start groups on the next iteration.
+    host_.loop().Post([this, alive] {
+      if (!alive.expired()) StartGroups();
+    });
+  });
+  StartGroups();
+  ScheduleReconcile();
+}
+
+PartitionId PartitionHost::PartitionOf(std::string_view key) const {
+  return ring::Ring::PartitionOf(key, partitions());
+}
+
+meta::RaftGroup* PartitionHost::group(PartitionId partition) {
+  auto it = replicas_.find(partition);
+  return it == replicas_.end() ? nullptr : it->second->group;
+}
+
+PartitionMachine* PartitionHost::machine(PartitionId partition) {
+  auto it = replicas_.find(partition);
+  return it == replicas_.end() ? nullptr : &it->second->machine();
+}
+
+const std::vector<NodeId>* PartitionHost::PlacedReplicas(PartitionId partition) const {
+  const meta::Placement& placement = meta_.state().placement();
+  if (partition >= placement.assignment.size()) return nullptr;
+  return &placement.assignment[partition];
+}
+
+// --- groups -------------------------------------------------------------
+
+// Whether this node may have voted in the partition's group before its
+// store was lost (raft_host.h, the lost-state rule): only if it started
+// with empty state (its metadata store was empty too: one data folder), an
+// earlier boot of it was known to the cluster, and the partition was
+// opened before this boot's first route reset. A node new to the cluster
+// never voted anywhere, so a new group whose replicas all start empty can
+// still elect. nullopt until this boot's reset is applied here.
+std::optional<bool> PartitionHost::MayHaveVoted(uint64_t opened_at) const {
+  if (!meta_.group().started_empty()) return false;
+  const meta::NodeRoutes* routes = meta_.state().RoutesOf(config_.self);
+  if (routes == nullptr || routes->boot != config_.boot_id) return std::nullopt;
+  return routes->returning && opened_at <= routes->boot_index;
+}
+
+void PartitionHost::StartGroups() {
+  const auto& open = meta_.state().open_partitions();
+  for (const auto& [partition, record] : open) {
+    if (replicas_.count(partition) != 0) continue;
+    const std::vector<NodeId>* placed = PlacedReplicas(partition);
+    const bool named = Contains(record.replicas, config_.self);
+    if (!named && (placed == nullptr || !Contains(*placed, config_.self))) continue;
+    const std::optional<bool> may_have_voted = MayHaveVoted(record.opened_at);
+    if (!may_have_voted) continue;  // the next reconcile tries again
+    meta::GroupConfig group;
+    group.group = GroupOf(partition);
+    group.raft = config_.raft;
+    group.snapshot_every = config_.snapshot_every;
+    group.propose_timeout_ms = config_.attempt_timeout_ms;
+    // Every replica named by the open record starts from the same config.
+    if (named) group.bootstrap.voters.assign(record.replicas.begin(), record.replicas.end());
+    group.refuse_votes_when_empty = *may_have_voted;
+    // Idle partitions send nothing: node-level liveness (the owner calls
+    // RaftHost::OnPeerDown/OnPeerUp) stands in for their heartbeats.
+    group.quiesce = config_.quiesce;
+    auto replica = std::make_unique<Replica>(*this, factory_(partition));
+    auto added = host_.AddGroup(group, engine_, *replica);
+    if (!added) {
+      spdlog::error("partition {}: cannot start its group: {}", partition, added.error());
+      continue;
+    }
+    replica->group = *added;
+    replicas_.emplace(partition, std::move(replica));
+    ++counters_.groups_started;
+    spdlog::debug("partition {}: group started (replicas {})", partition, fmt::join(record.replicas, ","));
+  }
+}
+
+void PartitionHost::ScheduleReconcile() {
+  reconcile_timer_ = host_.loop().AddTimer(config_.reconcile_ms, [this, alive = std::weak_ptr<int>(lifetime_)] {
+    if (alive.expired()) return;
+    Reconcile();
+    ScheduleReconcile();
+  });
+}
+
+void PartitionHost::Reconcile() {
+  StartGroups();
+  for (auto& [partition, replica] : replicas_) {
+    replica->Sweep();
+    if (replica->group->raft().role() == raft::Role::kLeader) ManageConfig(partition, *replica);
+  }
+}
+
+// The leader's config policy (the header): one change at a time, towards
+// the placement's replicas among the live members.
+void PartitionHost::ManageConfig(PartitionId partition, Replica& replica) {
+  const raft::Raft& raft = replica.group->raft();
+  if (raft.log().config_index() > raft.commit()) return;
+  const std::vector<NodeId>* placed = PlacedReplicas(partition);
+  if (placed == nullptr || placed->empty()) return;
+  const raft::Config& config = raft.config();
+  const auto& members = meta_.state().members();
+  auto change = [&](raft::ConfigChangeType type, raft::NodeId node) {
+    if (replica.group->ChangeConfig({type, node})) {
+      ++counters_.config_changes;
+      spdlog::info("partition {}: config change {} node {}", partition, static_cast<int>(type), node);
+    }
+  };
+  auto caught_up = [&](raft::NodeId node) {
+    auto it = raft.progress().find(node);
+    return it != raft.progress().end() && it->second.match >= raft.commit();
+  };
+  for (NodeId node : *placed) {
+    if (!config.Contains(node) && members.count(node) != 0) return change(raft::ConfigChangeType::kAddLearner, node);
+  }
+  for (raft::NodeId node : config.learners) {
+    if (Contains(*placed, node) && caught_up(node)) return change(raft::ConfigChangeType::kPromoteLearner, node);
+  }
+  size_t placed_voters = 0;
+  for (raft::NodeId node : config.voters) placed_voters += Contains(*placed, node) ? 1 : 0;
+  if (placed_voters >= placed->size()) {
+    for (raft::NodeId node : config.voters) {
+      if (!Contains(*placed, node) && node != config_.self) return change(raft::ConfigChangeType::kRemove, node);
+    }
+    for (raft::NodeId node : config.learners) {
+      if (!Contains(*placed, node)) return change(raft::ConfigChangeType::kRemove, node);
+    }
+  }
+  // The preferred leader, once it can take over without a gap (a leader
+  // the placement no longer names hands over the same way before it goes).
+  const NodeId preferred = placed->front();
+  if (preferred != config_.self && config.IsVoter(preferred) && caught_up(preferred) && members.count(preferred) != 0) {
+    if (replica.group->TransferLeadership(preferred)) ++counters_.leader_transfers;
+  }
+}
+
+// --- proposals ----------------------------------------------------------
+
+void PartitionHost::Propose(PartitionId partition, std::string data, PartitionCallback done) {
+  const uint64_t key = next_key_++;
+  Pending pending;
+  pending.partition = partition;
+  pending.data = std::move(data);
+  // The producer is this process (node and boot), so a retry after a
+  // leader change is recognised and applied once.
+  pending.id = raft::WriteId{(uint64_t{config_.self} << 48) ^ config_.boot_id, next_sequence_++};
+  pending.done = std::move(done);
+  pending.deadline_ms = host_.loop().NowMs() + config_.propose_timeout_ms;
+  pending_.emplace(key, std::move(pending));
+  ++counters_.proposals;
+  host_.loop().Post([this, key, alive = std::weak_ptr<int>(lifetime_)] {
+    if (!alive.expired()) Attempt(key);
+  });
+}
+
+void PartitionHost::Attempt(uint64_t key) {
+  auto it = pending_.find(key);
+  if (it == pending_.end()) return;
+  Pending& pending = it->second;
+  if (host_.loop().NowMs() >= pending.deadline_ms) return Finish(key, pending.last);
+  if (pending.partition >= partitions()) {
+    return Finish(key, {meta::ProposeStatus::kRejected, 0, std::nullopt});
+  }
+  ++pending.attempts;
+  const auto& open = meta_.state().open_partitions();
+  if (open.count(pending.partition) == 0) {
+    const std::vector<NodeId>* placed = PlacedReplicas(pending.partition);
+    if (placed != nullptr && !placed->empty() && !pending.open_proposed) {
+      pending.open_proposed = true;
+      ++counters_.opens_proposed;
+      meta::PartitionOpen command{pending.partition, *placed};
+      meta_.group().Propose(meta::EncodeCommand(command), {}, nullptr);
+    }
+    return Retry(key, {meta::ProposeStatus::kNotLeader, 0, std::nullopt});
+  }
+  // Through this node's own group only while the placement names it: a
+  // replica that was moved away may hold a group that no longer hears of
+  // its config (it was removed) and would wait for a leader forever.
+  const std::vector<NodeId>* placed = PlacedReplicas(pending.partition);
+  const bool placed_here = placed != nullptr && Contains(*placed, config_.self);
+  if (placed_here && replicas_.count(pending.partition) != 0) {
+    ProposeLocal(pending.partition, pending.data, pending.id,
+                 [this, key, alive = std::weak_ptr<int>(lifetime_)](PartitionResult result) {
+                   if (alive.expired()) return;
+                   if (result.status == meta::ProposeStatus::kOk) return Finish(key, std::move(result));
+                   Retry(key, std::move(result));
+                 });
+    return;
+  }
+  // Not a replica: ask the one most likely to lead.
+  const NodeId target = LikelyLeader(pending.partition, pending.failed_target);
+  pending.target = target;
+  if (target == 0) return Retry(key, {meta::ProposeStatus::kNotLeader, 0, std::nullopt});
+  ++counters_.proposals_remote;
+  transport_.Send(target, kPartitionPropose, Encode(ProposeFrame{key, pending.partition, pending.id, pending.data}));
+  const uint32_t attempt = pending.attempts;
+  host_.loop().AddTimer(config_.attempt_timeout_ms, [this, key, attempt, alive = std::weak_ptr<int>(lifetime_)] {
+    if (alive.expired()) return;
+    auto waiting = pending_.find(key);
+    if (waiting == pending_.end() || waiting->second.attempts != attempt) return;
+    waiting->second.failed_target = waiting->second.target;
+    Retry(key, {meta::ProposeStatus::kTimeout, 0, std::nullopt});
+  });
+}
+
+void PartitionHost::Retry(uint64_t key, PartitionResult result) {
+  auto it = pending_.find(key);
+  if (it == pending_.end()) return;
+  Pending& pending = it->second;
+  pending.last = std::move(result);
+  if (host_.loop().NowMs() + config_.retry_ms >= pending.deadline_ms) return Finish(key, pending.last);
+  ++counters_.retries;
+  ++pending.attempts;  // a late answer to the last attempt is still taken
+                       // (Finish once)
+  host_.loop().AddTimer(config_.retry_ms, [this, key, alive = std::weak_ptr<int>(lifetime_)] {
+    if (!alive.expired()) Attempt(key);
+  });
+}
+
+void PartitionHost::Finish(uint64_t key, PartitionResult result) {
+  auto it = pending_.find(key);
+  if (it == pending_.end()) return;
+  PartitionCallback done = std::move(it->second.done);
+  pending_.erase(it);
+  if (result.status != meta::ProposeStatus::kOk) ++counters_.proposals_failed;
+  if (done) done(std::move(result));
+}
+
+// On a replica. A group with fewer voters than the placement has replicas
+// for it is not offered writes: a partition opened while the metadata knew
+// fewer members (a cluster starting) begins with fewer voters, and a write
+// acknowledged by the majority of that smaller group could die with one
+// node. The leader's config policy fills the group within a few reconciles.
+void PartitionHost::ProposeLocal(PartitionId partition, std::string data, raft::WriteId id, PartitionCallback done) {
+  Replica& replica = *replicas_.at(partition);
+  const std::vector<NodeId>* placed = PlacedReplicas(partition);
+  const size_t wanted = placed == nullptr ? 1 : placed->size();
+  if (replica.group->raft().config().voters.size() < wanted) {
+    host_.loop().Post([done = std::move(done)] { done({meta::ProposeStatus::kNotLeader, 0, std::nullopt}); });
+    return;
+  }
+  replica.group->Propose(std::vector<uint8_t>(data.begin(), data.end()), id,
+                         [this, partition, id, done = std::move(done),
+                          alive = std::weak_ptr<int>(lifetime_)](meta::ProposeResult result) mutable {
+                           if (alive.expired()) return;
+                           Replica& target = *replicas_.at(partition);
+                           if (result.status != meta::ProposeStatus::kOk) {
+                             return done({result.status, result.index, std::nullopt});
+                           }
+                           const raft::Index index = result.index;
+                           target.WhenApplied(index, [&target, index, id, done = std::move(done)] {
+                             done({meta::ProposeStatus::kOk, index, target.ResultOf(id)});
+                           });
+                         });
+}
+
+NodeId PartitionHost::LikelyLeader(PartitionId partition, NodeId failed) const {
+  std::vector<NodeId> candidates;
+  if (auto hint = leader_hints_.find(partition); hint != leader_hints_.end() && hint->second != failed) {
+    return hint->second;
+  }
+  if (const std::vector<NodeId>* placed = PlacedReplicas(partition)) candidates = *placed;
+  const auto& open = meta_.state().open_partitions();
+  if (auto record = open.find(partition); record != open.end()) {
+    for (NodeId node : record->second.replicas) {
+      if (!Contains(candidates, node)) candidates.push_back(node);
+    }
+  }
+  candidates.erase(std::remove(candidates.begin(), candidates.end(), config_.self), candidates.end());
+  if (candidates.empty()) return 0;
+  // After a failed one, the next in the list.
+  auto at = std::find(candidates.begin(), candidates.end(), failed);
+  if (at == candidates.end()) return candidates.front();
+  ++at;
+  return at == candidates.end() ? candidates.front() : *at;
+}
+
+void PartitionHost::OnFrame(NodeId from, uint8_t type, std::string_view body) {
+  switch (type) {
+    case kPartitionPropose:
+      return OnProposeFrame(from, body);
+    case kPartitionProposed:
+      return OnProposedFrame(body);
+    default:
+      ++counters_.bad_frames;
+      spdlog::debug("partition: node {} sent unknown frame type {:#x}", from, type);
+  }
+}
+
+void PartitionHost::OnProposeFrame(NodeId from, std::string_view body) {
+  auto frame = DecodePropose(body);
+  if (!frame) {
+    ++counters_.bad_frames;
+    spdlog::warn("partition: malformed propose frame from node {}", from);
+    return;
+  }
+  ++counters_.proposals_served;
+  const uint64_t request = frame->request;
+  auto answer = [this, from, request, partition = frame->partition](PartitionResult result) {
+    NodeId leader = 0;
+    if (auto it = replicas_.find(partition); it != replicas_.end()) {
+      leader = static_cast<NodeId>(it->second->group->raft().leader());
+    }
+    transport_.Send(from, kPartitionProposed,
+                    Encode(ProposedFrame{request, result.status, result.index, leader, std::move(result.result)}));
+  };
+  const std::vector<NodeId>* placed = PlacedReplicas(frame->partition);
+  if (replicas_.count(frame->partition) == 0 || placed == nullptr || !Contains(*placed, config_.self)) {
+    return answer({meta::ProposeStatus::kNotLeader, 0, std::nullopt});
+  }
+  ProposeLocal(frame->partition, std::move(frame->data), frame->id,
+               [answer, alive = std::weak_ptr<int>(lifetime_)](PartitionResult result) {
+                 if (!alive.expired()) answer(std::move(result));
+               });
+}
+
+void PartitionHost::OnProposedFrame(std::string_view body) {
+  auto frame = DecodeProposed(body);
+  if (!frame) {
+    ++counters_.bad_frames;
+    return;
+  }
+  auto it = pending_.find(frame->request);
+  if (it == pending_.end()) return;
+  if (frame->leader != 0) {
+    leader_hints_[it->second.partition] = frame->leader;
+  } else if (frame->status != meta::ProposeStatus::kOk) {
+    leader_hints_.erase(it->second.partition);
+  }
+  if (frame->status == meta::ProposeStatus::kOk) {
+    return Finish(frame->request, {frame->status, frame->index, std::move(frame->result)});
+  }
+  it->second.failed_target = it->second.target;
+  Retry(frame->request, {frame->status, frame->index, std::nullopt});
+}
+
+// --- reporting ----------------------------------------------------------
+
+std::string PartitionHost::StatusJson() const {
+  nlohmann::json out;
+  out["node"] = config_.self;
+  out["partitions"] = partitions();
+  out["placement_epoch"] = meta_.state().placement().epoch;
+  nlohmann::json open = nlohmann::json::array();
+  for (const auto& [partition, record] : meta_.state().open_partitions()) {
+    nlohmann::json entry;
+    entry["partition"] = partition;
+    entry["opened_with"] = record.replicas;
+    if (const std::vector<NodeId>* placed = PlacedReplicas(partition)) entry["placed"] = *placed;
+    if (auto it = replicas_.find(partition); it != replicas_.end()) {
+      const raft::Raft& raft = it->second->group->raft();
+      entry["role"] = RoleName(raft.role());
+      entry["leader"] = raft.leader();
+      entry["term"] = raft.term();
+      entry["commit"] = raft.commit();
+      entry["applied"] = it->second->group->applied();
+      entry["last_index"] = raft.log().LastIndex();
+      entry["voters"] = raft.config().voters;
+      entry["learners"] = raft.config().learners;
+      if (raft.role() == raft::Role::kLeader) {
+        nlohmann::json lag = nlohmann::json::object();
+        for (const auto& [node, progress] : raft.progress()) {
+          lag[std::to_string(node)] = raft.log().LastIndex() - std::min(progress.match, raft.log().LastIndex());
+        }
+        entry["lag"] = lag;
+      }
+    }
+    open.push_back(std::move(entry));
+  }
+  out["open"] = std::move(open);
+  return out.dump();
+}
+
+std::string PartitionHost::MetricsText() const {
+  std::string out;
+  auto series = [&out](const char* name, const char* type, const char* help, uint64_t value) {
+    out += fmt::format("# HELP {} {}\n# TYPE {} {}\n{} {}\n", name, help, name, type, name, value);
+  };
+  size_t leading = 0;
+  for (const auto& [partition, replica] : replicas_) {
+    leading += replica->group->raft().role() == raft::Role::kLeader ? 1 : 0;
+  }
+  series("estuary_partition_open", "gauge", "Partitions opened in the cluster (raft groups).",
+         meta_.state().open_partitions().size());
+  series("estuary_partition_groups", "gauge", "Partition groups this node holds a replica of.", replicas_.size());
+  series("estuary_partition_leading", "gauge", "Partition groups this node leads.", leading);
+  series("estuary_partition_proposals_total", "counter", "Writes proposed to partitions from this node.",
+         counters_.proposals);
+  series("estuary_partition_proposals_remote_total", "counter",
+         "Proposal attempts sent to another node (this one holds no replica).", counters_.proposals_remote);
+  series("estuary_partition_proposals_served_total", "counter", "Proposals other nodes sent here.",
+         counters_.proposals_served);
+  series("estuary_partition_proposals_failed_total", "counter", "Proposals that failed at their deadline.",
+         counters_.proposals_failed);
+  series("estuary_partition_retries_total", "counter", "Proposal attempts made again.", counters_.retries);
+  series("estuary_partition_config_changes_total", "counter", "Config changes this node's leaders made.",
+         counters_.config_changes);
+  series("estuary_partition_leader_transfers_total", "counter", "Leadership handed to the preferred replica.",
+         counters_.leader_transfers);
+  return out;
+}
+
+}  // namespace estuary::partition

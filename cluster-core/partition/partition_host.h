@@ -1,0 +1,199 @@
+#pragma once
+// PartitionHost: the partitions of the placement ring as raft groups on one
+// node (issue 7 point 1, docs/partitions.md).
+//
+// A partition becomes a raft group only once something is written to it:
+// the first Propose for a partition that is not open yet proposes
+// PartitionOpen{p, replicas from the current placement} to the metadata
+// group, and every node named there starts the group with exactly that
+// first config (so all replicas bootstrap the same one, whatever the
+// placement did meanwhile). Idle partitions cost nothing; open ones share
+// the node's RaftHost (one timer, the node-pair links).
+//
+// Group ids: kPartitionGroupBase + p; the groups' state lives in the
+// node's partition engine under "raft/<group id>/" (RaftStore).
+//
+// The leader of each open partition moves its config towards the
+// placement, one change at a time: a live replica missing from the config
+// joins as a learner, a caught-up learner named by the placement is
+// promoted, a voter no longer named (or gone) is removed once the config
+// holds at least as many voters named by the placement as it should; and
+// leadership goes to the placement's preferred leader (its first replica)
+// once that one is a caught-up voter (hot switching in timestamp mode:
+// writes are held, not failed).
+//
+// Propose from any node: on a replica through its RaftGroup (which
+// forwards to the leader); elsewhere in a frame (0x50) to the replica most
+// likely to lead, answered (0x51) once the entry is applied on the replica
+// that was asked, with the state machine's result for that entry. Retries
+// within the deadline go to the leader the answers name; the write id makes
+// a retried write apply once.
+//
+// Threading: the RaftHost's loop. The loop and the engine must outlive the
+// host; the RaftHost and MetaGroup must outlive every call into it (they may
+// be destroyed first: the RaftHost's groups use the host's state machines,
+// so it goes first).
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "cluster-core/meta/meta_group.h"
+#include "cluster-core/meta/raft_host.h"
+#include "persistence/storage_engine.h"
+
+namespace estuary::partition {
+
+using meta::NodeId;
+using PartitionId = uint32_t;
+
+inline constexpr meta::GroupId kPartitionGroupBase = 0x10000;
+inline constexpr meta::GroupId GroupOf(PartitionId partition) { return kPartitionGroupBase + partition; }
+
+// Frames 0x50-0x5F (docs/internode.md).
+enum PartitionFrame : uint8_t {
+  kPartitionPropose = 0x50,   // u64 request, u32 partition, u64 producer, u64
+                              // sequence, bytes data
+  kPartitionProposed = 0x51,  // u64 request, u8 status, u64 index, u32 leader
+                              // hint, u8 has result, bytes result
+};
+
+// One partition's replicated application. Apply sees every committed
+// normal entry once, in order, and returns that entry's result (given to
+// whoever proposed it; keep it small).
+class PartitionMachine {
+ public:
+  virtual ~PartitionMachine() = default;
+  virtual std::string Apply(const raft::Entry& entry) = 0;
+  virtual std::vector<uint8_t> Snapshot() const = 0;
+  virtual bool Restore(const std::vector<uint8_t>& data) = 0;
+};
+using MachineFactory = std::function<std::unique_ptr<PartitionMachine>(PartitionId)>;
+
+struct PartitionResult {
+  meta::ProposeStatus status = meta::ProposeStatus::kOk;
+  raft::Index index = 0;
+  // The machine's result for the entry; absent if the status is not ok or
+  // the replica that answered no longer had it (see kResultsKept).
+  std::optional<std::string> result{};
+};
+using PartitionCallback = std::function<void(PartitionResult)>;
+
+struct PartitionHostConfig {
+  NodeId self = 1;
+  uint64_t boot_id = 1;  // with self: the producer of this process's write ids
+  uint32_t reconcile_ms = 100;
+  uint32_t propose_timeout_ms = 3000;  // a proposal's whole deadline
+  uint32_t attempt_timeout_ms = 1000;  // one attempt's (then another replica or leader is tried)
+  uint32_t retry_ms = 50;              // between attempts of one proposal
+  uint64_t snapshot_every = 1024;
+  bool quiesce = true;   // idle groups stop ticking (needs RaftHost::OnPeerDown/OnPeerUp from the owner)
+  raft::Options raft{};  // timeouts; mode is timestamp
+};
+
+struct PartitionCounters {
+  uint64_t opens_proposed = 0;
+  uint64_t groups_started = 0;
+  uint64_t proposals = 0;
+  uint64_t proposals_remote = 0;  // sent to another node in a 0x50 frame
+  uint64_t proposals_served = 0;  // 0x50 frames answered for others
+  uint64_t proposals_failed = 0;  // answered with a status other than ok
+  uint64_t retries = 0;
+  uint64_t config_changes = 0;
+  uint64_t leader_transfers = 0;
+  uint64_t bad_frames = 0;
+};
+
+class PartitionHost {
+ public:
+  // Results of this many recent entries per partition are kept for
+  // answers that arrive after the local apply.
+  static constexpr size_t kResultsKept = 4096;
+
+  PartitionHost(meta::RaftHost& host, cluster::Transport& transport, meta::MetaGroup& meta,
+                persistence::StorageEngine& engine, PartitionHostConfig config, MachineFactory factory);
+  ~PartitionHost();
+  PartitionHost(const PartitionHost&) = delete;
+  PartitionHost& operator=(const PartitionHost&) = delete;
+
+  // Starts the groups of partitions already open (from the meta state) and
+  // follows the meta state from now on.
+  void Start();
+
+  // The partition a key (a client id, a topic) lives in.
+  PartitionId PartitionOf(std::string_view key) const;
+  uint32_t partitions() const { return meta_.state().placement().partitions; }
+
+  // Proposes `data` to the partition; `done` runs on the loop, never inside
+  // this call, once with ok (the entry applied, with its result) or the
+  // last failure at the deadline.
+  void Propose(PartitionId partition, std::string data, PartitionCallback done);
+
+  // Frames 0x50-0x5F from the Transport's handler.
+  void OnFrame(NodeId from, uint8_t type, std::string_view body);
+
+  // This node's group and machine for the partition (null if it has none).
+  meta::RaftGroup* group(PartitionId partition);
+  PartitionMachine* machine(PartitionId partition);
+  size_t group_count() const { return replicas_.size(); }
+  const PartitionCounters& counters() const { return counters_; }
+
+  // GET /api/cluster/partitions: every open partition with its replicas;
+  // for those this node holds: role, leader, term, commit, applied, and
+  // (on the leader) each follower's match index (lag).
+  std::string StatusJson() const;
+  // The estuary_partition_* part of /metrics.
+  std::string MetricsText() const;
+
+ private:
+  class Replica;
+  struct Pending {
+    PartitionId partition = 0;
+    std::string data;
+    raft::WriteId id;
+    PartitionCallback done;
+    int64_t deadline_ms = 0;
+    NodeId target = 0;         // remote attempts: the node asked last
+    NodeId failed_target = 0;  // the last one that did not answer ok
+    uint32_t attempts = 0;
+    bool open_proposed = false;
+    PartitionResult last{meta::ProposeStatus::kTimeout, 0, std::nullopt};
+  };
+
+  void Attempt(uint64_t key);
+  void Retry(uint64_t key, PartitionResult result);
+  void Finish(uint64_t key, PartitionResult result);
+  void ProposeLocal(PartitionId partition, std::string data, raft::WriteId id, PartitionCallback done);
+  void OnProposeFrame(NodeId from, std::string_view body);
+  void OnProposedFrame(std::string_view body);
+  NodeId LikelyLeader(PartitionId partition, NodeId failed) const;
+  std::optional<bool> MayHaveVoted(uint64_t opened_at) const;
+  void ScheduleReconcile();
+  void Reconcile();
+  void StartGroups();
+  void ManageConfig(PartitionId partition, Replica& replica);
+  const std::vector<NodeId>* PlacedReplicas(PartitionId partition) const;
+
+  meta::RaftHost& host_;
+  io::Loop& loop_;  // the host's; used in the destructor, which may run after the host's
+  cluster::Transport& transport_;
+  meta::MetaGroup& meta_;
+  persistence::StorageEngine& engine_;
+  PartitionHostConfig config_;
+  MachineFactory factory_;
+  std::map<PartitionId, std::unique_ptr<Replica>> replicas_;
+  std::map<PartitionId, NodeId> leader_hints_;
+  std::map<uint64_t, Pending> pending_;
+  uint64_t next_key_ = 1;
+  uint64_t next_sequence_ = 1;
+  PartitionCounters counters_;
+  io::TimerId reconcile_timer_ = 0;
+  bool started_ = false;
+  std::shared_ptr<int> lifetime_ = std::make_shared<int>(0);
+};
+
+}  // namespace estuary::partition
