@@ -226,6 +226,12 @@ Expected<void, raft::Errc> RaftGroup::TransferLeadership(raft::NodeId target) {
   return {};
 }
 
+void RaftGroup::CampaignNow() {
+  Wake(LeaderLive());
+  last_busy_ms_ = host_.loop_.NowMs();
+  Enqueue(raft_->CampaignNow(static_cast<uint64_t>(last_busy_ms_)));
+}
+
 void RaftGroup::Tick(int64_t now) {
   // Before raft's tick: a heartbeat it sends now would be answered after
   // the group went quiet, and the answer would wake it again.

@@ -122,6 +122,8 @@ class RaftGroup {
   void Propose(std::vector<uint8_t> data, raft::WriteId id, ProposeCallback done);
   Expected<void, raft::Errc> ChangeConfig(raft::ConfigChange change);
   Expected<void, raft::Errc> TransferLeadership(raft::NodeId target);
+  // Stands for election at once (raft::Raft::CampaignNow).
+  void CampaignNow();
   const raft::Raft& raft() const { return *raft_; }
   // Not ticked (GroupConfig::quiesce).
   bool quiescent() const { return quiescent_; }

@@ -243,6 +243,10 @@ void PartitionHost::StartGroups() {
       continue;
     }
     replica->group = *added;
+    // A new group's preferred leader (the record's first replica) stands at
+    // once instead of after an election timeout (500-1000 ms): the write
+    // that opened the partition is waiting for it.
+    if (named && record.replicas.front() == config_.self && (*added)->started_empty()) (*added)->CampaignNow();
     replicas_.emplace(partition, std::move(replica));
     ++counters_.groups_started;
     spdlog::debug("partition {}: group started (replicas {})", partition, fmt::join(record.replicas, ","));
@@ -259,8 +263,17 @@ void PartitionHost::ScheduleReconcile() {
 
 void PartitionHost::Reconcile() {
   StartGroups();
+  const auto& open = meta_.state().open_partitions();
   for (auto& [partition, replica] : replicas_) {
     replica->Sweep();
+    // A new group's preferred leader stands again while the group never had
+    // a leader: its first PreVotes may have reached replicas that had not
+    // started the group yet (PreVote keeps this from disturbing a leader).
+    const raft::Raft& raft = replica->group->raft();
+    if (raft.term() <= 1 && raft.leader() == raft::kNoNode && raft.log().LastIndex() == 0) {
+      auto record = open.find(partition);
+      if (record != open.end() && record->second.replicas.front() == config_.self) replica->group->CampaignNow();
+    }
     if (replica->group->raft().role() == raft::Role::kLeader) ManageConfig(partition, *replica);
   }
 }
@@ -350,9 +363,16 @@ void PartitionHost::Attempt(uint64_t key) {
   // Through this node's own group only while the placement names it: a
   // replica that was moved away may hold a group that no longer hears of
   // its config (it was removed) and would wait for a leader forever.
+  // On the leader, straight into its group. A follower here sends it to
+  // the leader like any other node does: the leader's answer carries the
+  // result, where this node's own copy would have it only once the next
+  // append or heartbeat tells it the commit (up to a heartbeat later).
   const std::vector<NodeId>* placed = PlacedReplicas(pending.partition);
   const bool placed_here = placed != nullptr && Contains(*placed, config_.self);
-  if (placed_here && replicas_.count(pending.partition) != 0) {
+  auto local = replicas_.find(pending.partition);
+  const bool leading = local != replicas_.end() && local->second->group->raft().role() == raft::Role::kLeader;
+  const bool leader_known = local != replicas_.end() && local->second->group->raft().leader() != raft::kNoNode;
+  if (placed_here && local != replicas_.end() && (leading || !leader_known)) {
     ProposeLocal(pending.partition, pending.data, pending.id,
                  [this, key, alive = std::weak_ptr<int>(lifetime_)](PartitionResult result) {
                    if (alive.expired()) return;
@@ -382,11 +402,18 @@ void PartitionHost::Retry(uint64_t key, PartitionResult result) {
   if (it == pending_.end()) return;
   Pending& pending = it->second;
   pending.last = std::move(result);
-  if (host_.loop().NowMs() + config_.retry_ms >= pending.deadline_ms) return Finish(key, pending.last);
+  // Straight away when an answer named a leader not yet asked (a few times
+  // per proposal at most); after retry_ms otherwise (an election or a
+  // partition being opened is under way).
+  auto hint = leader_hints_.find(pending.partition);
+  const bool redirect = pending.last.status == meta::ProposeStatus::kNotLeader && hint != leader_hints_.end() &&
+                        hint->second != pending.target && pending.redirects < 3;
+  const uint32_t delay = redirect ? 0 : config_.retry_ms;
+  if (host_.loop().NowMs() + delay >= pending.deadline_ms) return Finish(key, pending.last);
   ++counters_.retries;
-  ++pending.attempts;  // a late answer to the last attempt is still taken
-                       // (Finish once)
-  host_.loop().AddTimer(config_.retry_ms, [this, key, alive = std::weak_ptr<int>(lifetime_)] {
+  pending.redirects += redirect ? 1 : 0;
+  ++pending.attempts;  // a late answer to the last attempt is still taken (Finish once)
+  host_.loop().AddTimer(delay, [this, key, alive = std::weak_ptr<int>(lifetime_)] {
     if (!alive.expired()) Attempt(key);
   });
 }
@@ -429,6 +456,10 @@ void PartitionHost::ProposeLocal(PartitionId partition, std::string data, raft::
 }
 
 NodeId PartitionHost::LikelyLeader(PartitionId partition, NodeId failed) const {
+  if (auto local = replicas_.find(partition); local != replicas_.end()) {
+    const auto leader = static_cast<NodeId>(local->second->group->raft().leader());
+    if (leader != 0 && leader != config_.self && leader != failed) return leader;
+  }
   std::vector<NodeId> candidates;
   if (auto hint = leader_hints_.find(partition); hint != leader_hints_.end() && hint->second != failed) {
     return hint->second;
@@ -480,6 +511,13 @@ void PartitionHost::OnProposeFrame(NodeId from, std::string_view body) {
   };
   const std::vector<NodeId>* placed = PlacedReplicas(frame->partition);
   if (replicas_.count(frame->partition) == 0 || placed == nullptr || !Contains(*placed, config_.self)) {
+    return answer({meta::ProposeStatus::kNotLeader, 0, std::nullopt});
+  }
+  // A follower that knows the leader names it (the answer carries it)
+  // rather than forwarding: the asker's next attempt goes there directly,
+  // one round trip, and gets the leader's result.
+  const raft::Raft& raft = replicas_.at(frame->partition)->group->raft();
+  if (raft.role() != raft::Role::kLeader && raft.leader() != raft::kNoNode) {
     return answer({meta::ProposeStatus::kNotLeader, 0, std::nullopt});
   }
   ProposeLocal(frame->partition, std::move(frame->data), frame->id,

@@ -89,7 +89,7 @@ struct PartitionHostConfig {
   uint32_t reconcile_ms = 100;
   uint32_t propose_timeout_ms = 3000;  // a proposal's whole deadline
   uint32_t attempt_timeout_ms = 1000;  // one attempt's (then another replica or leader is tried)
-  uint32_t retry_ms = 50;              // between attempts of one proposal
+  uint32_t retry_ms = 20;              // between attempts of one proposal
   uint64_t snapshot_every = 1024;
   bool quiesce = true;   // idle groups stop ticking (needs RaftHost::OnPeerDown/OnPeerUp from the owner)
   raft::Options raft{};  // timeouts; mode is timestamp
@@ -160,6 +160,7 @@ class PartitionHost {
     NodeId target = 0;         // remote attempts: the node asked last
     NodeId failed_target = 0;  // the last one that did not answer ok
     uint32_t attempts = 0;
+    uint32_t redirects = 0;  // attempts made at once after an answer named the leader
     bool open_proposed = false;
     PartitionResult last{meta::ProposeStatus::kTimeout, 0, std::nullopt};
   };

@@ -42,6 +42,12 @@ Ready Raft::Step(const Message& message, uint64_t now) {
   return TakeReady();
 }
 
+Ready Raft::CampaignNow(uint64_t now) {
+  now_ = std::max(now_, now);
+  if (role_ == Role::kFollower && IsVoter()) election_deadline_ = now_;
+  return Tick(now);
+}
+
 Ready Raft::Tick(uint64_t now) {
   now_ = std::max(now_, now);
   if (role_ == Role::kLeader) {
@@ -201,6 +207,9 @@ void Raft::EmitCommitted() {
 
 bool Raft::HeardFromLeaderRecently() const {
   if (role_ == Role::kLeader) return true;
+  // In term 0 there has never been a leader to hear from (or to promise a
+  // lease to): a new group's first PreVote need not wait a timeout.
+  if (term_ == 0) return false;
   return now_ < last_leader_contact_ + options_.election_timeout_ms;
 }
 

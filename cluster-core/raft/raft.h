@@ -91,6 +91,11 @@ class Raft {
   Expected<Proposed, Errc> Propose(std::vector<uint8_t> data, uint64_t now, WriteId id = {});
   Expected<Proposed, Errc> ChangeConfig(ConfigChange change, uint64_t now);
   Expected<Ready, Errc> TransferLeadership(NodeId target, uint64_t now);
+  // Stands for election now (PreVote first, as configured), as if the
+  // election timer had run out: a new group's preferred leader uses it so
+  // that the group does not wait an election timeout for its first
+  // leader. A no-op on a leader or a non-voter.
+  Ready CampaignNow(uint64_t now);
   // The application applied everything up to `index` (<= applied) and its
   // state is `data`: take a snapshot there and compact the log.
   Ready Compact(Index index, std::vector<uint8_t> data);

@@ -132,6 +132,26 @@ TEST(Raft, WakeRestartsTimersAndTheLeaseNeedsFreshAnswers) {
   }
 }
 
+// CampaignNow stands at once (PreVote first) where Tick waits for the
+// election timeout; a non-voter does not stand.
+TEST(Raft, CampaignNowStandsWithoutWaitingForTheTimeout) {
+  Options options;
+  options.id = 1;
+  Raft waiting(options, Storage{.bootstrap = Config{.voters = {1, 2, 3}}}, 0);
+  EXPECT_TRUE(waiting.Tick(1).messages.empty());
+  EXPECT_EQ(waiting.role(), Role::kFollower);
+
+  Raft eager(options, Storage{.bootstrap = Config{.voters = {1, 2, 3}}}, 0);
+  Ready ready = eager.CampaignNow(1);
+  EXPECT_EQ(eager.role(), Role::kPreCandidate);
+  ASSERT_EQ(ready.messages.size(), 2u);
+  for (const Message& message : ready.messages) EXPECT_EQ(message.type, MessageType::kPreVote);
+
+  Raft learner(options, Storage{.bootstrap = Config{.voters = {2, 3}, .learners = {1}}}, 0);
+  EXPECT_TRUE(learner.CampaignNow(1).messages.empty());
+  EXPECT_EQ(learner.role(), Role::kFollower);
+}
+
 TEST(Raft, FollowerRejectsProposals) {
   Options options = SingleNodeOptions();
   Raft raft(options, Storage{.bootstrap = Config{.voters = {1, 2, 3}}}, 0);
