@@ -45,42 +45,6 @@ std::string Escape(const std::string& text) {
   return out;
 }
 
-// "1,2,3" for a JSON array of node ids ("" for anything else).
-std::string Nodes(const nlohmann::json& entry, const char* key) {
-  std::string out;
-  if (!entry.contains(key) || !entry[key].is_array()) return out;
-  for (size_t i = 0; i < entry[key].size(); ++i) out += (i == 0 ? "" : ",") + Scalar(entry[key][i]);
-  return out;
-}
-
-// GET /api/cluster/partitions: one row per open partition; role, term,
-// commit and applied where the answering node holds a replica, and the
-// followers' lag (entries behind the leader's last index) where it leads.
-std::string FormatPartitions(const nlohmann::json& body) {
-  std::vector<std::vector<std::string>> rows;
-  const nlohmann::json none = nlohmann::json::array();
-  const nlohmann::json& open = body.contains("open") && body["open"].is_array() ? body["open"] : none;
-  for (size_t i = 0; i < open.size(); ++i) {
-    const nlohmann::json& entry = open[i];
-    std::string lag;
-    if (entry.contains("lag") && entry["lag"].is_object()) {
-      for (auto it = entry["lag"].begin(); it != entry["lag"].end(); ++it) {
-        lag += (lag.empty() ? "" : " ") + it.key() + ":" + Scalar(it.value());
-      }
-    }
-    auto field = [&entry](const char* key) { return entry.contains(key) ? Scalar(entry[key]) : std::string("-"); };
-    rows.push_back({field("partition"), Nodes(entry, "placed"), Nodes(entry, "voters"), field("role"),
-                    field("leader"), field("term"), field("commit"), field("applied"), lag.empty() ? "-" : lag});
-  }
-  std::string out = fmt::format("node {}: {} of {} partitions open (placement epoch {})\n",
-                                Scalar(body.value("node", nlohmann::json(""))), rows.size(),
-                                Scalar(body.value("partitions", nlohmann::json(0))),
-                                Scalar(body.value("placement_epoch", nlohmann::json(0))));
-  out += Table({"PARTITION", "PLACED", "VOTERS", "ROLE", "LEADER", "TERM", "COMMIT", "APPLIED", "LAG"}, rows);
-  out += "(role, term, commit and applied as this node sees them; '-' where it holds no replica)\n";
-  return out;
-}
-
 std::string FormatReply(const nlohmann::json& body, const std::string& command) {
   if (command == "members") return FormatMembers(body);
   if (command == "partitions") return FormatPartitions(body);
@@ -134,6 +98,42 @@ std::string FormatMembers(const nlohmann::json& body) {
   std::string out = Table({"NODE", "STATE", "CLUSTER ADDRESS", "ADMIN ADDRESS", "INCARNATION", "SINCE"}, rows);
   out += "(* the node that answered)\n";
   if (body.contains("refused")) out += fmt::format("refused by the cluster: {}\n", Scalar(body["refused"]));
+  return out;
+}
+
+// "1,2,3" for a JSON array of node ids ("" for anything else).
+static std::string Nodes(const nlohmann::json& entry, const char* key) {
+  std::string out;
+  if (!entry.contains(key) || !entry[key].is_array()) return out;
+  for (size_t i = 0; i < entry[key].size(); ++i) out += (i == 0 ? "" : ",") + Scalar(entry[key][i]);
+  return out;
+}
+
+// GET /api/cluster/partitions: one row per open partition; role, term,
+// commit and applied where the answering node holds a replica, and the
+// followers' lag (entries behind the leader's last index) where it leads.
+std::string FormatPartitions(const nlohmann::json& body) {
+  std::vector<std::vector<std::string>> rows;
+  const nlohmann::json none = nlohmann::json::array();
+  const nlohmann::json& open = body.contains("open") && body["open"].is_array() ? body["open"] : none;
+  for (size_t i = 0; i < open.size(); ++i) {
+    const nlohmann::json& entry = open[i];
+    std::string lag;
+    if (entry.contains("lag") && entry["lag"].is_object()) {
+      for (auto it = entry["lag"].begin(); it != entry["lag"].end(); ++it) {
+        lag += (lag.empty() ? "" : " ") + it.key() + ":" + Scalar(it.value());
+      }
+    }
+    auto field = [&entry](const char* key) { return entry.contains(key) ? Scalar(entry[key]) : std::string("-"); };
+    rows.push_back({field("partition"), Nodes(entry, "placed"), Nodes(entry, "voters"), field("role"),
+                    field("leader"), field("term"), field("commit"), field("applied"), lag.empty() ? "-" : lag});
+  }
+  std::string out = fmt::format("node {}: {} of {} partitions open (placement epoch {})\n",
+                                Scalar(body.value("node", nlohmann::json(""))), rows.size(),
+                                Scalar(body.value("partitions", nlohmann::json(0))),
+                                Scalar(body.value("placement_epoch", nlohmann::json(0))));
+  out += Table({"PARTITION", "PLACED", "VOTERS", "ROLE", "LEADER", "TERM", "COMMIT", "APPLIED", "LAG"}, rows);
+  out += "(role, term, commit and applied as this node sees them; '-' where it holds no replica)\n";
   return out;
 }
 

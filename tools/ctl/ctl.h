@@ -14,6 +14,7 @@ int RunCtl(int argc, const char* const* argv, std::ostream& out, std::ostream& e
 
 // The readable forms (exposed for tests).
 std::string FormatMembers(const nlohmann::json& body);
+std::string FormatPartitions(const nlohmann::json& body);  // GET /api/cluster/partitions
 std::string FormatGeneric(const nlohmann::json& body);
 std::string FormatDuration(int64_t ms);  // "850ms", "42s", "3m07s", "2h05m", "3d04h"
 

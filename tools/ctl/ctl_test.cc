@@ -176,6 +176,22 @@ TEST(CtlFormat, DurationsMembersAndGenericJson) {
   EXPECT_NE(generic.find("a/#"), std::string::npos) << generic;
 }
 
+TEST(CtlFormat, PartitionsShowReplicasRoleCommitAndLag) {
+  auto text = FormatPartitions(nlohmann::json::parse(
+      R"({"node":2,"partitions":4096,"placement_epoch":3,"open":[
+          {"partition":17,"opened_with":[1,2,3],"placed":[2,3,1],"voters":[1,2,3],"role":"leader",
+           "leader":2,"term":4,"commit":40,"applied":40,"lag":{"1":0,"3":5}},
+          {"partition":900,"opened_with":[1,3,4],"placed":[1,3,4]}]})"));
+  EXPECT_NE(text.find("node 2: 2 of 4096 partitions open (placement epoch 3)"), std::string::npos) << text;
+  EXPECT_NE(text.find("2,3,1"), std::string::npos) << text;
+  EXPECT_NE(text.find("leader"), std::string::npos) << text;
+  EXPECT_NE(text.find("1:0 3:5"), std::string::npos) << "followers' lag: " << text;
+  // A partition the node holds no replica of: dashes, not zeros.
+  const std::string row = text.substr(text.find("900"));
+  EXPECT_NE(row.find("1,3,4"), std::string::npos) << row;
+  EXPECT_NE(row.find(" -"), std::string::npos) << row;
+}
+
 // The installed binary keeps DESIGN.md's exit contract.
 TEST(CtlBinary, ExitStatuses) {
   auto run = [](const std::string& args) {
