@@ -350,6 +350,7 @@ void ClusterAgent::OnClientAttached(const std::string& client_id) {
 
 void ClusterAgent::OnPeerUp(const PeerInfo& info) {
   if (membership_owned_) membership_owned_->OnPeerUp(info);
+  if (meta_host_) meta_host_->OnPeerUp(info.node);
   Peer& peer = peers_[info.node];
   peer.up = true;
   peer.known = true;
@@ -391,6 +392,10 @@ void ClusterAgent::SendSnapshots(NodeId node) {
 
 void ClusterAgent::OnPeerDown(NodeId node) {
   if (membership_owned_) membership_owned_->OnPeerDown(node);
+  // A lost link is a lost leader for quiescent groups until shown
+  // otherwise: a node killed and restarted at once may never be suspected
+  // by membership, and its groups restart empty (docs/partitions.md).
+  if (meta_host_) meta_host_->OnPeerDown(node);
   Peer& peer = peers_[node];
   if (!peer.up) return;
   peer.up = false;
@@ -415,6 +420,10 @@ void ClusterAgent::DeclareGone(NodeId node) {
   }
   ReleaseForwardsTo(node);
   spdlog::info("cluster: node {} gone; its routes are forgotten", node);
+}
+
+void ClusterAgent::OnRefusedBy(const std::string& address, const std::string& reason) {
+  if (membership_owned_) membership_owned_->OnLinkRefused(address, reason);
 }
 
 void ClusterAgent::OnFrame(NodeId from, uint8_t type, std::string_view body) {

@@ -21,6 +21,7 @@ struct Progress {
   bool acked_since_heartbeat = false;  // any success since the last heartbeat
   bool recent_active = false;       // heard from since the last quorum check
   uint64_t lease_ack = 0;           // latest send_time it echoed back
+  uint64_t match_at = 0;            // send_time of the append whose ack last raised match
   Index snapshot_index = 0;         // the snapshot being sent (kSnapshot)
   uint64_t snapshot_offset = 0;     // bytes of it the follower holds
 };

@@ -123,7 +123,15 @@ void Raft::HandleAppendResponse(const Message& message) {
   NoteAck(message.from, message);
   Progress& progress = progress_.at(message.from);
   if (message.reject) {
-    if (message.index < progress.match) return;  // stale
+    if (message.index < progress.match) {
+      // Stale (it answers an append older than the one that raised match),
+      // unless the append was sent after that: then the follower no longer
+      // holds entries it acknowledged (it lost its storage, e.g. a node
+      // restarted without its data folder) and must be caught up from what
+      // it has, or it would be probed at `match` forever.
+      if (message.send_time <= progress.match_at) return;
+      progress.match = message.index;
+    }
     // Probe at the last index where our term is <= the follower's term at
     // its hint; below our snapshot that means sending the snapshot.
     Index probe = message.index;
@@ -137,6 +145,7 @@ void Raft::HandleAppendResponse(const Message& message) {
   }
   if (message.index > progress.match) {
     progress.match = message.index;
+    progress.match_at = std::max(progress.match_at, message.send_time);
     progress.acked_since_heartbeat = true;
   }
   if (progress.state == Progress::State::kProbe) {

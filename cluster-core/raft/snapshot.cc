@@ -123,7 +123,10 @@ void Raft::HandleSnapshotResponse(const Message& message) {
     SendSnapshotChunk(message.from, progress);
     return;
   }
-  if (message.index > progress.match) progress.match = message.index;
+  if (message.index > progress.match) {
+    progress.match = message.index;
+    progress.match_at = std::max(progress.match_at, message.send_time);
+  }
   if (progress.state == Progress::State::kSnapshot) {
     progress.state = Progress::State::kProbe;
     progress.probe_sent = false;
