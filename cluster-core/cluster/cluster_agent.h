@@ -155,6 +155,7 @@ class ClusterAgent final : public LinkHandler {
   void OnPeerDown(NodeId node) override;
   void OnFrame(NodeId from, uint8_t type, std::string_view body) override;
   void OnWritable(NodeId node) override;
+  void OnRefusedBy(const std::string& address, const std::string& reason) override;
 
   // --- observation --------------------------------------------------------------
   const ClusterCounters& counters() const {

@@ -41,6 +41,10 @@ class LinkHandler {
   // The send queue to `node` fell below its low watermark after Send
   // returned kFull: the caller may send again.
   virtual void OnWritable(NodeId /*node*/) {}
+  // A peer at `address` closed a link that never came up with an error
+  // (wrong cluster secret, unsupported version, ...), as its last frame
+  // said. The address is redialled as usual.
+  virtual void OnRefusedBy(const std::string& /*address*/, const std::string& /*reason*/) {}
 };
 
 enum class SendResult : uint8_t {

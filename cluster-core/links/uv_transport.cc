@@ -282,6 +282,10 @@ void UvTransport::OnLinkFrame(const LinkPtr& link, uint8_t type, std::string_vie
       } else {
         spdlog::warn("links: {} (node {}) closed the link: {}", link->remote, link->node,
                      std::string(body.substr(0, 200)));
+        // Refused before the link came up: membership reports it (/healthz).
+        if (link->state != LinkState::kUp && body != "node shutting down" && handler_ != nullptr) {
+          handler_->OnRefusedBy(link->remote, std::string(body.substr(0, 200)));
+        }
       }
       return DropLink(link, false);
     default:

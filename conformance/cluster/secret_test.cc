@@ -77,6 +77,15 @@ TEST(ClusterSecretTest, NodeWithWrongSecretIsRefusedAndLogged) {
     EXPECT_NE((*members)[1], "up");
     EXPECT_NE((*members)[2], "up");
   }
+  // Node 3 says so on /healthz (503, "refused"), so a balancer sends it
+  // no clients; the good nodes stay healthy.
+  auto health = testing::AdminGet(cluster->node(3).admin_port(), "/healthz");
+  ASSERT_TRUE(health.has_value());
+  EXPECT_EQ(health->status, 503) << health->body;
+  EXPECT_NE(health->body.find("refused"), std::string::npos) << health->body;
+  auto good = testing::AdminGet(cluster->node(1).admin_port(), "/healthz");
+  ASSERT_TRUE(good.has_value());
+  EXPECT_EQ(good->status, 200) << good->body;
 }
 
 }  // namespace
