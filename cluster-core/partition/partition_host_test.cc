@@ -160,6 +160,10 @@ class PartitionCluster {
     return previous ? *previous : std::nullopt;
   }
 
+  void WipeDisk(NodeId id) {
+    nodes_.at(id).engine = std::make_unique<persistence::MemoryEngine>();
+    nodes_.at(id).meta_engine = std::make_unique<persistence::MemoryEngine>();
+  }
   PartitionHost& partitions(NodeId id) { return *nodes_.at(id).partitions; }
   meta::RaftHost& host(NodeId id) { return *nodes_.at(id).host; }
   meta::MetaGroup& meta(NodeId id) { return *nodes_.at(id).meta; }
@@ -428,6 +432,29 @@ TEST(PartitionHost, ARestartedNodeKeepsItsPartitionsFromItsStore) {
         10'000))
         << "node 3 did not get its partition back";
     EXPECT_EQ(cluster.registry(3, partition)->owners().at("r3").connection, 3u);
+  }
+}
+
+// A node killed and restarted at once with empty state (no data dir):
+// membership never calls it down, its old groups' followers only see the
+// link drop. Claims through it work again within the claim deadline, for
+// partitions it held before and new ones.
+TEST(PartitionHost, ANodeRestartedAtOnceWithEmptyStateClaimsAgain) {
+  for (uint64_t seed : Seeds({8, 9, 10})) {
+    SCOPED_TRACE(seed);
+    PartitionCluster cluster(seed);
+    StartAll(cluster, 3);
+    for (int i = 0; i < 8; ++i) cluster.ClaimOk(3, "before" + std::to_string(i), 1);
+    cluster.RunUntil([] { return false; }, 2'000);  // everything quiescent
+    cluster.Crash(3, /*gone=*/false);
+    cluster.WipeDisk(3);
+    cluster.Start(3);
+    for (int i = 0; i < 8; ++i) {
+      auto previous = cluster.ClaimOk(3, "before" + std::to_string(i), 2);
+      ASSERT_TRUE(previous.has_value()) << "before" << i;
+      EXPECT_EQ(previous->connection, 1u);
+    }
+    for (int i = 0; i < 8; ++i) EXPECT_EQ(cluster.ClaimOk(3, "after" + std::to_string(i), 1), std::nullopt);
   }
 }
 

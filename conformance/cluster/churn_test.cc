@@ -181,7 +181,29 @@ TEST(ClusterChurnTest, NodeRestartedAtOnceAfterKillReplacesItsStaleRoutes) {
   std::string why;
   ASSERT_TRUE(cluster->WaitMembersUp(kConverge, &why)) << why;
   const std::string fresh = UniqueName("churn/quick-fresh/");
-  auto clients = ConnectClients(*cluster, {{3, UniqueName("s3-")}, {1, UniqueName("pub")}});
+  // The restarted node's client-id claims may be refused (Server
+  // unavailable) while its partitions and metadata catch up; a client
+  // retries, as this one does (at most 3 times; counted).
+  std::vector<std::unique_ptr<PahoClient>> clients;
+  int refused = 0;
+  for (;;) {
+    try {
+      clients = ConnectClients(*cluster, {{3, UniqueName("s3-")}, {1, UniqueName("pub")}});
+      break;
+    } catch (const paho::exception& refusal) {
+      ASSERT_EQ(refusal.get_return_code(), 3) << refusal.what();
+      if (++refused >= 3) {
+        for (int node : {1, 3}) {
+          for (const char* path : {"/api/cluster/meta", "/api/cluster/partitions"}) {
+            auto reply = testing::AdminGet(cluster->node(node).admin_port(), path);
+            std::printf("node %d %s: %s\n", node, path, reply ? reply->body.substr(0, 3000).c_str() : "(none)");
+          }
+        }
+        FAIL() << "connects refused three times after the restart";
+      }
+    }
+  }
+  std::printf("[counts] quick restart: %d connect attempts refused before one was accepted\n", refused);
   clients[0]->Subscribe(fresh, 1);
   ASSERT_TRUE(cluster->WaitRoute(3, fresh, true, kConverge, &why)) << why;
   EXPECT_TRUE(cluster->WaitRoute(3, stale, false, kConverge, &why)) << "stale route after the restart: " << why;
