@@ -4,23 +4,10 @@
 #include <cstring>
 
 #include "cluster-core/cluster/cluster_agent.h"
-#include "cluster-core/store/record_codec.h"
 
 namespace estuary::cluster {
 
 constexpr uint64_t kPackedIdLimit = uint64_t{1} << 48;
-
-namespace {
-
-// The recycler of the shard thread this runs on: the forwards a shard
-// receives are decoded there, each shard thread with its own (the agent
-// cannot hold them: a shard's posted jobs may outlive it).
-core::store::MessageRecycler& ThisShardsRecycler() {
-  thread_local core::store::MessageRecycler recycler;
-  return recycler;
-}
-
-}  // namespace
 
 // --- forwards -------------------------------------------------------------------
 
@@ -89,12 +76,11 @@ void ClusterAgent::DeliverForward(NodeId from, std::string_view body) {
   // next to its delivery; the queue goes over in one post per loop
   // iteration (FlushShardItems).
   std::string& queue = shard_items_[shard];
+  const char kind = 'F';
   const auto length = static_cast<uint32_t>(body.size());
-  char head[1 + sizeof from + sizeof length];
-  head[0] = 'F';
-  std::memcpy(head + 1, &from, sizeof from);
-  std::memcpy(head + 1 + sizeof from, &length, sizeof length);
-  queue.append(head, sizeof head);
+  queue.append(&kind, 1);
+  queue.append(reinterpret_cast<const char*>(&from), sizeof from);
+  queue.append(reinterpret_cast<const char*>(&length), sizeof length);
   queue.append(body);
   ScheduleFlush();
 }
@@ -137,7 +123,7 @@ void ClusterAgent::FlushShardItems(uint16_t shard) {
       take(&length, sizeof length);
       const std::string_view body = in.substr(0, length);
       in.remove_prefix(length);
-      auto frame = DecodeForward(body, ThisShardsRecycler());
+      auto frame = DecodeForward(body);
       if (!frame) {
         bad->fetch_add(1, std::memory_order_relaxed);
         continue;
