@@ -11,138 +11,40 @@
 #include <memory>
 #include <string>
 
-#include "cluster-core/links/sim_transport.h"
-#include "io/sim/sim_loop.h"
-#include "persistence/memory_engine.h"
+#include "cluster-core/meta/sim_cluster_support.h"
 
 namespace estuary::meta {
 namespace {
 
 RouteKey R(std::string filter, std::string share = "") { return {std::move(filter), std::move(share)}; }
 
-std::string Address(NodeId id) { return "node" + std::to_string(id); }
-
-class Dispatch final : public cluster::LinkHandler {
- public:
-  explicit Dispatch(RaftHost& host) : host_(host) {}
-  void OnPeerUp(const cluster::PeerInfo&) override {}
-  void OnPeerDown(cluster::NodeId) override {}
-  void OnFrame(cluster::NodeId from, uint8_t type, std::string_view body) override {
-    if (type >= 0x40 && type <= 0x4F) host_.OnFrame(from, type, body);
-  }
-
- private:
-  RaftHost& host_;
-};
-
-struct Node {
-  std::unique_ptr<persistence::MemoryEngine> engine;
-  std::unique_ptr<cluster::SimTransport> transport;
-  std::unique_ptr<RaftHost> host;
-  std::unique_ptr<Dispatch> dispatch;
-  std::unique_ptr<MetaGroup> group;
-  uint64_t boot = 0;
-  int starts = 0;
-  bool up = false;
-};
-
-class MetaCluster {
+// The metadata group alone on each node (sim_cluster_support.h).
+class MetaCluster : public SimCluster<SimNode> {
  public:
   explicit MetaCluster(uint64_t seed, uint64_t snapshot_every = 1024)
-      : network_(loop_, cluster::SimNetworkConfig{.delay_ms = 2, .seed = seed}),
-        seed_(seed),
-        snapshot_every_(snapshot_every) {}
-  ~MetaCluster() {
-    for (auto& [id, node] : nodes_) Stop(node);
-  }
+      : SimCluster({.seed = seed, .partitions = 64, .snapshot_every = snapshot_every}) {}
 
   void Start(NodeId id) {
-    Node& node = nodes_[id];
-    if (!node.engine) node.engine = std::make_unique<persistence::MemoryEngine>();
-    node.boot = ++boots_ * 1000 + id;
-    node.transport = std::make_unique<cluster::SimTransport>(network_, id, Address(id), "secret");
-    node.host = std::make_unique<RaftHost>(loop_, *node.transport, 10);
-    node.dispatch = std::make_unique<Dispatch>(*node.host);
-    node.transport->set_handler(node.dispatch.get());
-    MetaGroupConfig config;
-    config.self = id;
-    config.cluster_address = Address(id);
-    config.boot_id = node.boot;
-    // Like estuary-cluster: node 1 has no seeds; a restarted node is given
-    // some (node 1 restarted empty without seeds would found a new cluster).
-    config.has_seeds = id != 1 || node.starts > 0;
-    config.partitions = 64;
-    config.snapshot_every = snapshot_every_;
-    config.raft.random_seed = seed_ * 100 + id * 7 + boots_;
-    node.group = std::make_unique<MetaGroup>(*node.host, *node.engine, config);
-    ASSERT_TRUE(node.group->Start());
-    node.up = true;
-    ++node.starts;
-    for (auto& [other, peer] : nodes_) {
-      if (other != id) node.transport->AddPeerAddress(Address(other));
-    }
-    InformMembership();
+    ASSERT_TRUE(StartMeta(id));
+    FinishStart(id);
   }
-  void Crash(NodeId id) {
-    Stop(nodes_.at(id));
-    InformMembership();
-  }
-  void WipeDisk(NodeId id) { nodes_.at(id).engine = std::make_unique<persistence::MemoryEngine>(); }
-  // What Membership would tell every node: who is live, and (when asked)
-  // that a crashed node is gone.
-  void InformMembership(bool crashed_are_gone = false) {
-    for (auto& [id, node] : nodes_) {
-      if (!node.up) continue;
-      for (auto& [other, peer] : nodes_) {
-        if (peer.up) {
-          node.group->OnMemberLive(other, Address(other), peer.boot);
-        } else if (crashed_are_gone) {
-          node.group->OnMemberGone(other);
-        }
-      }
-    }
-  }
+  void WipeDisk(NodeId id) { WipeMetaDisk(id); }
 
-  template <typename Pred>
-  bool RunUntil(Pred pred, int64_t ms) {
-    const int64_t deadline = clock_.NowMs() + ms;
-    while (!pred() && clock_.NowMs() < deadline) loop_.AdvanceBy(10);
-    return pred();
-  }
-  void RunFor(int64_t ms) { loop_.AdvanceBy(ms); }
+  MetaGroup& group(NodeId id) { return meta(id); }
+  const raft::Raft& raft(NodeId id) { return nodes_.at(id).meta->group().raft(); }
 
-  MetaGroup& group(NodeId id) { return *nodes_.at(id).group; }
-  const raft::Raft& raft(NodeId id) { return nodes_.at(id).group->group().raft(); }
-  bool up(NodeId id) { return nodes_.at(id).up; }
-  cluster::SimNetwork& network() { return network_; }
-
-  std::optional<NodeId> Leader() {
-    std::optional<NodeId> best;
-    for (auto& [id, node] : nodes_) {
-      if (node.up && raft(id).role() == raft::Role::kLeader &&
-          (!best || raft(id).term() > raft(*best).term())) {
-        best = id;
-      }
-    }
-    return best;
-  }
-  std::vector<raft::NodeId> Voters() {
-    auto leader = Leader();
-    if (!leader) return {};
-    auto voters = raft(*leader).config().voters;
-    std::sort(voters.begin(), voters.end());
-    return voters;
-  }
+  std::optional<NodeId> Leader() { return LeaderBy(MetaRaft); }
+  std::vector<raft::NodeId> Voters() { return VotersBy(MetaRaft); }
   // Every live node's copy holds exactly every live node's local routes
   // (and `node`'s boot), and every node's local routes are committed.
   bool Converged() {
     for (auto& [id, node] : nodes_) {
       if (!node.up) continue;
-      if (!node.group->routes_committed()) return false;
+      if (!node.meta->routes_committed()) return false;
       for (auto& [other, peer] : nodes_) {
         if (!peer.up) continue;
-        const NodeRoutes* routes = node.group->state().RoutesOf(other);
-        if (!routes || routes->boot != peer.boot || routes->routes != peer.group->local_routes()) {
+        const NodeRoutes* routes = node.meta->state().RoutesOf(other);
+        if (!routes || routes->boot != peer.boot || routes->routes != peer.meta->local_routes()) {
           return false;
         }
       }
@@ -160,12 +62,12 @@ class MetaCluster {
       out += "node " + std::to_string(id) + " boot " + std::to_string(node.boot) + " role " +
              std::to_string(static_cast<int>(r.role())) + " term " + std::to_string(r.term()) + " leader " +
              std::to_string(r.leader()) + " last " + std::to_string(r.log().LastIndex()) + " commit " +
-             std::to_string(r.commit()) + " applied " + std::to_string(node.group->group().applied()) +
+             std::to_string(r.commit()) + " applied " + std::to_string(node.meta->group().applied()) +
              " voters " + std::to_string(r.config().voters.size()) + " learners " +
              std::to_string(r.config().learners.size()) + " committed " +
-             std::to_string(node.group->routes_committed()) + " refused " +
-             std::to_string(node.group->group().counters().votes_refused) + "\n";
-      for (auto& [other, record] : node.group->state().routes()) {
+             std::to_string(node.meta->routes_committed()) + " refused " +
+             std::to_string(node.meta->group().counters().votes_refused) + "\n";
+      for (auto& [other, record] : node.meta->state().routes()) {
         out += "   routes of " + std::to_string(other) + " boot " + std::to_string(record.boot) + " n " +
                std::to_string(record.routes.size()) + " fresh " + std::to_string(record.fresh) + "\n";
       }
@@ -186,29 +88,14 @@ class MetaCluster {
     for (auto& [id, node] : nodes_) {
       if (!node.up) continue;
       for (auto& [other, peer] : nodes_) {
-        if (peer.up && node.group->state().members().count(other) == 0) return false;
+        if (peer.up && node.meta->state().members().count(other) == 0) return false;
       }
     }
     return true;
   }
 
  private:
-  void Stop(Node& node) {
-    if (!node.up) return;
-    node.group.reset();
-    node.host.reset();
-    node.dispatch.reset();
-    node.transport.reset();  // a crash as the peers see it
-    node.up = false;
-  }
-
-  io::ManualClock clock_;
-  io::SimLoop loop_{clock_};
-  cluster::SimNetwork network_;
-  uint64_t seed_;
-  uint64_t snapshot_every_;
-  uint64_t boots_ = 0;
-  std::map<NodeId, Node> nodes_;
+  static const raft::Raft* MetaRaft(SimNode& node) { return &node.meta->group().raft(); }
 };
 
 void StartAll(MetaCluster& cluster, NodeId count) {

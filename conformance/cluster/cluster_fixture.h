@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "conformance/cluster/cluster_process.h"
+#include "conformance/cluster/cluster_start.h"
 #include "conformance/mqtt/paho_client.h"
 
 namespace estuary::conformance {
@@ -24,24 +25,13 @@ namespace estuary::conformance {
 using testing::ClusterProcess;
 using testing::NodeProcess;
 
-// Deadlines: generous for a shared 2-core machine; a passing run takes a
-// fraction of them.
-inline constexpr std::chrono::seconds kConverge{20};
+// Deadlines (kConverge and StartCluster are in cluster_start.h): generous
+// for a shared 2-core machine; a passing run takes a fraction of them.
 inline constexpr std::chrono::seconds kDeliver{15};
 
 inline std::string UniqueName(const std::string& prefix) {
   static std::atomic<int> counter{0};
   return prefix + std::to_string(::getpid()) + "-" + std::to_string(counter++);
-}
-
-inline std::unique_ptr<ClusterProcess> StartCluster(ClusterProcess::Options options) {
-  std::string error;
-  auto cluster = ClusterProcess::Start(options, &error);
-  EXPECT_NE(cluster, nullptr) << error;
-  if (!cluster) return nullptr;
-  std::string why;
-  EXPECT_TRUE(cluster->WaitMembersUp(kConverge, &why)) << "members never all up: " << why;
-  return cluster;
 }
 
 // Paho clients (MQTT 3.1.1 unless `version`), one per (node, client id),

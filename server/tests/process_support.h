@@ -4,7 +4,6 @@
 // clients, admin JSON reads, and waits on conditions with deadlines (no
 // sleeps). Test support only; one thread.
 #include <gtest/gtest.h>
-#include <poll.h>
 
 #include <chrono>
 #include <functional>
@@ -18,7 +17,9 @@
 #include <nlohmann/json.hpp>
 
 #include "conformance/cluster/cluster_process.h"
+#include "conformance/cluster/cluster_start.h"
 #include "conformance/support/raw_client.h"
+#include "conformance/support/wait_for.h"
 
 namespace estuary::server::testing {
 
@@ -27,31 +28,21 @@ using estuary::testing::NodeProcess;
 using estuary::testing::RawClient;
 using SteadyClock = std::chrono::steady_clock;
 
-inline constexpr std::chrono::seconds kConverge{20};
+using estuary::conformance::kConverge;
 
 // Polls `done` every 50 ms until it holds or `timeout` passes.
 inline bool WaitUntil(const std::function<bool()>& done, std::chrono::milliseconds timeout) {
-  const auto deadline = SteadyClock::now() + timeout;
-  while (!done()) {
-    if (SteadyClock::now() >= deadline) return false;
-    ::poll(nullptr, 0, 50);
-  }
-  return true;
+  return estuary::testing::WaitFor(done, timeout, std::chrono::milliseconds(50));
 }
 
+// `nodes` nodes (bitcask data folders if `durable`), every member up.
 inline std::unique_ptr<ClusterProcess> StartCluster(int nodes, bool durable,
                                                     std::vector<std::string> extra_flags = {}) {
   ClusterProcess::Options options;
   options.nodes = nodes;
   options.durable = durable;
   options.extra_flags.insert(options.extra_flags.end(), extra_flags.begin(), extra_flags.end());
-  std::string error;
-  auto cluster = ClusterProcess::Start(options, &error);
-  EXPECT_NE(cluster, nullptr) << error;
-  if (!cluster) return nullptr;
-  std::string why;
-  EXPECT_TRUE(cluster->WaitMembersUp(kConverge, &why)) << "members never all up: " << why;
-  return cluster;
+  return estuary::conformance::StartCluster(options);
 }
 
 // GET `path` on a node's admin port, parsed; nullopt if no reply or not JSON.
