@@ -80,6 +80,7 @@ void RaftGroup::Drain() {
     MaybeCompact();
   }
   draining_ = false;
+  if (!reads_.empty()) ServeReads(host_.loop_.NowMs());
 }
 
 void RaftGroup::Handle(const raft::Ready& ready) {
@@ -232,6 +233,49 @@ void RaftGroup::CampaignNow() {
   Enqueue(raft_->CampaignNow(static_cast<uint64_t>(last_busy_ms_)));
 }
 
+void RaftGroup::ReadBarrier(ProposeCallback done) {
+  ++counters_.reads;
+  if (raft_->role() != raft::Role::kLeader) {
+    ++counters_.reads_failed;
+    if (done) host_.loop_.Post([done = std::move(done)] { done({ProposeStatus::kNotLeader, 0}); });
+    return;
+  }
+  Wake(true);
+  const int64_t now = host_.loop_.NowMs();
+  reads_.push_back(Read{std::move(done), now + config_.propose_timeout_ms});
+  ServeReads(now);
+}
+
+// The lease says no other leader can have committed anything since the
+// lease round; an entry of this term committed says this leader's commit
+// index covers everything committed by earlier leaders; applied == commit
+// says the machine holds all of it.
+bool RaftGroup::ReadsServable(int64_t now) const {
+  if (raft_->role() != raft::Role::kLeader || !raft_->HasLease(static_cast<uint64_t>(now))) return false;
+  const raft::Index commit = raft_->commit();
+  return raft_->log().TermAt(commit) == raft_->term() && applied_ >= commit;
+}
+
+void RaftGroup::ServeReads(int64_t now) {
+  const bool leader = raft_->role() == raft::Role::kLeader;
+  const bool servable = ReadsServable(now);
+  while (!reads_.empty()) {
+    Read& read = reads_.front();
+    ProposeStatus status = ProposeStatus::kOk;
+    if (!leader) {
+      status = ProposeStatus::kNotLeader;
+    } else if (!servable) {
+      if (read.deadline_ms > now) return;  // in order: the oldest has the earliest deadline
+      status = ProposeStatus::kTimeout;
+    }
+    if (status != ProposeStatus::kOk) ++counters_.reads_failed;
+    if (read.done) {
+      host_.loop_.Post([done = std::move(read.done), status, index = raft_->commit()] { done({status, index}); });
+    }
+    reads_.pop_front();
+  }
+}
+
 void RaftGroup::Tick(int64_t now) {
   // Before raft's tick: a heartbeat it sends now would be answered after
   // the group went quiet, and the answer would wake it again.
@@ -255,6 +299,7 @@ void RaftGroup::Tick(int64_t now) {
     it = waiting_.erase(it);
   }
   RetryParked(now);
+  if (!reads_.empty()) ServeReads(now);
 }
 
 void RaftGroup::OnMessage(cluster::NodeId from, raft::Message message) {
@@ -410,7 +455,8 @@ void RaftGroup::Wake(bool leader_live) {
 }
 
 bool RaftGroup::Idle() const {
-  return queue_.empty() && !draining_ && waiting_.empty() && forwarded_.empty() && parked_.empty();
+  return queue_.empty() && !draining_ && waiting_.empty() && forwarded_.empty() && parked_.empty() &&
+         reads_.empty();
 }
 
 void RaftGroup::EnterQuiescence() {

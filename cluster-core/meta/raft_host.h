@@ -103,6 +103,8 @@ struct GroupCounters {
   uint64_t wakes = 0;
   uint64_t wake_requests_sent = 0;  // follower: asked the leader to resume (0x44)
   uint64_t proposals_parked = 0;  // held after a wake until the lease is back
+  uint64_t reads = 0;         // read barriers asked of this replica
+  uint64_t reads_failed = 0;  // answered not-leader or timeout
 };
 
 // Host-wide sums of the quiescence counters, and groups quiescent now.
@@ -124,6 +126,14 @@ class RaftGroup {
   Expected<void, raft::Errc> TransferLeadership(raft::NodeId target);
   // Stands for election at once (raft::Raft::CampaignNow).
   void CampaignNow();
+  // Leader-lease read barrier (timestamp mode; docs/raft.md "Reads"):
+  // `done` runs on the loop with kOk once this node leads with a lease, has
+  // committed an entry of its own term and has applied every committed
+  // entry, so the state machine as it is then reflects every write
+  // acknowledged anywhere before the call. kNotLeader at once on a
+  // non-leader (or if leadership is lost while waiting); kTimeout after
+  // propose_timeout_ms. Wakes a quiescent group (the lease needs a round).
+  void ReadBarrier(ProposeCallback done);
   const raft::Raft& raft() const { return *raft_; }
   // Not ticked (GroupConfig::quiesce).
   bool quiescent() const { return quiescent_; }
@@ -143,6 +153,10 @@ class RaftGroup {
     int64_t deadline_ms = 0;
   };
   struct Forwarded {  // a proposal sent to the leader
+    ProposeCallback done{};
+    int64_t deadline_ms = 0;
+  };
+  struct Read {  // a read barrier waiting for the lease and the apply
     ProposeCallback done{};
     int64_t deadline_ms = 0;
   };
@@ -182,6 +196,8 @@ class RaftGroup {
   void OnWakeRequest(const WakeRequest& request);
   bool AwaitingLease(int64_t now) const;
   void RetryParked(int64_t now);
+  bool ReadsServable(int64_t now) const;
+  void ServeReads(int64_t now);
 
   RaftHost& host_;
   GroupConfig config_;
@@ -197,6 +213,7 @@ class RaftGroup {
   std::map<uint64_t, Forwarded> forwarded_;
   uint64_t next_request_ = 1;
   std::deque<Parked> parked_;
+  std::deque<Read> reads_;
   bool quiescent_ = false;
   int64_t last_busy_ms_ = 0;  // last activity other than heartbeats
   int64_t woke_at_ms_ = INT64_MIN / 2;  // long before any loop time

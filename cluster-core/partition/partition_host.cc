@@ -8,77 +8,12 @@
 #include <nlohmann/json.hpp>
 #include <utility>
 
+#include "cluster-core/partition/partition_frames.h"
 #include "cluster-core/ring/ring.h"
 
 namespace estuary::partition {
 
 namespace {
-
-struct ProposeFrame {
-  uint64_t request = 0;
-  PartitionId partition = 0;
-  raft::WriteId id{};
-  std::string data;
-};
-
-struct ProposedFrame {
-  uint64_t request = 0;
-  meta::ProposeStatus status = meta::ProposeStatus::kOk;
-  raft::Index index = 0;
-  NodeId leader = 0;
-  std::optional<std::string> result;
-};
-
-std::string Encode(const ProposeFrame& frame) {
-  meta::ByteWriter out;
-  out.U64(frame.request);
-  out.U32(frame.partition);
-  out.U64(frame.id.producer);
-  out.U64(frame.id.sequence);
-  out.Bytes(frame.data);
-  return out.Take();
-}
-
-std::optional<ProposeFrame> DecodePropose(std::string_view body) {
-  meta::ByteReader in(body);
-  ProposeFrame frame;
-  frame.request = in.U64();
-  frame.partition = in.U32();
-  frame.id.producer = in.U64();
-  frame.id.sequence = in.U64();
-  frame.data = std::string(in.Bytes());
-  if (!in.done()) return std::nullopt;
-  return frame;
-}
-
-std::string Encode(const ProposedFrame& frame) {
-  meta::ByteWriter out;
-  out.U64(frame.request);
-  out.U8(static_cast<uint8_t>(frame.status));
-  out.U64(frame.index);
-  out.U32(frame.leader);
-  out.U8(frame.result ? 1 : 0);
-  out.Bytes(frame.result ? *frame.result : std::string());
-  return out.Take();
-}
-
-std::optional<ProposedFrame> DecodeProposed(std::string_view body) {
-  meta::ByteReader in(body);
-  ProposedFrame frame;
-  frame.request = in.U64();
-  const uint8_t status = in.U8();
-  if (status > static_cast<uint8_t>(meta::ProposeStatus::kRejected)) in.Fail();
-  frame.status = static_cast<meta::ProposeStatus>(status);
-  frame.index = in.U64();
-  const uint32_t leader = in.U32();
-  if (leader > 0xFFFF) in.Fail();
-  frame.leader = static_cast<NodeId>(leader);
-  const bool has_result = in.Bool();
-  std::string result(in.Bytes());
-  if (!in.done()) return std::nullopt;
-  if (has_result) frame.result = std::move(result);
-  return frame;
-}
 
 const char* RoleName(raft::Role role) {
   switch (role) {
@@ -340,6 +275,22 @@ void PartitionHost::Propose(PartitionId partition, std::string data, PartitionCa
   });
 }
 
+void PartitionHost::Read(PartitionId partition, std::string query, PartitionCallback done, bool open_elsewhere) {
+  const uint64_t key = next_key_++;
+  Pending pending;
+  pending.partition = partition;
+  pending.data = std::move(query);
+  pending.read = true;
+  pending.open_elsewhere = open_elsewhere;
+  pending.done = std::move(done);
+  pending.deadline_ms = host_.loop().NowMs() + config_.propose_timeout_ms;
+  pending_.emplace(key, std::move(pending));
+  ++counters_.reads;
+  host_.loop().Post([this, key, alive = std::weak_ptr<int>(lifetime_)] {
+    if (!alive.expired()) Attempt(key);
+  });
+}
+
 void PartitionHost::Attempt(uint64_t key) {
   auto it = pending_.find(key);
   if (it == pending_.end()) return;
@@ -350,7 +301,10 @@ void PartitionHost::Attempt(uint64_t key) {
   }
   ++pending.attempts;
   const auto& open = meta_.state().open_partitions();
-  if (open.count(pending.partition) == 0) {
+  if (pending.read && open.count(pending.partition) == 0 && !pending.open_elsewhere) {
+    return Finish(key, {meta::ProposeStatus::kOk, 0, std::nullopt});  // never written
+  }
+  if (!pending.read && open.count(pending.partition) == 0) {
     const std::vector<NodeId>* placed = PlacedReplicas(pending.partition);
     if (placed != nullptr && !placed->empty() && !pending.open_proposed) {
       pending.open_proposed = true;
@@ -372,7 +326,13 @@ void PartitionHost::Attempt(uint64_t key) {
   auto local = replicas_.find(pending.partition);
   const bool leading = local != replicas_.end() && local->second->group->raft().role() == raft::Role::kLeader;
   const bool leader_known = local != replicas_.end() && local->second->group->raft().leader() != raft::kNoNode;
-  if (placed_here && local != replicas_.end() && (leading || !leader_known)) {
+  auto answered = [this, key, alive = std::weak_ptr<int>(lifetime_)](PartitionResult result) {
+    if (alive.expired()) return;
+    if (result.status == meta::ProposeStatus::kOk) return Finish(key, std::move(result));
+    Retry(key, std::move(result));
+  };
+  if (pending.read && placed_here && leading) return ReadLocal(pending.partition, pending.data, std::move(answered));
+  if (!pending.read && placed_here && local != replicas_.end() && (leading || !leader_known)) {
     ProposeLocal(pending.partition, pending.data, pending.id,
                  [this, key, alive = std::weak_ptr<int>(lifetime_)](PartitionResult result) {
                    if (alive.expired()) return;
@@ -385,8 +345,13 @@ void PartitionHost::Attempt(uint64_t key) {
   const NodeId target = LikelyLeader(pending.partition, pending.failed_target);
   pending.target = target;
   if (target == 0) return Retry(key, {meta::ProposeStatus::kNotLeader, 0, std::nullopt});
-  ++counters_.proposals_remote;
-  transport_.Send(target, kPartitionPropose, Encode(ProposeFrame{key, pending.partition, pending.id, pending.data}));
+  if (pending.read) {
+    ++counters_.reads_remote;
+    transport_.Send(target, kPartitionRead, Encode(ProposeFrame{key, pending.partition, {}, pending.data}));
+  } else {
+    ++counters_.proposals_remote;
+    transport_.Send(target, kPartitionPropose, Encode(ProposeFrame{key, pending.partition, pending.id, pending.data}));
+  }
   const uint32_t attempt = pending.attempts;
   host_.loop().AddTimer(config_.attempt_timeout_ms, [this, key, attempt, alive = std::weak_ptr<int>(lifetime_)] {
     if (alive.expired()) return;
@@ -422,8 +387,9 @@ void PartitionHost::Finish(uint64_t key, PartitionResult result) {
   auto it = pending_.find(key);
   if (it == pending_.end()) return;
   PartitionCallback done = std::move(it->second.done);
+  const bool read = it->second.read;
   pending_.erase(it);
-  if (result.status != meta::ProposeStatus::kOk) ++counters_.proposals_failed;
+  if (result.status != meta::ProposeStatus::kOk) ++(read ? counters_.reads_failed : counters_.proposals_failed);
   if (done) done(std::move(result));
 }
 
@@ -453,6 +419,20 @@ void PartitionHost::ProposeLocal(PartitionId partition, std::string data, raft::
                              done({meta::ProposeStatus::kOk, index, target.ResultOf(id)});
                            });
                          });
+}
+
+// On the leader: the lease read barrier, then the machine's answer.
+void PartitionHost::ReadLocal(PartitionId partition, std::string query, PartitionCallback done) {
+  replicas_.at(partition)->group->ReadBarrier([this, partition, query = std::move(query), done = std::move(done),
+                                               alive = std::weak_ptr<int>(lifetime_)](meta::ProposeResult result) {
+    if (alive.expired()) return;
+    auto replica = replicas_.find(partition);
+    if (result.status != meta::ProposeStatus::kOk || replica == replicas_.end()) {
+      return done({result.status == meta::ProposeStatus::kOk ? meta::ProposeStatus::kNotLeader : result.status,
+                   result.index, std::nullopt});
+    }
+    done({meta::ProposeStatus::kOk, result.index, replica->second->machine().Query(query)});
+  });
 }
 
 NodeId PartitionHost::LikelyLeader(PartitionId partition, NodeId failed) const {
@@ -485,7 +465,10 @@ void PartitionHost::OnFrame(NodeId from, uint8_t type, std::string_view body) {
     case kPartitionPropose:
       return OnProposeFrame(from, body);
     case kPartitionProposed:
+    case kPartitionReadAnswer:  // the same layout; pending requests are keyed alike
       return OnProposedFrame(body);
+    case kPartitionRead:
+      return OnReadFrame(from, body);
     default:
       ++counters_.bad_frames;
       spdlog::debug("partition: node {} sent unknown frame type {:#x}", from, type);
@@ -524,6 +507,32 @@ void PartitionHost::OnProposeFrame(NodeId from, std::string_view body) {
                [answer, alive = std::weak_ptr<int>(lifetime_)](PartitionResult result) {
                  if (!alive.expired()) answer(std::move(result));
                });
+}
+
+void PartitionHost::OnReadFrame(NodeId from, std::string_view body) {
+  auto frame = DecodePropose(body);
+  if (!frame) {
+    ++counters_.bad_frames;
+    spdlog::warn("partition: malformed read frame from node {}", from);
+    return;
+  }
+  ++counters_.reads_served;
+  const uint64_t request = frame->request;
+  auto answer = [this, from, request, partition = frame->partition](PartitionResult result) {
+    NodeId leader = 0;
+    if (auto it = replicas_.find(partition); it != replicas_.end()) {
+      leader = static_cast<NodeId>(it->second->group->raft().leader());
+    }
+    transport_.Send(from, kPartitionReadAnswer,
+                    Encode(ProposedFrame{request, result.status, result.index, leader, std::move(result.result)}));
+  };
+  auto local = replicas_.find(frame->partition);
+  if (local == replicas_.end() || local->second->group->raft().role() != raft::Role::kLeader) {
+    return answer({meta::ProposeStatus::kNotLeader, 0, std::nullopt});
+  }
+  ReadLocal(frame->partition, std::move(frame->data), [answer, alive = std::weak_ptr<int>(lifetime_)](PartitionResult result) {
+    if (!alive.expired()) answer(std::move(result));
+  });
 }
 
 void PartitionHost::OnProposedFrame(std::string_view body) {
@@ -605,6 +614,11 @@ std::string PartitionHost::MetricsText() const {
   series("estuary_partition_proposals_failed_total", "counter", "Proposals that failed at their deadline.",
          counters_.proposals_failed);
   series("estuary_partition_retries_total", "counter", "Proposal attempts made again.", counters_.retries);
+  series("estuary_partition_reads_total", "counter", "Linearizable reads of partitions from this node.",
+         counters_.reads);
+  series("estuary_partition_reads_served_total", "counter", "Reads other nodes sent here.", counters_.reads_served);
+  series("estuary_partition_reads_failed_total", "counter", "Reads that failed at their deadline.",
+         counters_.reads_failed);
   series("estuary_partition_config_changes_total", "counter", "Config changes this node's leaders made.",
          counters_.config_changes);
   series("estuary_partition_leader_transfers_total", "counter", "Leadership handed to the preferred replica.",

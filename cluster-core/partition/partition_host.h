@@ -60,6 +60,8 @@ enum PartitionFrame : uint8_t {
                               // sequence, bytes data
   kPartitionProposed = 0x51,  // u64 request, u8 status, u64 index, u32 leader
                               // hint, u8 has result, bytes result
+  kPartitionRead = 0x52,      // as 0x50 with write id 0: the query in data
+  kPartitionReadAnswer = 0x53,  // as 0x51: the query's result
 };
 
 // One partition's replicated application. Apply sees every committed
@@ -71,6 +73,9 @@ class PartitionMachine {
   virtual std::string Apply(const raft::Entry& entry) = 0;
   virtual std::vector<uint8_t> Snapshot() const = 0;
   virtual bool Restore(const std::vector<uint8_t>& data) = 0;
+  // A read-only query of the state (PartitionHost::Read), answered on the
+  // leader; machines without queries answer nothing.
+  virtual std::string Query(std::string_view /*query*/) const { return {}; }
 };
 using MachineFactory = std::function<std::unique_ptr<PartitionMachine>(PartitionId)>;
 
@@ -106,6 +111,10 @@ struct PartitionCounters {
   uint64_t config_changes = 0;
   uint64_t leader_transfers = 0;
   uint64_t bad_frames = 0;
+  uint64_t reads = 0;
+  uint64_t reads_remote = 0;  // read attempts sent to another node
+  uint64_t reads_served = 0;  // 0x52 frames answered for others
+  uint64_t reads_failed = 0;
 };
 
 class PartitionHost {
@@ -132,6 +141,17 @@ class PartitionHost {
   // this call, once with ok (the entry applied, with its result) or the
   // last failure at the deadline.
   void Propose(PartitionId partition, std::string data, PartitionCallback done);
+
+  // Linearizable read (docs/partitions.md "Reads"): runs `query` through
+  // the machine's Query on the partition's leader once it holds a lease and
+  // has applied everything committed (meta::RaftGroup::ReadBarrier), so the
+  // answer reflects every write acknowledged before the call. From any node
+  // (a non-leader sends it in frame 0x52, answered in 0x53), retried like a
+  // proposal within propose_timeout_ms. A partition this node's metadata
+  // copy does not show open answers ok without a result (nothing written),
+  // unless `open_elsewhere` says the caller knows it is open (that copy may
+  // lag): then the read goes to the placement's replicas until one leads.
+  void Read(PartitionId partition, std::string query, PartitionCallback done, bool open_elsewhere = false);
 
   // Frames 0x50-0x5F from the Transport's handler.
   void OnFrame(NodeId from, uint8_t type, std::string_view body);
@@ -162,6 +182,8 @@ class PartitionHost {
     uint32_t attempts = 0;
     uint32_t redirects = 0;  // attempts made at once after an answer named the leader
     bool open_proposed = false;
+    bool read = false;  // a Read: data is the query
+    bool open_elsewhere = false;  // a Read of a partition known to be open
     PartitionResult last{meta::ProposeStatus::kTimeout, 0, std::nullopt};
   };
 
@@ -171,6 +193,8 @@ class PartitionHost {
   void ProposeLocal(PartitionId partition, std::string data, raft::WriteId id, PartitionCallback done);
   void OnProposeFrame(NodeId from, std::string_view body);
   void OnProposedFrame(std::string_view body);
+  void ReadLocal(PartitionId partition, std::string query, PartitionCallback done);
+  void OnReadFrame(NodeId from, std::string_view body);
   NodeId LikelyLeader(PartitionId partition, NodeId failed) const;
   std::optional<bool> MayHaveVoted(uint64_t opened_at) const;
   void ScheduleReconcile();

@@ -13,43 +13,25 @@
 #include <set>
 #include <string>
 
-#include "cluster-core/links/sim_transport.h"
+#include "cluster-core/meta/sim_cluster_support.h"
 #include "cluster-core/partition/client_registry.h"
-#include "io/sim/sim_loop.h"
+#include "cluster-core/partition/partition_state.h"
+#include "model/hlc.h"
 #include "persistence/memory_engine.h"
 
 namespace estuary::partition {
 namespace {
 
-std::string Address(NodeId id) { return "node" + std::to_string(id); }
-
-class Dispatch final : public cluster::LinkHandler {
- public:
-  Dispatch(meta::RaftHost& host, PartitionHost*& partitions) : host_(host), partitions_(partitions) {}
-  void OnPeerUp(const cluster::PeerInfo&) override {}
-  void OnPeerDown(cluster::NodeId) override {}
-  void OnFrame(cluster::NodeId from, uint8_t type, std::string_view body) override {
-    if (type >= 0x40 && type <= 0x4F) host_.OnFrame(from, type, body);
-    if (type >= 0x50 && type <= 0x5F && partitions_ != nullptr) partitions_->OnFrame(from, type, body);
-  }
-
- private:
-  meta::RaftHost& host_;
-  PartitionHost*& partitions_;
-};
-
-struct Node {
-  std::unique_ptr<persistence::MemoryEngine> meta_engine;
+// A metadata group and a PartitionHost (with a PartitionState: registry and retained messages, per
+// partition) on each node.
+struct Node : meta::SimNode {
   std::unique_ptr<persistence::MemoryEngine> engine;
-  std::unique_ptr<cluster::SimTransport> transport;
-  std::unique_ptr<meta::RaftHost> host;
-  std::unique_ptr<Dispatch> dispatch;
-  std::unique_ptr<meta::MetaGroup> meta;
   std::unique_ptr<PartitionHost> partitions;
-  PartitionHost* partitions_ptr = nullptr;
-  uint64_t boot = 0;
-  int starts = 0;
-  bool up = false;
+
+  void StopUpperLayers() {
+    dispatch->other_frames = nullptr;
+    partitions.reset();
+  }
 };
 
 struct Outcome {
@@ -57,75 +39,31 @@ struct Outcome {
   PartitionResult result{};
 };
 
-class PartitionCluster {
+class PartitionCluster : public meta::SimCluster<Node> {
  public:
   explicit PartitionCluster(uint64_t seed, uint32_t partitions = 64)
-      : network_(loop_, cluster::SimNetworkConfig{.delay_ms = 2, .seed = seed}), seed_(seed), partitions_(partitions) {}
-  ~PartitionCluster() {
-    for (auto& [id, node] : nodes_) Stop(node);
-  }
+      : SimCluster({.seed = seed, .partitions = partitions, .inform_hosts = true}) {}
 
   void Start(NodeId id) {
     Node& node = nodes_[id];
-    if (!node.engine) {
-      node.engine = std::make_unique<persistence::MemoryEngine>();
-      node.meta_engine = std::make_unique<persistence::MemoryEngine>();
-    }
-    node.boot = ++boots_ * 1000 + id;
-    node.transport = std::make_unique<cluster::SimTransport>(network_, id, Address(id), "secret");
-    node.host = std::make_unique<meta::RaftHost>(loop_, *node.transport, 10);
-    node.partitions_ptr = nullptr;
-    node.dispatch = std::make_unique<Dispatch>(*node.host, node.partitions_ptr);
-    node.transport->set_handler(node.dispatch.get());
-    meta::MetaGroupConfig config;
-    config.self = id;
-    config.cluster_address = Address(id);
-    config.boot_id = node.boot;
-    config.has_seeds = id != 1 || node.starts > 0;
-    config.partitions = partitions_;
-    config.raft.random_seed = seed_ * 100 + id * 7 + boots_;
-    node.meta = std::make_unique<meta::MetaGroup>(*node.host, *node.meta_engine, config);
-    ASSERT_TRUE(node.meta->Start());
+    if (!node.engine) node.engine = std::make_unique<persistence::MemoryEngine>();
+    ASSERT_TRUE(StartMeta(id));
     PartitionHostConfig partition_config;
     partition_config.self = id;
     partition_config.boot_id = node.boot;
-    partition_config.raft.random_seed = seed_ * 1000 + id * 13 + boots_;
+    partition_config.raft.random_seed = options_.seed * 1000 + id * 13 + boots_;
     node.partitions =
         std::make_unique<PartitionHost>(*node.host, *node.transport, *node.meta, *node.engine, partition_config,
-                                        [](PartitionId) { return std::make_unique<ClientRegistry>(); });
+                                        [this](PartitionId) {
+                                          return std::make_unique<PartitionState>(
+                                              [this] { return clock_.WallMs(); });
+                                        });
     node.partitions->Start();
-    node.partitions_ptr = node.partitions.get();
-    node.up = true;
-    ++node.starts;
-    for (auto& [other, peer] : nodes_) {
-      if (other != id) node.transport->AddPeerAddress(Address(other));
-    }
-    InformMembership();
-  }
-  void Crash(NodeId id, bool gone = true) {
-    Stop(nodes_.at(id));
-    InformMembership(gone);
-  }
-  void InformMembership(bool crashed_are_gone = false) {
-    for (auto& [id, node] : nodes_) {
-      if (!node.up) continue;
-      for (auto& [other, peer] : nodes_) {
-        // Node-level liveness for quiescent groups, as the agent gives it.
-        if (other != id) peer.up ? node.host->OnPeerUp(other) : node.host->OnPeerDown(other);
-        if (peer.up) {
-          node.meta->OnMemberLive(other, Address(other), peer.boot);
-        } else if (crashed_are_gone) {
-          node.meta->OnMemberGone(other);
-        }
-      }
-    }
-  }
-
-  template <typename Pred>
-  bool RunUntil(Pred pred, int64_t ms) {
-    const int64_t deadline = clock_.NowMs() + ms;
-    while (!pred() && clock_.NowMs() < deadline) loop_.AdvanceBy(10);
-    return pred();
+    node.dispatch->other_frames = [partitions = node.partitions.get()](NodeId from, uint8_t type,
+                                                                         std::string_view body) {
+      if (type >= 0x50 && type <= 0x5F) partitions->OnFrame(from, type, body);
+    };
+    FinishStart(id);
   }
 
   // Every live node knows every live node as a member (the placement then
@@ -160,64 +98,72 @@ class PartitionCluster {
     return previous ? *previous : std::nullopt;
   }
 
+  // A retained Put proposed from node `on` to the topic's partition; true
+  // once committed.
+  bool PutRetained(NodeId on, const std::string& topic, const std::string& payload) {
+    Message message;
+    message.topic = topic;
+    message.payload = MakePayload(payload);
+    message.retain = true;
+    message.id = MessageId{static_cast<uint16_t>(on), HybridLogicalClock::Pack(++retained_clock_, 0), 1};
+    auto outcome = std::make_shared<Outcome>();
+    PartitionHost& host = *nodes_.at(on).partitions;
+    host.Propose(host.PartitionOf(RetainedKey(topic)), EncodeRetainedPut(message), [outcome](PartitionResult result) {
+      outcome->done = true;
+      outcome->result = std::move(result);
+    });
+    EXPECT_TRUE(RunUntil([&] { return outcome->done; }, 10'000));
+    return outcome->result.status == meta::ProposeStatus::kOk;
+  }
+  // A Read of `topic`'s retained value from node `on`: the status, and the
+  // payload ("" if none).
+  std::pair<meta::ProposeStatus, std::string> ReadRetained(NodeId on, const std::string& topic) {
+    auto outcome = std::make_shared<Outcome>();
+    PartitionHost& host = *nodes_.at(on).partitions;
+    host.Read(host.PartitionOf(RetainedKey(topic)), EncodeRetainedMatch(topic), [outcome](PartitionResult result) {
+      outcome->done = true;
+      outcome->result = std::move(result);
+    });
+    EXPECT_TRUE(RunUntil([&] { return outcome->done; }, 10'000));
+    std::string payload;
+    if (outcome->result.result) {
+      auto messages = DecodeRetainedMatchResult(*outcome->result.result);
+      EXPECT_TRUE(messages.has_value());
+      if (messages && !messages->empty()) payload = *messages->front()->payload;
+    }
+    return {outcome->result.status, payload};
+  }
+
   void WipeDisk(NodeId id) {
     nodes_.at(id).engine = std::make_unique<persistence::MemoryEngine>();
-    nodes_.at(id).meta_engine = std::make_unique<persistence::MemoryEngine>();
+    WipeMetaDisk(id);
   }
   PartitionHost& partitions(NodeId id) { return *nodes_.at(id).partitions; }
   meta::RaftHost& host(NodeId id) { return *nodes_.at(id).host; }
-  meta::MetaGroup& meta(NodeId id) { return *nodes_.at(id).meta; }
   const ClientRegistry* registry(NodeId id, PartitionId partition) {
-    return dynamic_cast<const ClientRegistry*>(nodes_.at(id).partitions->machine(partition));
+    const PartitionState* state = this->state(id, partition);
+    return state == nullptr ? nullptr : &state->registry();
   }
-  uint64_t boot(NodeId id) { return nodes_.at(id).boot; }
-  bool up(NodeId id) { return nodes_.at(id).up; }
-  cluster::SimNetwork& network() { return network_; }
+  const PartitionState* state(NodeId id, PartitionId partition) {
+    return dynamic_cast<const PartitionState*>(nodes_.at(id).partitions->machine(partition));
+  }
   std::vector<NodeId> ids() {
     std::vector<NodeId> out;
     for (auto& [id, node] : nodes_) out.push_back(id);
     return out;
   }
 
-  std::optional<NodeId> Leader(PartitionId partition) {
-    std::optional<NodeId> best;
-    for (auto& [id, node] : nodes_) {
-      if (!node.up) continue;
-      meta::RaftGroup* group = node.partitions->group(partition);
-      if (group != nullptr && group->raft().role() == raft::Role::kLeader &&
-          (!best || group->raft().term() > nodes_.at(*best).partitions->group(partition)->raft().term())) {
-        best = id;
-      }
-    }
-    return best;
-  }
-  std::vector<raft::NodeId> Voters(PartitionId partition) {
-    auto leader = Leader(partition);
-    if (!leader) return {};
-    auto voters = nodes_.at(*leader).partitions->group(partition)->raft().config().voters;
-    std::sort(voters.begin(), voters.end());
-    return voters;
-  }
+  std::optional<NodeId> Leader(PartitionId partition) { return LeaderBy(RaftOf(partition)); }
+  uint64_t retained_clock_ = 1'800'000'000'000;  // message ids' wall ms, always newer
+  std::vector<raft::NodeId> Voters(PartitionId partition) { return VotersBy(RaftOf(partition)); }
 
  private:
-  void Stop(Node& node) {
-    if (!node.up) return;
-    node.partitions_ptr = nullptr;
-    node.partitions.reset();
-    node.meta.reset();
-    node.host.reset();
-    node.dispatch.reset();
-    node.transport.reset();
-    node.up = false;
+  static std::function<const raft::Raft*(Node&)> RaftOf(PartitionId partition) {
+    return [partition](Node& node) -> const raft::Raft* {
+      meta::RaftGroup* group = node.partitions->group(partition);
+      return group != nullptr ? &group->raft() : nullptr;
+    };
   }
-
-  io::ManualClock clock_;
-  io::SimLoop loop_{clock_};
-  cluster::SimNetwork network_;
-  uint64_t seed_;
-  uint32_t partitions_;
-  uint64_t boots_ = 0;
-  std::map<NodeId, Node> nodes_;
 };
 
 void StartAll(PartitionCluster& cluster, NodeId count) {
@@ -239,32 +185,6 @@ std::vector<uint64_t> Seeds(std::initializer_list<uint64_t> defaults) {
 std::vector<NodeId> Sorted(std::vector<NodeId> nodes) {
   std::sort(nodes.begin(), nodes.end());
   return nodes;
-}
-
-TEST(ClientRegistry, ClaimReplacesAndNamesThePreviousOwnerReleaseOnlyByTheOwner) {
-  ClientRegistry registry;
-  const ClientOwner a{1, 10, 5}, b{2, 20, 6};
-  auto first = DecodeClaimResult(registry.ApplyCommand(ClaimClient{"c", a}));
-  ASSERT_TRUE(first.has_value());
-  EXPECT_EQ(*first, std::nullopt);
-  auto second = DecodeClaimResult(registry.ApplyCommand(ClaimClient{"c", b}));
-  ASSERT_TRUE(second.has_value());
-  EXPECT_EQ(*second, std::optional<ClientOwner>{a});
-  EXPECT_EQ(registry.ApplyCommand(ReleaseClient{"c", a}), "0") << "a late release after a takeover";
-  EXPECT_EQ(registry.owners().at("c"), b);
-  EXPECT_EQ(registry.ApplyCommand(ReleaseClient{"c", b}), "1");
-  EXPECT_TRUE(registry.owners().empty());
-
-  registry.ApplyCommand(ClaimClient{"x", a});
-  registry.ApplyCommand(ClaimClient{"y", b});
-  ClientRegistry copy;
-  ASSERT_TRUE(copy.Restore(registry.Snapshot()));
-  EXPECT_EQ(copy.owners(), registry.owners());
-  auto bytes = registry.Snapshot();
-  bytes.pop_back();
-  EXPECT_FALSE(copy.Restore(bytes)) << "a truncated snapshot is refused";
-  EXPECT_EQ(copy.owners(), registry.owners()) << "and changes nothing";
-  EXPECT_FALSE(DecodeRegistryCommand("\x09junk").has_value());
 }
 
 TEST(PartitionHost, APartitionOpensOnItsFirstWriteOnEveryReplica) {
@@ -455,6 +375,89 @@ TEST(PartitionHost, ANodeRestartedAtOnceWithEmptyStateClaimsAgain) {
       EXPECT_EQ(previous->connection, 1u);
     }
     for (int i = 0; i < 8; ++i) EXPECT_EQ(cluster.ClaimOk(3, "after" + std::to_string(i), 1), std::nullopt);
+  }
+}
+
+// Reads (docs/partitions.md "Reads"): from the leader after its lease
+// barrier, from any node; each sees every write acknowledged before it.
+TEST(PartitionRead, EveryNodeReadsTheLastAcknowledgedValue) {
+  for (uint64_t seed : Seeds({11, 12})) {
+    SCOPED_TRACE(seed);
+    PartitionCluster cluster(seed);
+    StartAll(cluster, 5);
+    const std::string topic = "sensors/7/temp";
+    EXPECT_EQ(cluster.ReadRetained(2, topic), std::make_pair(meta::ProposeStatus::kOk, std::string()))
+        << "a partition never written reads as empty";
+    for (int round = 1; round <= 3; ++round) {
+      const std::string value = "v" + std::to_string(round);
+      ASSERT_TRUE(cluster.PutRetained(static_cast<NodeId>(round), topic, value));
+      // At once, from every node (replicas and not): no waiting for the
+      // followers to learn the commit.
+      for (NodeId id = 1; id <= 5; ++id) {
+        EXPECT_EQ(cluster.ReadRetained(id, topic), std::make_pair(meta::ProposeStatus::kOk, value))
+            << "round " << round << ", read on node " << id;
+      }
+    }
+    uint64_t remote = 0, served = 0;
+    for (NodeId id = 1; id <= 5; ++id) {
+      remote += cluster.partitions(id).counters().reads_remote;
+      served += cluster.partitions(id).counters().reads_served;
+    }
+    EXPECT_GT(remote, 0u) << "no read went to another node: the test proves nothing about 0x52/0x53";
+    EXPECT_GT(served, 0u);
+  }
+}
+
+// The leader dies right after acknowledging: the new leader's reads wait
+// for its lease and its own term's commit, then show the value.
+TEST(PartitionRead, AReadAfterTheLeaderDiesSeesWhatItAcknowledged) {
+  for (uint64_t seed : Seeds({13, 14})) {
+    SCOPED_TRACE(seed);
+    PartitionCluster cluster(seed);
+    StartAll(cluster, 3);
+    const std::string topic = "door/state";
+    const PartitionId partition = cluster.partitions(1).PartitionOf(RetainedKey(topic));
+    ASSERT_TRUE(cluster.PutRetained(1, topic, "closed"));
+    ASSERT_TRUE(cluster.RunUntil([&] { return cluster.Voters(partition).size() == 3; }, 5'000));
+    ASSERT_TRUE(cluster.PutRetained(2, topic, "open"));
+    const NodeId leader = *cluster.Leader(partition);
+    cluster.Crash(leader, /*gone=*/false);
+    const NodeId survivor = leader == 1 ? 2 : 1;
+    EXPECT_EQ(cluster.ReadRetained(survivor, topic), std::make_pair(meta::ProposeStatus::kOk, std::string("open")));
+  }
+}
+
+// An idle partition's leader is quiescent and has no lease; a read wakes
+// it and is answered after one heartbeat round. A node cut off from the
+// others cannot read once the majority has moved on (it would answer the
+// old value): its reads fail instead.
+TEST(PartitionRead, AQuiescentLeaderWakesForAReadAndACutOffNodeCannotRead) {
+  for (uint64_t seed : Seeds({15, 16})) {
+    SCOPED_TRACE(seed);
+    PartitionCluster cluster(seed);
+    StartAll(cluster, 3);
+    const std::string topic = "quiet/t";
+    const PartitionId partition = cluster.partitions(1).PartitionOf(RetainedKey(topic));
+    ASSERT_TRUE(cluster.PutRetained(1, topic, "a"));
+    ASSERT_TRUE(cluster.RunUntil(
+        [&] {
+          for (NodeId id : {1, 2, 3}) {
+            if (cluster.host(id).quiescent_groups() != 1) return false;
+          }
+          return cluster.Voters(partition).size() == 3;
+        },
+        10'000))
+        << "the partition never went quiet";
+    EXPECT_EQ(cluster.ReadRetained(3, topic), std::make_pair(meta::ProposeStatus::kOk, std::string("a")));
+
+    const NodeId leader = *cluster.Leader(partition);
+    const NodeId others[2] = {leader == 1 ? NodeId{2} : NodeId{1}, leader == 3 ? NodeId{2} : NodeId{3}};
+    cluster.network().Partition(leader, others[0]);
+    cluster.network().Partition(leader, others[1]);
+    ASSERT_TRUE(cluster.PutRetained(others[0], topic, "b")) << "the majority side could not write";
+    auto [status, payload] = cluster.ReadRetained(leader, topic);
+    EXPECT_NE(status, meta::ProposeStatus::kOk) << "the cut-off old leader answered '" << payload << "'";
+    EXPECT_EQ(cluster.ReadRetained(others[1], topic), std::make_pair(meta::ProposeStatus::kOk, std::string("b")));
   }
 }
 

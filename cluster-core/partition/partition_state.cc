@@ -1,0 +1,71 @@
+#include "cluster-core/partition/partition_state.h"
+
+#include <utility>
+
+#include "cluster-core/meta/raft_codec.h"
+
+namespace estuary::partition {
+
+namespace {
+constexpr uint8_t kSnapshotMagic = 0xE5;
+constexpr uint8_t kLegacyRegistryVersion = 1;
+
+std::string_view View(const std::vector<uint8_t>& bytes) {
+  return {reinterpret_cast<const char*>(bytes.data()), bytes.size()};
+}
+std::vector<uint8_t> Vector(std::string_view bytes) { return {bytes.begin(), bytes.end()}; }
+}  // namespace
+
+PartitionState::PartitionState(std::function<int64_t()> wall_ms) : retained_(std::move(wall_ms)) {}
+
+PartitionMachine* PartitionState::MachineFor(uint8_t tag) {
+  if (tag >= 0x01 && tag <= 0x0F) return &registry_;
+  if (tag >= 0x10 && tag <= 0x1F) return &retained_;
+  if (tag >= 0x20 && tag <= 0x2F) return &index_;
+  return nullptr;
+}
+
+std::string PartitionState::Apply(const raft::Entry& entry) {
+  PartitionMachine* machine = entry.data.empty() ? nullptr : MachineFor(entry.data.front());
+  if (machine == nullptr) {
+    ++malformed_;
+    return "0";
+  }
+  return machine->Apply(entry);
+}
+
+std::string PartitionState::Query(std::string_view query) const {
+  PartitionMachine* machine =
+      query.empty() ? nullptr : const_cast<PartitionState*>(this)->MachineFor(static_cast<uint8_t>(query.front()));
+  return machine == nullptr ? std::string() : static_cast<const PartitionMachine*>(machine)->Query(query);
+}
+
+std::vector<uint8_t> PartitionState::Snapshot() const {
+  meta::ByteWriter out;
+  out.U8(kSnapshotMagic);
+  out.Bytes(registry_.Snapshot());
+  out.Bytes(retained_.Snapshot());
+  out.Bytes(index_.Snapshot());
+  return Vector(out.str());
+}
+
+bool PartitionState::Restore(const std::vector<uint8_t>& data) {
+  if (data.empty()) {
+    registry_ = ClientRegistry();
+    index_ = RetainedIndex();
+    return retained_.Restore({});
+  }
+  if (data.front() == kLegacyRegistryVersion) {
+    index_ = RetainedIndex();
+    return registry_.Restore(data) && retained_.Restore({});
+  }
+  meta::ByteReader in(View(data));
+  if (in.U8() != kSnapshotMagic) return false;
+  const std::vector<uint8_t> registry = Vector(in.Bytes());
+  const std::vector<uint8_t> retained = Vector(in.Bytes());
+  const std::vector<uint8_t> index = Vector(in.Bytes());
+  if (!in.done()) return false;
+  return registry_.Restore(registry) && retained_.Restore(retained) && index_.Restore(index);
+}
+
+}  // namespace estuary::partition
