@@ -458,7 +458,10 @@ void Balancer::OnRoleChange() {
     ready_announced_ = true;
     announce_(ReadyLine());
   } else {
-    announce_(fmt::format("estuary-lb role={} epoch={}", ToString(pair_->role()), pair_->epoch()));
+    // silent_ms: how long this node had heard nothing from an active peer
+    // when the role changed (a takeover waits takeover_timeout_ms of it).
+    announce_(fmt::format("estuary-lb role={} epoch={} silent_ms={}", ToString(pair_->role()), pair_->epoch(),
+                          loop_.NowMs() - pair_->last_active_heard_ms()));
   }
 }
 

@@ -32,7 +32,8 @@ namespace estuary::balancer {
 class Balancer {
  public:
   // `announce` receives the lines for stdout: the ready line once the role
-  // is decided, then one `estuary-lb role=ROLE epoch=N` per change.
+  // is decided, then one `estuary-lb role=ROLE epoch=N silent_ms=M` per change (M: how
+  // long nothing had been heard from an active peer).
   Balancer(io::UvLoop& loop, BalancerConfig config, std::function<void(const std::string&)> announce);
   ~Balancer();
 

@@ -71,6 +71,8 @@ class PairState {
   bool deciding() const { return deciding_; }  // start-up wait of a would-be active
   uint32_t priority() const { return priority_; }
   const std::string& id() const { return id_; }
+  // When a heartbeat from an active peer was last heard (or the start).
+  int64_t last_active_heard_ms() const { return last_active_heard_ms_; }
   // Milliseconds until the next Tick() could change something.
   int64_t NextDeadline(int64_t now_ms) const;
 

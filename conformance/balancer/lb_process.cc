@@ -41,8 +41,11 @@ bool LbProcess::ParseReadyLine(const std::string& line) {
 }
 
 std::optional<std::chrono::steady_clock::time_point> LbProcess::WaitForLine(const std::string& needle,
-                                                                            std::chrono::milliseconds timeout) {
-  if (!child_->WaitForLine(needle, timeout)) return std::nullopt;
+                                                                            std::chrono::milliseconds timeout,
+                                                                            std::string* line) {
+  auto found = child_->WaitForLine(needle, timeout);
+  if (!found) return std::nullopt;
+  if (line != nullptr) *line = *found;
   return std::chrono::steady_clock::now();
 }
 

@@ -1,7 +1,7 @@
 #pragma once
 // LbProcess: a real estuary-lb started as a child process for tests. Reads
 // its ready line (with a deadline) for the bound ports, then keeps its
-// stdout for the role lines (`estuary-lb role=active epoch=2`). Stop()
+// stdout for the role lines (`estuary-lb role=active epoch=2 silent_ms=1002`). Stop()
 // sends SIGTERM and returns the exit status; Kill() is kill -9. The child
 // dies with the test (ChildProcess does the process work). Test support
 // only; one thread.
@@ -35,9 +35,11 @@ class LbProcess {
 
   // The next stdout line within `timeout`, or nullopt.
   std::optional<std::string> NextLine(std::chrono::milliseconds timeout) { return child_->NextLine(timeout); }
-  // Waits for a line containing `needle`; returns when it came, or nullopt.
+  // Waits for a line containing `needle`; returns when it came (and the
+  // line in `line` if given), or nullopt.
   std::optional<std::chrono::steady_clock::time_point> WaitForLine(const std::string& needle,
-                                                                   std::chrono::milliseconds timeout);
+                                                                   std::chrono::milliseconds timeout,
+                                                                   std::string* line = nullptr);
   int Stop(std::chrono::milliseconds timeout = std::chrono::seconds(10)) { return child_->Stop(timeout); }
   void Kill() { child_->Kill(); }  // SIGKILL and reap
 
