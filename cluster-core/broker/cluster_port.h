@@ -13,6 +13,8 @@
 // attaches are independent of forwards. Without a port (single-node
 // estuaryd, unit tests of one node) the broker makes no such calls.
 #include <cstdint>
+#include <functional>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -21,6 +23,8 @@
 #include "model/message.h"
 
 namespace estuary::core {
+
+class ShardBroker;
 
 // One publish forwarded to another node.
 struct NodeForward {
@@ -41,6 +45,21 @@ class ClusterPort {
   virtual void Forward(uint16_t node, NodeForward forward) = 0;
   // A retained message published on this node (not one received from a peer).
   virtual void RetainedPublished(const MessagePtr& message) = 0;
+  // --- retained messages on partitions (docs/partitions.md "Retained
+  // messages on partitions"); off unless the agent runs partitions.
+  // Any thread.
+  virtual bool RetainedOnPartitions() const { return false; }
+  // A retained message published by a client (or a will) on this node:
+  // written to its topic's partition; once a majority of it has the write
+  // the agent calls OnForwardSafe(safe_token) on origin_shard (0: nobody
+  // waits).
+  virtual void RetainedToPartition(const MessagePtr& /*message*/, uint16_t /*origin_shard*/,
+                                   uint64_t /*safe_token*/) {}
+  // The retained messages matching `filter`, read from the partitions that
+  // hold them (linearizable); `done` runs on `shard` with them, or with
+  // nullopt when they could not be read in time.
+  using RetainedReadDone = std::function<void(ShardBroker&, std::optional<std::vector<MessagePtr>>)>;
+  virtual void ReadRetained(uint16_t /*shard*/, const std::string& /*filter*/, RetainedReadDone /*done*/) {}
   // A client attached on this node: peers close their connection for the id.
   virtual void ClientAttached(const std::string& client_id) = 0;
   // Deliveries for a forward received from `origin` (DeliverFromNode) are

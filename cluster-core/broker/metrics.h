@@ -19,6 +19,7 @@ struct ShardMetrics {
   std::atomic<uint64_t> inflight_messages{0};   // sent, unacknowledged
   std::atomic<uint64_t> subscriptions{0};
   std::atomic<uint64_t> retained_messages{0};
+  std::atomic<uint64_t> retained_read_fallbacks{0};  // SUBSCRIBEs answered from this node's copy: partitions unreadable
   std::atomic<uint64_t> forwards_out{0};        // publishes forwarded to other shards/nodes
   std::atomic<uint64_t> protocol_errors{0};     // connections closed for bad input
   std::atomic<uint64_t> client_id_claims{0};          // MQTT CONNECTs that asked the cluster for their id

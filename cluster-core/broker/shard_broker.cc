@@ -1,5 +1,7 @@
 #include "cluster-core/broker/shard_broker.h"
 
+#include <spdlog/spdlog.h>
+
 #include <algorithm>
 #include <cstdint>
 
@@ -235,12 +237,22 @@ void ShardBroker::Route(const MessagePtr& message, std::function<void()> on_safe
     }
   }
   for (Destination destination : destinations) to_nodes = to_nodes || IsNodeDestination(destination);
+  // A retained message from a client (or a will) goes to its topic's
+  // partition when the cluster keeps retained messages there.
+  const bool to_partition = message->retain && !scope.from_node && cluster_ != nullptr &&
+                            !IsNodeLocalTopic(message->topic) && cluster_->RetainedOnPartitions();
   // The publisher's acknowledgement waits for durable writes, for the
-  // nodes it reached, and (a forward from a node) for this node's other
-  // shards it reached; with none of these it is given at once, below.
+  // nodes it reached, (a forward from a node) for this node's other
+  // shards it reached, and for the retained partition's commit; with none
+  // of these it is given at once, below.
   const bool from_node_to_shards = scope.from_node && !destinations.empty();
-  const uint64_t safe_token =
-      on_safe && (store_ || to_nodes || from_node_to_shards) ? BeginSafe(std::move(on_safe)) : 0;
+  const uint64_t safe_token = on_safe && (store_ || to_nodes || from_node_to_shards || to_partition)
+                                  ? BeginSafe(std::move(on_safe))
+                                  : 0;
+  if (to_partition) {
+    if (safe_token != 0) AddSafeStep(safe_token);
+    cluster_->RetainedToPartition(message, config_.shard_id, safe_token);
+  }
   for (size_t i = 0; i < destinations.size(); ++i) {
     std::vector<std::string> keys;
     for (const auto& [d, key] : shared_forwards) {
@@ -501,16 +513,67 @@ void ShardBroker::DeliverRetained(Session* session, const std::string& filter,
                                   const SubscriptionOptions& options, bool existed) {
   if (IsSharedFilter(filter)) return;  // [MQTT-3.8.4 v5: not sent for shared subscriptions]
   if (options.retain_handling == 2 || (options.retain_handling == 1 && existed)) return;
+  if (cluster_ != nullptr && !IsNodeLocalTopic(filter) && cluster_->RetainedOnPartitions()) {
+    // Read from the partitions (docs/partitions.md): the messages follow
+    // once the reads are answered, in the order of this session's
+    // subscriptions, if the session still has the subscription then.
+    auto read = std::make_shared<RetainedRead>();
+    read->session = session;
+    read->filter = filter;
+    read->options = options;
+    const std::string& client_id = session->client_id();
+    retained_reads_[client_id].push_back(read);
+    cluster_->ReadRetained(config_.shard_id, filter,
+                           [read, client_id](ShardBroker& shard, std::optional<std::vector<MessagePtr>> messages) {
+                             read->answered = true;
+                             read->messages = std::move(messages);
+                             shard.FlushRetainedReads(client_id);
+                           });
+    return;
+  }
+  OfferRetained(*session, LocalRetained(filter), options);
+}
+
+void ShardBroker::FlushRetainedReads(const std::string& client_id) {
+  auto it = retained_reads_.find(client_id);
+  if (it == retained_reads_.end()) return;
+  auto& reads = it->second;
+  while (!reads.empty() && reads.front()->answered) {
+    std::shared_ptr<RetainedRead> read = std::move(reads.front());
+    reads.pop_front();
+    Session* session = FindSession(client_id);
+    if (session != read->session || !session->subscriptions().contains(read->filter)) continue;
+    if (!read->messages) {
+      ShardMetrics::Add(metrics_.retained_read_fallbacks);
+      spdlog::warn("shard {}: retained messages for '{}' could not be read from the partitions in time; "
+                   "this node's copy is used",
+                   config_.shard_id, read->filter);
+      OfferRetained(*session, LocalRetained(read->filter), read->options);
+    } else {
+      OfferRetained(*session, *read->messages, read->options);
+    }
+  }
+  if (reads.empty()) retained_reads_.erase(it);
+}
+
+std::vector<MessagePtr> ShardBroker::LocalRetained(const std::string& filter) const {
+  std::vector<MessagePtr> messages;
+  retained_.Match(filter, [&](const MessagePtr& message) { messages.push_back(message); });
+  return messages;
+}
+
+void ShardBroker::OfferRetained(Session& session, const std::vector<MessagePtr>& messages,
+                                const SubscriptionOptions& options) {
   const int64_t now = loop_.clock().WallMs();
-  retained_.Match(filter, [&](const MessagePtr& message) {
-    if (Expired(*message, now)) return;
+  for (const MessagePtr& message : messages) {
+    if (Expired(*message, now)) continue;
     Delivery delivery;
     delivery.message = message;
     delivery.qos = MinQoS(message->qos, options.max_qos);
     delivery.retain = true;
     if (options.subscription_id != 0) delivery.subscription_ids.push_back(options.subscription_id);
-    Offer(*session, std::move(delivery));
-  });
+    Offer(session, std::move(delivery));
+  }
 }
 
 void ShardBroker::ApplyLocalRouteChange(const std::optional<RouteUpdate>& update) {

@@ -212,6 +212,17 @@ class ShardBroker {
   void DeliverLocal(const MessagePtr& message, const MatchResult& match);
   void DeliverToShared(SharedGroup& group, const MessagePtr& message);
   void Offer(Session& session, Delivery delivery);
+  std::vector<MessagePtr> LocalRetained(const std::string& filter) const;
+  // A SUBSCRIBE's retained messages being read from the partitions.
+  struct RetainedRead {
+    Session* session = nullptr;
+    std::string filter;
+    SubscriptionOptions options;
+    bool answered = false;
+    std::optional<std::vector<MessagePtr>> messages;
+  };
+  void FlushRetainedReads(const std::string& client_id);
+  void OfferRetained(Session& session, const std::vector<MessagePtr>& messages, const SubscriptionOptions& options);
   void Broadcast(std::function<void(ShardBroker&)> work);
   void PauseFlow(const FlowRef& flow);
   void ChargeForward(FlowId flow);
@@ -240,6 +251,8 @@ class ShardBroker {
   Router router_;
   RetainedStore retained_;
   std::unordered_map<std::string, std::unique_ptr<Session>> sessions_;
+  // Per client id, in the order asked: answered reads wait for earlier ones.
+  std::unordered_map<std::string, std::deque<std::shared_ptr<RetainedRead>>> retained_reads_;
   MatchResult match_scratch_;
   std::vector<SubscriberRef> refs_scratch_;
   std::vector<Destination> destinations_scratch_;  // Route's, lent out for one call

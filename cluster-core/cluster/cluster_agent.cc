@@ -33,6 +33,18 @@ class ClusterAgent::Port final : public core::ClusterPort {
   void RetainedPublished(const MessagePtr& message) override {
     Run([message](ClusterAgent& agent) { agent.OnRetainedPublished(message); });
   }
+  bool RetainedOnPartitions() const override { return retained_on_partitions_.load(std::memory_order_acquire); }
+  void RetainedToPartition(const MessagePtr& message, uint16_t origin_shard, uint64_t safe_token) override {
+    Run([message, origin_shard, safe_token](ClusterAgent& agent) {
+      agent.OnRetainedToPartition(message, origin_shard, safe_token);
+    });
+  }
+  void ReadRetained(uint16_t shard, const std::string& filter, RetainedReadDone done) override {
+    Run([shard, filter, done = std::move(done)](ClusterAgent& agent) mutable {
+      agent.OnReadRetained(shard, filter, std::move(done));
+    });
+  }
+  void set_retained_on_partitions(bool on) { retained_on_partitions_.store(on, std::memory_order_release); }
   void ClientAttached(const std::string& client_id) override {
     Run([client_id](ClusterAgent& agent) { agent.OnClientAttached(client_id); });
   }
@@ -48,6 +60,7 @@ class ClusterAgent::Port final : public core::ClusterPort {
   }
 
  private:
+  std::atomic<bool> retained_on_partitions_{false};
   struct ForwardBatch {
     std::mutex mutex;
     std::vector<std::pair<uint16_t, core::NodeForward>> forwards;
@@ -141,6 +154,8 @@ ClusterAgent::~ClusterAgent() {
   loop_.CancelTimer(tick_timer_);
   transport_.set_handler(nullptr);
 }
+
+void ClusterAgent::SetRetainedOnPartitions(bool on) { port_->set_retained_on_partitions(on); }
 
 void ClusterAgent::PostToShard(uint16_t shard, std::function<void(core::ShardBroker&)> work) {
   FlushShardItems(shard);  // queued forwards and confirmations go first, in order

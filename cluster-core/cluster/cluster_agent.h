@@ -84,6 +84,11 @@ struct ClusterCounters {
   uint64_t client_claims = 0;          // client-id claims proposed to the registry
   uint64_t client_claims_failed = 0;   // not committed in time: the CONNECT was refused
   uint64_t client_takeovers_out = 0;   // claims that told another node to close its connection
+  uint64_t retained_writes = 0;          // retained messages written to partitions
+  uint64_t retained_write_retries = 0;   // attempts that failed and were made again
+  uint64_t retained_writes_pending = 0;  // not committed yet (their publishers wait)
+  uint64_t retained_reads = 0;           // SUBSCRIBEs answered from partitions
+  uint64_t retained_reads_failed = 0;    // not answered in time (the shard used its own copy)
   uint64_t bad_frames = 0;
 };
 
@@ -143,12 +148,24 @@ class ClusterAgent final : public LinkHandler {
   // is free, unless another connection claimed it meanwhile.
   void ReleaseClientId(const std::string& client_id);
 
+  // --- retained messages on partitions (docs/partitions.md) -----------------
+  // With partitions, a retained message from a client is written to its
+  // topic's partition (and that partition to the retained index), and
+  // SUBSCRIBEs read retained messages from the partitions. On the agent's
+  // loop. `done` once a majority of the partition has it; failed attempts
+  // are made again (after 50 ms, doubling up to 1 s) until one commits.
+  void WriteRetained(const MessagePtr& message, std::function<void()> done);
+  // The live retained messages matching `filter` (nullopt: not read in time).
+  void ReadRetained(const std::string& filter, std::function<void(std::optional<std::vector<MessagePtr>>)> done);
+
   // --- from the shards (through port(), on the agent's loop) ---------------
   void OnRouteChanged(const core::RouteUpdate& shard_update);
   void OnForward(NodeId node, core::NodeForward forward);
   void OnRetainedPublished(const MessagePtr& message);
   void OnClientAttached(const std::string& client_id);
   void OnForwardSafe(NodeId origin, uint64_t forward_id);
+  void OnRetainedToPartition(const MessagePtr& message, uint16_t origin_shard, uint64_t safe_token);
+  void OnReadRetained(uint16_t shard, const std::string& filter, core::ClusterPort::RetainedReadDone done);
 
   // --- LinkHandler ------------------------------------------------------------
   void OnPeerUp(const PeerInfo& peer) override;
@@ -211,6 +228,11 @@ class ClusterAgent final : public LinkHandler {
   void TellMetadata(const Member& member);
   void DeliverForward(NodeId from, std::string_view body);
   void ApplyRetained(const MessagePtr& message, bool from_peer);
+  void SetRetainedOnPartitions(bool on);  // what the port tells the shards
+  void OpenRetainedIndex();
+  void WriteRetainedAttempt(const MessagePtr& message, std::function<void()> done, uint32_t attempt);
+  void ReadRetainedPartitions(const std::string& filter, std::vector<partition::PartitionId> partitions,
+                              std::function<void(std::optional<std::vector<MessagePtr>>)> done);
   void PostToShard(uint16_t shard, std::function<void(core::ShardBroker&)> work);
   void QueueSafe(uint16_t shard, uint64_t safe_token);
   void FlushShardItems(uint16_t shard);
@@ -228,6 +250,7 @@ class ClusterAgent final : public LinkHandler {
   uint64_t boot_id_ = 0;                                   // the metadata group's, for registry owners
   uint64_t next_claim_ = 1;
   std::map<std::string, uint64_t> claims_;  // client id -> this node's live claim (its connection serial)
+  std::set<partition::PartitionId> retained_indexed_;  // partitions the retained index is known to name
   MembershipHandler membership_;
   bool grace_timer_ = true;
   mutable ClusterCounters counters_;  // bad_frames: see bad_frames_

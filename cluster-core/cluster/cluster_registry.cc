@@ -6,6 +6,7 @@
 #include "cluster-core/cluster/cluster_agent.h"
 #include "cluster-core/cluster/cluster_frames.h"
 #include "cluster-core/partition/client_registry.h"
+#include "cluster-core/partition/partition_state.h"
 
 namespace estuary::cluster {
 
@@ -17,8 +18,12 @@ Expected<void, std::string> ClusterAgent::EnablePartitions(partition::PartitionH
   boot_id_ = config.boot_id;
   partitions_ = std::make_unique<partition::PartitionHost>(
       *meta_host_, transport_, *meta_, engine, std::move(config),
-      [](partition::PartitionId) { return std::make_unique<partition::ClientRegistry>(); });
+      [&loop = loop_](partition::PartitionId) {
+        return std::make_unique<partition::PartitionState>([&loop] { return loop.clock().WallMs(); });
+      });
   partitions_->Start();
+  SetRetainedOnPartitions(true);
+  OpenRetainedIndex();
   return {};
 }
 

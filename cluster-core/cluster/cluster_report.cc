@@ -80,6 +80,16 @@ std::string ClusterAgent::MetricsText() const {
          c.client_claims);
   series("estuary_cluster_client_claims_failed_total", "counter",
          "Client-id claims not committed in time (their CONNECT was refused).", c.client_claims_failed);
+  series("estuary_cluster_retained_writes_total", "counter", "Retained messages written to their partitions.",
+         c.retained_writes);
+  series("estuary_cluster_retained_write_retries_total", "counter",
+         "Retained partition writes attempted again after a failure.", c.retained_write_retries);
+  series("estuary_cluster_retained_writes_pending", "gauge",
+         "Retained partition writes not committed yet (their publishers wait).", c.retained_writes_pending);
+  series("estuary_cluster_retained_reads_total", "counter", "SUBSCRIBEs whose retained messages were read from partitions.",
+         c.retained_reads);
+  series("estuary_cluster_retained_reads_failed_total", "counter",
+         "Retained partition reads not answered in time (the shard used its own copy).", c.retained_reads_failed);
   series("estuary_cluster_client_takeovers_out_total", "counter",
          "Committed claims that told another node to close the client's connection.", c.client_takeovers_out);
   series("estuary_cluster_takeovers_total", "counter", "Sessions ended here because their client attached elsewhere.",

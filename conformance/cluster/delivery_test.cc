@@ -5,6 +5,9 @@
 // reached every node before publishing.
 #include <nlohmann/json.hpp>
 
+#include <cstdlib>
+#include <map>
+
 #include "conformance/amqp/amqp_client.h"
 #include "conformance/cluster/cluster_fixture.h"
 #include "conformance/support/wait_for.h"
@@ -145,6 +148,63 @@ TEST_F(CrossNodeTest, RetainedMessageReachesNewSubscriberOnAnotherNode) {
   EXPECT_EQ(message->to_string(), "kept");
   EXPECT_TRUE(message->is_retained());
   clients[0]->Publish(topic, "", 1, /*retain=*/true);  // clear it
+}
+
+// Issue 7 point 3: once a retained PUBLISH is acknowledged, a SUBSCRIBE
+// on any node sees it (or a later value), never an older one, without
+// waiting for anything to spread: retained messages live on partitions and
+// a SUBSCRIBE reads them through the partition leader's lease. Each round
+// sets a new value on node 1 and subscribes at once on nodes 2 and 3, to
+// the topic and to a wildcard over it; the last round clears the topic.
+// The value of `name{node="N"}` in node N's /metrics (-1: not found).
+int64_t ClusterCounter(ClusterProcess& cluster, int node, const std::string& name) {
+  auto metrics = testing::AdminGet(cluster.node(node).admin_port(), "/metrics");
+  if (!metrics) return -1;
+  const std::string key = name + "{node=\"" + std::to_string(node) + "\"} ";
+  const size_t at = metrics->body.find(key);
+  if (at == std::string::npos) return -1;
+  return std::strtoll(metrics->body.c_str() + at + key.size(), nullptr, 10);
+}
+
+TEST_F(CrossNodeTest, AnAcknowledgedRetainedValueIsSeenAtOnceOnEveryNode) {
+  const std::string base = UniqueName("retained-now/");
+  const int64_t writes_before = ClusterCounter(cluster(), 1, "estuary_cluster_retained_writes_total");
+  std::map<int, int64_t> reads_before, failed_before;
+  for (int node : {2, 3}) {
+    reads_before[node] = ClusterCounter(cluster(), node, "estuary_cluster_retained_reads_total");
+    failed_before[node] = ClusterCounter(cluster(), node, "estuary_cluster_retained_reads_failed_total");
+    ASSERT_GE(reads_before[node], 0) << "node " << node << " does not count retained reads";
+  }
+  const std::string topic = base + "/t";
+  auto clients = ConnectClients(cluster(), {{1, UniqueName("pub")}, {2, UniqueName("r2-")}, {3, UniqueName("r3-")}});
+  for (int round = 0; round < 8; ++round) {
+    const std::string value = "v" + std::to_string(round);
+    clients[0]->Publish(topic, value, 1, /*retain=*/true);  // returns at the PUBACK
+    for (size_t i = 1; i < clients.size(); ++i) {
+      for (const std::string& filter : {topic, base + "/#"}) {
+        clients[i]->Subscribe(filter, 1);
+        auto message = clients[i]->Next(kDeliver);
+        ASSERT_TRUE(message) << "round " << round << ", node " << i + 1 << ", " << filter << ": no retained message";
+        EXPECT_EQ(message->to_string(), value) << "round " << round << ", node " << i + 1 << ", " << filter;
+        EXPECT_TRUE(message->is_retained());
+        clients[i]->Unsubscribe({filter});
+      }
+    }
+  }
+  clients[0]->Publish(topic, "", 1, /*retain=*/true);  // cleared: nothing is sent any more
+  for (size_t i = 1; i < clients.size(); ++i) {
+    clients[i]->Subscribe(base + "/#", 1);
+    auto message = clients[i]->Next(std::chrono::milliseconds(300));
+    EXPECT_FALSE(message) << "node " << i + 1 << " sent a cleared retained message: " << message->to_string();
+  }
+  // The values came from the partitions, not from each node's own copy.
+  EXPECT_GE(ClusterCounter(cluster(), 1, "estuary_cluster_retained_writes_total"), writes_before + 9);
+  for (int node : {2, 3}) {
+    EXPECT_GE(ClusterCounter(cluster(), node, "estuary_cluster_retained_reads_total"), reads_before[node] + 17)
+        << "node " << node;
+    EXPECT_EQ(ClusterCounter(cluster(), node, "estuary_cluster_retained_reads_failed_total"), failed_before[node])
+        << "node " << node;
+  }
 }
 
 // An AMQP receiver on node 2 gets what an MQTT publisher on node 1 sends.

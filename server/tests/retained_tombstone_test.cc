@@ -3,6 +3,9 @@
 // cleared after kill -9 and restart, and a node that was down while it was
 // cleared does not bring the old value back, even when the node that
 // cleared it was restarted meanwhile (so only its disk remembers the clear).
+// Three nodes: retained messages live on partitions (docs/partitions.md),
+// and a clear made while one node is down is acknowledged by the other two
+// (with two nodes it would wait for the second, as it must).
 #include <gtest/gtest.h>
 
 #include "server/tests/process_support.h"
@@ -34,72 +37,76 @@ std::optional<std::string> SettledRetained(const NodeProcess& node, const std::s
   return seen;
 }
 
+class RetainedTombstoneProcessTest : public ::testing::Test {
+ protected:
+  // A durable cluster of `nodes` and a publisher on node 1 that retained
+  // "old" on tomb/t (packet id 1). Call with ASSERT_NO_FATAL_FAILURE.
+  void StartWithOldValue(int nodes) {
+    cluster_ = StartCluster(nodes, /*durable=*/true);
+    ASSERT_NE(cluster_, nullptr);
+    publisher_ = ConnectTo(cluster_->node(1), "publisher-1");
+    ASSERT_NE(publisher_, nullptr);
+    ASSERT_TRUE(PublishRetained(*publisher_, "tomb/t", "old", 1));
+  }
+  // Node 2 holds "old" (marker tomb/m0), is killed, and node 1 clears
+  // tomb/t while it is down (marker tomb/m1).
+  void ClearWhileNode2IsDown() {
+    ASSERT_TRUE(PublishRetained(*publisher_, "tomb/m0", "m0", 2));
+    ASSERT_EQ(SettledRetained(cluster_->node(2), "tomb/t", "tomb/m0"), "old");  // node 2 holds it
+    cluster_->node(2).Kill();
+    ASSERT_TRUE(PublishRetained(*publisher_, "tomb/t", "", 3));  // cleared while node 2 is down
+    ASSERT_TRUE(PublishRetained(*publisher_, "tomb/m1", "m1", 4));
+  }
+
+  std::unique_ptr<ClusterProcess> cluster_;
+  std::unique_ptr<RawClient> publisher_;
+};
+
 // Cleared on node 1 while node 2 was down; then node 1 is killed and
 // restarted too, and node 2 comes back with the old value on its disk.
-TEST(RetainedTombstoneProcessTest, AClearMadeWhileANodeWasDownSurvivesRestartsOfBoth) {
-  auto cluster = StartCluster(2, /*durable=*/true);
-  ASSERT_NE(cluster, nullptr);
-  auto publisher = ConnectTo(cluster->node(1), "publisher-1");
-  ASSERT_NE(publisher, nullptr);
-  ASSERT_TRUE(PublishRetained(*publisher, "tomb/t", "old", 1));
-  ASSERT_TRUE(PublishRetained(*publisher, "tomb/m0", "m0", 2));
-  ASSERT_EQ(SettledRetained(cluster->node(2), "tomb/t", "tomb/m0"), "old");  // node 2 holds it
-
-  cluster->node(2).Kill();
-  ASSERT_TRUE(PublishRetained(*publisher, "tomb/t", "", 3));  // cleared while node 2 is down
-  ASSERT_TRUE(PublishRetained(*publisher, "tomb/m1", "m1", 4));
-  publisher.reset();
+TEST_F(RetainedTombstoneProcessTest, AClearMadeWhileANodeWasDownSurvivesRestartsOfBoth) {
+  ASSERT_NO_FATAL_FAILURE(StartWithOldValue(3));
+  ASSERT_NO_FATAL_FAILURE(ClearWhileNode2IsDown());
+  publisher_.reset();
   std::string error;
   // Kill -9 and restart node 1 (no client meanwhile: alone, it may hold
   // attaches until its peer is back), then node 2.
-  ASSERT_NE(cluster->Restart(1, &error), nullptr) << error;
-  ASSERT_NE(cluster->Restart(2, &error), nullptr) << error;
+  ASSERT_NE(cluster_->Restart(1, &error), nullptr) << error;
+  ASSERT_NE(cluster_->Restart(2, &error), nullptr) << error;
   std::string why;
-  ASSERT_TRUE(cluster->WaitMembersUp(kConverge, &why)) << why;
+  ASSERT_TRUE(cluster_->WaitMembersUp(kConverge, &why)) << why;
   // Node 2 learns the clear (tomb/m1 came in the same snapshot) ...
-  EXPECT_EQ(SettledRetained(cluster->node(2), "tomb/t", "tomb/m1"), "") << "node 2 kept the cleared value";
+  EXPECT_EQ(SettledRetained(cluster_->node(2), "tomb/t", "tomb/m1"), "") << "node 2 kept the cleared value";
   // ... and node 1 does not take the old value back from node 2's snapshot:
   // a marker published on node 2 after the restart reaches node 1 after it.
-  auto second = ConnectTo(cluster->node(2), "publisher-2");
-  ASSERT_NE(second, nullptr);
+  // (A CONNECT is refused while the restarted nodes' partitions elect.)
+  std::unique_ptr<RawClient> second;
+  ASSERT_TRUE(WaitUntil([&] { return (second = ConnectTo(cluster_->node(2), "publisher-2")) != nullptr; }, kWait));
   ASSERT_TRUE(PublishRetained(*second, "tomb/m2", "m2", 1));
-  EXPECT_EQ(SettledRetained(cluster->node(1), "tomb/t", "tomb/m2"), "")
+  EXPECT_EQ(SettledRetained(cluster_->node(1), "tomb/t", "tomb/m2"), "")
       << "node 1 lost the clear on restart, or node 2 brought the value back";
 }
 
 // The same with node 1 up throughout: only the snapshot carries the clear.
-TEST(RetainedTombstoneProcessTest, ANodeDownDuringAClearDoesNotServeTheOldValue) {
-  auto cluster = StartCluster(2, /*durable=*/true);
-  ASSERT_NE(cluster, nullptr);
-  auto publisher = ConnectTo(cluster->node(1), "publisher-1");
-  ASSERT_NE(publisher, nullptr);
-  ASSERT_TRUE(PublishRetained(*publisher, "tomb/t", "old", 1));
-  ASSERT_TRUE(PublishRetained(*publisher, "tomb/m0", "m0", 2));
-  ASSERT_EQ(SettledRetained(cluster->node(2), "tomb/t", "tomb/m0"), "old");
-
-  cluster->node(2).Kill();
-  ASSERT_TRUE(PublishRetained(*publisher, "tomb/t", "", 3));
-  ASSERT_TRUE(PublishRetained(*publisher, "tomb/m1", "m1", 4));
+TEST_F(RetainedTombstoneProcessTest, ANodeDownDuringAClearDoesNotServeTheOldValue) {
+  ASSERT_NO_FATAL_FAILURE(StartWithOldValue(3));
+  ASSERT_NO_FATAL_FAILURE(ClearWhileNode2IsDown());
   std::string error;
-  ASSERT_NE(cluster->Restart(2, &error), nullptr) << error;
-  EXPECT_EQ(SettledRetained(cluster->node(2), "tomb/t", "tomb/m1"), "") << "node 2 kept the cleared value";
-  EXPECT_EQ(SettledRetained(cluster->node(1), "tomb/t", "tomb/m1"), "");
+  ASSERT_NE(cluster_->Restart(2, &error), nullptr) << error;
+  EXPECT_EQ(SettledRetained(cluster_->node(2), "tomb/t", "tomb/m1"), "") << "node 2 kept the cleared value";
+  EXPECT_EQ(SettledRetained(cluster_->node(1), "tomb/t", "tomb/m1"), "");
 }
 
 // One node, kill -9: the clear is on disk (this passes without tombstones;
 // kept to pin it while the store changes).
-TEST(RetainedTombstoneProcessTest, AClearSurvivesKill9OfTheNode) {
-  auto cluster = StartCluster(1, /*durable=*/true);
-  ASSERT_NE(cluster, nullptr);
-  auto publisher = ConnectTo(cluster->node(1), "publisher-1");
-  ASSERT_NE(publisher, nullptr);
-  ASSERT_TRUE(PublishRetained(*publisher, "tomb/t", "old", 1));
-  ASSERT_TRUE(PublishRetained(*publisher, "tomb/t", "", 2));
-  ASSERT_TRUE(PublishRetained(*publisher, "tomb/m", "m", 3));
-  publisher.reset();
+TEST_F(RetainedTombstoneProcessTest, AClearSurvivesKill9OfTheNode) {
+  ASSERT_NO_FATAL_FAILURE(StartWithOldValue(1));
+  ASSERT_TRUE(PublishRetained(*publisher_, "tomb/t", "", 2));
+  ASSERT_TRUE(PublishRetained(*publisher_, "tomb/m", "m", 3));
+  publisher_.reset();
   std::string error;
-  ASSERT_NE(cluster->Restart(1, &error), nullptr) << error;
-  EXPECT_EQ(SettledRetained(cluster->node(1), "tomb/t", "tomb/m"), "");
+  ASSERT_NE(cluster_->Restart(1, &error), nullptr) << error;
+  EXPECT_EQ(SettledRetained(cluster_->node(1), "tomb/t", "tomb/m"), "");
 }
 
 }  // namespace
