@@ -22,12 +22,16 @@ FsError ErrnoError(const std::string& what, const std::string& path, int err) {
 
 class PosixFile final : public File {
  public:
-  PosixFile(int fd, std::string path, bool writable)
-      : fd_(fd), path_(std::move(path)), writable_(writable) {}
+  PosixFile(int fd, std::string path, bool writable, bool positional = false)
+      : fd_(fd), path_(std::move(path)), writable_(writable), positional_(positional) {}
   ~PosixFile() override { ::close(fd_); }
 
   FsStatus Append(std::string_view data) override {
     if (!writable_) return MakeError(FsError{FsErrc::kInvalid, "read-only " + path_});
+    // Without O_APPEND (OpenWrite) the end must be sought first.
+    if (positional_ && ::lseek(fd_, 0, SEEK_END) < 0) {
+      return MakeError(ErrnoError("lseek", path_, errno));
+    }
     while (!data.empty()) {
       ssize_t n = ::write(fd_, data.data(), data.size());
       if (n < 0) {
@@ -55,6 +59,23 @@ class PosixFile final : public File {
     return out;
   }
 
+  FsStatus WriteAt(uint64_t offset, std::string_view data) override {
+    // pwrite on an O_APPEND descriptor appends on Linux whatever the offset.
+    if (!writable_ || !positional_) {
+      return MakeError(FsError{FsErrc::kInvalid, "not opened for positional writes: " + path_});
+    }
+    while (!data.empty()) {
+      ssize_t n = ::pwrite(fd_, data.data(), data.size(), static_cast<off_t>(offset));
+      if (n < 0) {
+        if (errno == EINTR) continue;
+        return MakeError(ErrnoError("pwrite", path_, errno));
+      }
+      data.remove_prefix(static_cast<size_t>(n));
+      offset += static_cast<uint64_t>(n);
+    }
+    return {};
+  }
+
   FsStatus Sync() override {
     if (::fdatasync(fd_) != 0) return MakeError(ErrnoError("fdatasync", path_, errno));
     return {};
@@ -77,6 +98,7 @@ class PosixFile final : public File {
   int fd_;
   std::string path_;
   bool writable_;
+  bool positional_;
 };
 
 std::string ParentDir(const std::string& path) {
@@ -92,6 +114,12 @@ FsResult<std::unique_ptr<File>> PosixFileSystem::OpenAppend(const std::string& p
   int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
   if (fd < 0) return MakeError(ErrnoError("open", path, errno));
   return std::unique_ptr<File>(new PosixFile(fd, path, true));
+}
+
+FsResult<std::unique_ptr<File>> PosixFileSystem::OpenWrite(const std::string& path) {
+  int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+  if (fd < 0) return MakeError(ErrnoError("open", path, errno));
+  return std::unique_ptr<File>(new PosixFile(fd, path, true, true));
 }
 
 FsResult<std::unique_ptr<File>> PosixFileSystem::OpenRead(const std::string& path) {
@@ -177,9 +205,23 @@ class SimFileSystem::SimFile final : public File {
     return inode_->data.substr(offset, n);
   }
 
+  FsStatus WriteAt(uint64_t offset, std::string_view data) override {
+    if (auto s = Check(true); !s) return s;
+    if (!writable_) return MakeError(FsError{FsErrc::kInvalid, "read-only " + path_});
+    uint64_t end = offset + data.size();
+    if (end > inode_->data.size()) {
+      if (auto s = fs_->CheckSpace(end - inode_->data.size()); !s) return s;
+      inode_->data.resize(end, '\0');  // a gap reads as zeros, as a hole does
+    }
+    inode_->data.replace(offset, data.size(), data);
+    inode_->overwritten = true;
+    return {};
+  }
+
   FsStatus Sync() override {
     if (auto s = Check(true); !s) return s;
     inode_->synced = inode_->data;
+    inode_->overwritten = false;
     ++fs_->sync_count_;
     return {};
   }
@@ -252,6 +294,10 @@ FsResult<std::unique_ptr<File>> SimFileSystem::OpenAppend(const std::string& pat
   return std::unique_ptr<File>(new SimFile(this, inode, path, true));
 }
 
+FsResult<std::unique_ptr<File>> SimFileSystem::OpenWrite(const std::string& path) {
+  return OpenAppend(path);  // SimFile writes by offset and by append alike
+}
+
 FsResult<std::unique_ptr<File>> SimFileSystem::OpenRead(const std::string& path) {
   if (auto s = CheckAlive(false); !s) return MakeError(s.error());
   auto inode = Find(path);
@@ -316,6 +362,29 @@ void SimFileSystem::Crash(bool torn_tail) {
     if (!done.insert(inode.get()).second) continue;
     std::string& data = inode->data;
     const std::string& synced = inode->synced;
+    if (inode->overwritten) {
+      inode->overwritten = false;
+      if (torn_tail && data.size() >= synced.size()) {
+        // Keep a random prefix of the changed range [first, last], where
+        // bytes past the synced length count as changed only if not zero
+        // (an extension by zeros is invisible to a reader).
+        auto old_byte = [&](size_t i) { return i < synced.size() ? synced[i] : '\0'; };
+        size_t first = 0;
+        while (first < data.size() && data[first] == old_byte(first)) ++first;
+        size_t end = data.size();
+        while (end > first && data[end - 1] == old_byte(end - 1)) --end;
+        uint64_t keep = std::uniform_int_distribution<uint64_t>(0, end - first)(random_);
+        size_t cut = first + keep;
+        if (cut < end) {
+          for (size_t i = cut; i < data.size(); ++i) data[i] = old_byte(i);
+          data.resize(std::max<size_t>(cut, synced.size()));
+        }
+      } else {
+        data = synced;
+      }
+      inode->synced = data;
+      continue;
+    }
     bool extends = data.size() > synced.size() && data.compare(0, synced.size(), synced) == 0;
     if (torn_tail && extends) {
       uint64_t extra = data.size() - synced.size();

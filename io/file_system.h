@@ -48,6 +48,14 @@ class File {
   virtual FsResult<uint64_t> Size() const = 0;
   // Cuts the file to `size` bytes (used to drop a torn tail).
   virtual FsStatus Truncate(uint64_t size) = 0;
+  // Writes `data` at `offset`, over existing bytes or past the end (files
+  // from OpenWrite only; others refuse with kInvalid). Overwriting bytes
+  // already allocated lets Sync flush data blocks without a size change.
+  virtual FsStatus WriteAt(uint64_t offset, std::string_view data) {
+    (void)offset;
+    (void)data;
+    return MakeError(FsError{FsErrc::kInvalid, "positional writes not supported"});
+  }
 };
 
 class FileSystem {
@@ -57,6 +65,11 @@ class FileSystem {
   virtual FsResult<std::unique_ptr<File>> OpenAppend(const std::string& path) = 0;
   // Opens an existing file for reading.
   virtual FsResult<std::unique_ptr<File>> OpenRead(const std::string& path) = 0;
+  // Opens for positional writes (WriteAt), reads and appends, creating an
+  // empty file if missing. Refused (kInvalid) where not supported.
+  virtual FsResult<std::unique_ptr<File>> OpenWrite(const std::string& path) {
+    return MakeError(FsError{FsErrc::kInvalid, "positional writes not supported: " + path});
+  }
   // Atomically replaces `to` with `from`.
   virtual FsStatus Rename(const std::string& from, const std::string& to) = 0;
   virtual FsStatus Remove(const std::string& path) = 0;
@@ -75,6 +88,7 @@ class PosixFileSystem final : public FileSystem {
  public:
   FsResult<std::unique_ptr<File>> OpenAppend(const std::string& path) override;
   FsResult<std::unique_ptr<File>> OpenRead(const std::string& path) override;
+  FsResult<std::unique_ptr<File>> OpenWrite(const std::string& path) override;
   FsStatus Rename(const std::string& from, const std::string& to) override;
   FsStatus Remove(const std::string& path) override;
   FsResult<std::vector<std::string>> ListDir(const std::string& dir) override;
@@ -94,6 +108,7 @@ class SimFileSystem final : public FileSystem {
 
   FsResult<std::unique_ptr<File>> OpenAppend(const std::string& path) override;
   FsResult<std::unique_ptr<File>> OpenRead(const std::string& path) override;
+  FsResult<std::unique_ptr<File>> OpenWrite(const std::string& path) override;
   FsStatus Rename(const std::string& from, const std::string& to) override;
   FsStatus Remove(const std::string& path) override;
   FsResult<std::vector<std::string>> ListDir(const std::string& dir) override;
@@ -104,7 +119,10 @@ class SimFileSystem final : public FileSystem {
 
   // Power loss: every file keeps only its synced bytes and every directory
   // only its synced entries. With `torn_tail`, a file whose unsynced bytes
-  // extend its synced ones keeps a random (seeded) prefix of them.
+  // extend its synced ones keeps a random (seeded) prefix of them. A file
+  // changed by WriteAt since its last Sync keeps its synced bytes with a
+  // random prefix of the changed range written over them (writes reach the
+  // medium in order and may tear anywhere).
   void Crash(bool torn_tail = true);
   // After `ops` more mutating calls (append, sync, truncate, rename, remove,
   // create, sync dir) succeed, every call fails with kIo, as if the process
@@ -125,6 +143,7 @@ class SimFileSystem final : public FileSystem {
   struct Inode {
     std::string data;
     std::string synced;
+    bool overwritten = false;  // WriteAt since the last Sync
   };
 
  private:

@@ -57,6 +57,30 @@ TEST(SimFileSystem, TornTailKeepsAPrefixOfUnsyncedBytes) {
   EXPECT_TRUE(saw_partial);
 }
 
+TEST(SimFileSystem, OverwriteKeepsSyncedBytesAndTearsTheChangedRangeInOrder) {
+  bool saw_partial = false;
+  for (uint64_t seed = 1; seed < 20; ++seed) {
+    SimFileSystem fs(seed);
+    auto a = fs.OpenWrite("a");
+    ASSERT_TRUE(a);
+    ASSERT_TRUE((*a)->Append(std::string(12, '\0')));  // a zero-filled tail
+    ASSERT_TRUE((*a)->WriteAt(0, "base"));
+    ASSERT_TRUE((*a)->Sync());
+    ASSERT_TRUE(fs.SyncDir(""));
+    ASSERT_TRUE((*a)->WriteAt(4, "0123"));
+    ASSERT_TRUE((*a)->WriteAt(8, "4567"));
+    EXPECT_EQ(*(*a)->Size(), 12u);
+    fs.Crash(true);
+    std::string got = fs.Contents("a");
+    ASSERT_EQ(got.size(), 12u);
+    ASSERT_EQ(got.substr(0, 4), "base");
+    size_t kept = got.find_first_of('\0') == std::string::npos ? 12 : got.find_first_of('\0');
+    EXPECT_EQ(got, std::string("base01234567").substr(0, kept) + std::string(12 - kept, '\0'));
+    saw_partial |= kept > 4 && kept < 12;
+  }
+  EXPECT_TRUE(saw_partial);
+}
+
 TEST(SimFileSystem, RenameIsDurableOnlyAfterSyncDir) {
   SimFileSystem fs;
   auto a = fs.OpenAppend("a.tmp");
@@ -112,6 +136,15 @@ TEST(PosixFileSystem, RoundTripInTempDir) {
   ASSERT_TRUE(fs.Remove(dir + "/sub/y"));
   EXPECT_FALSE(fs.Exists(dir + "/sub/y"));
   EXPECT_EQ(fs.OpenRead(dir + "/nope").error().code, FsErrc::kNotFound);
+  auto w = fs.OpenWrite(dir + "/sub/z");
+  ASSERT_TRUE(w);
+  ASSERT_TRUE((*w)->WriteAt(0, std::string(8, '0')));
+  ASSERT_TRUE((*w)->WriteAt(2, "ab"));
+  ASSERT_TRUE((*w)->Append("tail"));
+  ASSERT_TRUE((*w)->Sync());
+  EXPECT_EQ(*(*w)->ReadAt(0, 100), "00ab0000tail");
+  auto appending = fs.OpenAppend(dir + "/sub/z");
+  EXPECT_EQ((*appending)->WriteAt(0, "x").error().code, FsErrc::kInvalid);
   std::filesystem::remove_all(dir);
 }
 

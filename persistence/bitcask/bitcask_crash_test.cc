@@ -48,6 +48,9 @@ TEST(BitcaskCrash, UnsyncedWritesMayVanishButSurvivorsAreAPrefix) {
 
 TEST(BitcaskCrash, TornTailIsTruncatedAndLogged) {
   Harness h;
+  // Plain appends (the layout of every policy but kAlways, and of version 1
+  // files); the preallocated variant is in bitcask_preallocation_test.cc.
+  h.options.preallocate_bytes = 0;
   auto engine = h.Open();
   for (int i = 0; i < 3; ++i) ASSERT_TRUE(engine->Put(Key(i), Value(i)));
   std::string active = h.DataFiles().back();
@@ -141,6 +144,9 @@ TEST(BitcaskCrash, BadHintFallsBackToScanningData) {
 
 TEST(BitcaskCrash, NoSpaceFailsTheWriteAndKeepsTheStoreUsable) {
   Harness h;
+  // Plain appends (the layout of every policy but kAlways, and of version 1
+  // files); the preallocated variant is in bitcask_preallocation_test.cc.
+  h.options.preallocate_bytes = 0;
   auto engine = h.Open();
   ASSERT_TRUE(engine->Put("a", "1"));
   h.fs.SetCapacity(200);

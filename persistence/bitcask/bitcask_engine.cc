@@ -92,18 +92,19 @@ Status BitcaskEngine::AppendBatch(const WriteBatch& batch) {
 
 Status BitcaskEngine::AppendEncoded(const std::string& bytes, const WriteBatch& batch,
                                     uint64_t first_seq, int64_t timestamp_ms) {
-  if (files_[active_id_].size > 0 &&
-      files_[active_id_].size + bytes.size() > options_.max_file_size) {
+  if (active_->size > 0 && active_->size + bytes.size() > options_.max_file_size) {
     if (auto s = Rotate(); !s) return s;
   }
-  DataFile& active = files_[active_id_];
+  DataFile& active = *active_;
   uint64_t offset = active.size;
-  if (auto appended = active.file->Append(bytes); !appended) {
-    // A partial append must not stay behind the next record: cut it off.
+  if (auto appended = WriteActive(active, bytes); !appended) {
+    // A partial append must not stay behind the next record: cut it off
+    // (with any zero-filled tail).
     if (auto cut = active.file->Truncate(offset); !cut) {
       failed_ = Error{Errc::kIo, "append failed and could not be undone: " + cut.error().message};
     }
-    return Fault(appended.error());
+    active.allocated = offset;
+    return appended;
   }
   active.size += bytes.size();
   dirty_ = true;
@@ -114,6 +115,51 @@ Status BitcaskEngine::AppendEncoded(const std::string& bytes, const WriteBatch& 
   return {};
 }
 
+Status BitcaskEngine::WriteActive(DataFile& active, const std::string& bytes) {
+  if (!preallocate_) {
+    if (auto s = active.file->Append(bytes); !s) return Fault(s.error());
+    return {};
+  }
+  uint64_t offset = active.size;
+  uint64_t end = offset + bytes.size();
+  if (auto s = active.file->WriteAt(offset, bytes); !s) return Fault(s.error());
+  if (end <= active.allocated) return {};
+  // Past the zero-filled space. A large write extends the file by itself
+  // (one size change per large write is cheap per byte); a small one
+  // zero-fills the next step, so the next small writes land in place.
+  active.allocated = end;
+  uint64_t step = options_.preallocate_bytes;
+  if (bytes.size() >= step / 4) return {};
+  constexpr uint64_t kBlock = 4096;
+  uint64_t fill_end = std::min((end + step + kBlock - 1) / kBlock * kBlock,
+                               std::max(options_.max_file_size, end));
+  if (fill_end <= end) return {};
+  static const std::string kZeros(64u << 10, '\0');
+  for (uint64_t at = end; at < fill_end; at += kZeros.size()) {
+    size_t n = static_cast<size_t>(std::min<uint64_t>(kZeros.size(), fill_end - at));
+    if (auto s = active.file->WriteAt(at, std::string_view(kZeros).substr(0, n)); !s) {
+      // Not fatal (e.g. no space for the tail): the record is written; the
+      // file's length is whatever the partial fill left.
+      auto size = active.file->Size();
+      active.allocated = size ? std::max(*size, end) : end;
+      return {};
+    }
+    active.allocated = at + n;
+  }
+  return {};
+}
+
+Status BitcaskEngine::TrimActive() {
+  auto found = files_.find(active_id_);
+  if (found == files_.end()) return {};
+  DataFile& active = found->second;
+  if (active.allocated <= active.size) return {};
+  if (auto s = active.file->Truncate(active.size); !s) return Fault(s.error());
+  active.allocated = active.size;
+  dirty_ = true;  // the new length must be synced
+  return {};
+}
+
 void BitcaskEngine::ApplyToKeyDir(const WriteBatch& batch, uint64_t first_seq,
                                   uint64_t first_offset, int64_t timestamp_ms) {
   uint64_t offset = first_offset;
@@ -121,9 +167,10 @@ void BitcaskEngine::ApplyToKeyDir(const WriteBatch& batch, uint64_t first_seq,
   for (const WriteBatch::Op& op : batch.ops()) {
     uint32_t value_size = op.is_delete ? 0 : static_cast<uint32_t>(op.value.size());
     if (op.is_delete) {
+      active_->has_tombstones = true;
       auto it = keydir_.find(op.key);
       if (it != keydir_.end()) {
-        files_[it->second.file_id].live_bytes -= RecordSize(op.key.size(), it->second.value_size);
+        FileOf(it->second.file_id).live_bytes -= RecordSize(op.key.size(), it->second.value_size);
         keydir_.erase(it);
       }
     } else {
@@ -148,10 +195,10 @@ void BitcaskEngine::ApplyToKeyDir(const WriteBatch& batch, uint64_t first_seq,
 void BitcaskEngine::AddRecordToKeyDir(const std::string& key, KeyEntry entry) {
   auto [it, inserted] = EmplaceKey(key, entry);
   if (!inserted) {
-    files_[it->second.file_id].live_bytes -= RecordSize(key.size(), it->second.value_size);
+    FileOf(it->second.file_id).live_bytes -= RecordSize(key.size(), it->second.value_size);
     it->second = entry;
   }
-  files_[entry.file_id].live_bytes += RecordSize(key.size(), entry.value_size);
+  FileOf(entry.file_id).live_bytes += RecordSize(key.size(), entry.value_size);
 }
 
 void BitcaskEngine::WriteAsync(const WriteBatch& batch, std::function<void(Status)> done) {
@@ -188,7 +235,7 @@ void BitcaskEngine::FlushGroup() {
 Status BitcaskEngine::SyncActive() {
   if (failed_) return MakeError(*failed_);
   if (!dirty_) return {};
-  if (auto synced = files_[active_id_].file->Sync(); !synced) {
+  if (auto synced = active_->file->Sync(); !synced) {
     // After a failed fdatasync the page cache state is unknown (the kernel
     // may have dropped the dirty pages): refuse further writes.
     failed_ = Error{Errc::kIo, "fdatasync failed: " + synced.error().message};
@@ -304,10 +351,16 @@ Status BitcaskEngine::Tick(int64_t now_ms) {
     if (auto s = SyncActive(); !s) return s;
   }
   if (!merge_ && options_.merge_dead_ratio > 0) {
+    if (auto s = DropDeadFiles(); !s) return s;
     Stats stats = GetStats();
+    bool live_falling = last_tick_live_bytes_ && stats.live_bytes < *last_tick_live_bytes_;
+    last_tick_live_bytes_ = stats.live_bytes;
     uint64_t total = stats.live_bytes + stats.dead_bytes;
+    double dead = static_cast<double>(stats.dead_bytes);
+    double threshold = options_.merge_dead_ratio;
+    if (live_falling) threshold = std::max(threshold, options_.merge_defer_ratio);
     if (stats.dead_bytes >= options_.merge_min_dead_bytes && total > 0 &&
-        static_cast<double>(stats.dead_bytes) >= options_.merge_dead_ratio * total) {
+        dead >= threshold * static_cast<double>(total)) {
       if (auto s = StartMerge(); !s) return s;
     }
   }
@@ -348,7 +401,9 @@ Status BitcaskEngine::Rotate() {
   if (auto s = CheckWritable(); !s) return s;
   if (files_[active_id_].size == 0) return {};
   // Immutable files are always synced whole, so a torn tail can only be in
-  // the newest file; the hint then lets the next start skip the scan.
+  // the newest file; the hint then lets the next start skip the scan. An
+  // immutable file holds no zero-filled tail.
+  if (auto s = TrimActive(); !s) return s;
   dirty_ = true;
   if (auto s = SyncActive(); !s) return s;
   if (auto s = WriteActiveHint(); !s) Log("hint write failed: " + s.error().message);
@@ -363,12 +418,14 @@ Status BitcaskEngine::Close() {
   }
   AbandonMerge("engine closing");
   FlushGroup();
-  Status status = SyncActive();
+  Status status = failed_ ? Status{} : TrimActive();
+  if (status) status = SyncActive();
   if (status && files_.count(active_id_) && files_[active_id_].size > 0) {
     if (auto s = WriteActiveHint(); !s) Log("hint write failed: " + s.error().message);
   }
   closed_ = true;
   files_.clear();
+  active_ = nullptr;
   keydir_.clear();
   self_.reset();
   return status;

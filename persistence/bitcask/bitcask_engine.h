@@ -45,8 +45,19 @@ struct BitcaskOptions {
   // A ratio <= 0 turns automatic merging off.
   double merge_dead_ratio = 0.5;
   uint64_t merge_min_dead_bytes = 16ull << 20;
+  // While live bytes fall from one Tick to the next (acks consuming a
+  // queue), that merge waits until dead/(live+dead) reaches this ratio: a
+  // merge now would copy records about to die. <= merge_dead_ratio: no wait.
+  double merge_defer_ratio = 0.9;
   // Live bytes copied per merge step: bounds how long one step blocks.
   uint64_t merge_step_bytes = 4ull << 20;
+  // Under kAlways the active file is zero-filled this far ahead of its data
+  // (and written in place), so an fdatasync flushes data blocks only, with
+  // no size or extent change for the file system's journal to commit. The
+  // tail is trimmed at rotation and Close (docs/bitcask_format.md,
+  // "Versions and preallocation"). 0, another policy, or a FileSystem
+  // without OpenWrite: plain appends.
+  uint64_t preallocate_bytes = 1ull << 20;
   // Optional: drives interval syncs (a timer) and group commit (Post).
   io::Loop* loop = nullptr;
   // Record timestamps (wall ms); SystemClock when null.
@@ -98,8 +109,10 @@ class BitcaskEngine final : public StorageEngine {
  private:
   struct DataFile {
     std::unique_ptr<io::File> file;
-    uint64_t size = 0;
+    uint64_t size = 0;  // end of the data
     uint64_t live_bytes = 0;
+    uint64_t allocated = 0;  // the active file's length with its zero-filled tail
+    bool has_tombstones = false;
   };
 
   using KeyDir = std::map<std::string, KeyEntry, std::less<>>;
@@ -118,6 +131,9 @@ class BitcaskEngine final : public StorageEngine {
   Status FlushMergeOutput(MergeOutput& out);
   Status SealMergeOutputs(MergeJob& job);
   Status CommitMerge(MergeJob& job);
+  // Deletes immutable files holding neither live records nor tombstones
+  // (every record superseded): reclaimed without copying anything.
+  Status DropDeadFiles();
 
   // Recovery (bitcask_recovery.cc).
   Status Recover();
@@ -147,6 +163,10 @@ class BitcaskEngine final : public StorageEngine {
     }
     return keydir_.try_emplace(std::forward<Key>(key), entry);
   }
+  // Writes an encoded batch at the end of the active file's data.
+  Status WriteActive(DataFile& active, const std::string& bytes);
+  // Cuts the active file's zero-filled tail (before rotation and Close).
+  Status TrimActive();
   Status SyncActive();
   void FlushGroup();
   void ArmIntervalTimer();
@@ -164,10 +184,14 @@ class BitcaskEngine final : public StorageEngine {
   KeyDir keydir_;
   std::map<uint32_t, DataFile> files_;
   uint32_t active_id_ = 0;
+  DataFile* active_ = nullptr;  // files_[active_id_] (map nodes do not move)
+  // The file `id`, without a map lookup for the active one (every write).
+  DataFile& FileOf(uint32_t id) { return id == active_id_ ? *active_ : files_[id]; }
   uint32_t next_file_id_ = 1;
   uint64_t next_seq_ = 1;
   uint64_t syncs_ = 0;
   bool dirty_ = false;           // appended bytes not yet synced
+  bool preallocate_ = false;     // the active file is written in place
   // The active file's hint, built as records are appended, so rotation and
   // Close need not read the file back and check every CRC again: (29 + key)
   // bytes per record, given up past kMaxActiveHintBytes (then the file is
@@ -180,6 +204,7 @@ class BitcaskEngine final : public StorageEngine {
   bool closed_ = false;
   std::optional<Error> failed_;  // a failed sync or append: writes refused
   int64_t last_sync_ms_ = 0;
+  std::optional<uint64_t> last_tick_live_bytes_;  // Tick's merge deferral
   io::TimerId interval_timer_ = 0;
   std::vector<std::function<void(Status)>> group_;  // waiting for FlushGroup
   bool group_flush_posted_ = false;

@@ -59,6 +59,30 @@ std::optional<MergeManifest> DecodeMergeManifest(std::string_view text) {
   return manifest;
 }
 
+Status BitcaskEngine::DropDeadFiles() {
+  if (merge_) return {};
+  std::vector<uint32_t> dead;
+  for (const auto& [id, file] : files_) {
+    if (id != active_id_ && file.live_bytes == 0 && !file.has_tombstones) dead.push_back(id);
+  }
+  if (dead.empty()) return {};
+  // What superseded these records may be unsynced in the active file (under
+  // none/interval): durable first, or a crash would lose both versions.
+  if (auto s = SyncActive(); !s) return s;
+  for (uint32_t id : dead) {
+    // The hint first: a data file without its hint is scanned, a hint
+    // without its data file would be litter.
+    if (fs_.Exists(PathOf(HintFileName(id)))) {
+      if (auto s = fs_.Remove(PathOf(HintFileName(id))); !s) return Fault(s.error());
+    }
+    if (auto s = fs_.Remove(PathOf(DataFileName(id))); !s) return Fault(s.error());
+    files_.erase(id);
+  }
+  if (auto s = fs_.SyncDir(dir_); !s) return Fault(s.error());
+  Log("dropped " + std::to_string(dead.size()) + " files with no live records");
+  return {};
+}
+
 Status BitcaskEngine::Merge() {
   if (auto s = StartMerge(); !s) return s;
   while (merge_) {

@@ -185,5 +185,92 @@ TEST(BitcaskCrash, TickMergesWhenDeadRatioIsReached) {
   EXPECT_EQ(Dump(*engine), model);
 }
 
+// Acks consuming a queue: a merge started halfway would copy the live rest,
+// records about to be deleted anyway. Tick waits while live bytes fall,
+// until the dead ratio reaches merge_defer_ratio or the deletes stop.
+TEST(BitcaskMerge, TickDefersAMergeWhileLiveBytesFall) {
+  Harness h;
+  h.options.max_file_size = 1024;
+  h.options.merge_dead_ratio = 0.5;
+  h.options.merge_min_dead_bytes = 1000;
+  h.options.merge_defer_ratio = 0.9;
+  auto engine = h.Open();
+  for (int i = 0; i < 100; ++i) ASSERT_TRUE(engine->Put(Key(i), Value(i)));
+  ASSERT_TRUE(engine->Tick(0));
+  int deleted = 0;
+  for (; deleted < 100; ++deleted) {
+    Stats stats = engine->GetStats();
+    double ratio = static_cast<double>(stats.dead_bytes) /
+                   static_cast<double>(stats.live_bytes + stats.dead_bytes);
+    if (ratio >= 0.6) break;
+    ASSERT_TRUE(engine->Delete(Key(deleted)));
+    ASSERT_TRUE(engine->Tick(0));
+    // (Files whose records all died are dropped meanwhile: no copying.)
+    ASSERT_FALSE(h.Logged("merged")) << "merged while live bytes fell";
+  }
+  ASSERT_LT(deleted, 100);
+  // The deletes stop: the next Tick sees live bytes steady and merges.
+  ASSERT_TRUE(engine->Tick(0));
+  EXPECT_TRUE(h.Logged("merged"));
+  EXPECT_EQ(engine->GetStats().dead_bytes, 0u);
+  std::map<std::string, std::string> model;
+  for (int i = deleted; i < 100; ++i) model[Key(i)] = Value(i);
+  EXPECT_EQ(Dump(*engine), model);
+  // Deleting the rest merges once dead bytes pass 90%, deletes or not.
+  h.logs.clear();
+  for (int i = deleted; i < 100 && !h.Logged("merged"); ++i) {
+    ASSERT_TRUE(engine->Delete(Key(i)));
+    ASSERT_TRUE(engine->Tick(0));
+  }
+  EXPECT_TRUE(h.Logged("merged"));
+}
+
+// The head of an acked queue: immutable files whose every record was
+// superseded (no live record, no tombstone) are deleted by Tick without a
+// merge copying anything; a crash after it keeps the deletes.
+TEST(BitcaskMerge, TickDropsFilesWithNothingLiveWithoutCopying) {
+  for (SyncPolicy policy : {SyncPolicy::kAlways, SyncPolicy::kNone}) {
+    Harness h;
+    h.options.sync = policy;
+    h.options.max_file_size = 1024;
+    h.options.merge_dead_ratio = 0.99;  // no merge: only the drop
+    h.options.merge_min_dead_bytes = 1u << 30;
+    auto engine = h.Open();
+    for (int i = 0; i < 60; ++i) ASSERT_TRUE(engine->Put(Key(i), Value(i)));
+    ASSERT_TRUE(engine->Rotate());
+    size_t files_before = h.DataFiles().size();
+    for (int i = 0; i < 40; ++i) ASSERT_TRUE(engine->Delete(Key(i)));  // unsynced under none
+    ASSERT_TRUE(engine->Tick(0));
+    EXPECT_TRUE(h.Logged("dropped"));
+    EXPECT_FALSE(h.Logged("merged"));
+    EXPECT_LT(h.DataFiles().size(), files_before);
+    std::map<std::string, std::string> model;
+    for (int i = 40; i < 60; ++i) model[Key(i)] = Value(i);
+    EXPECT_EQ(Dump(*engine), model);
+    h.fs.Crash(true);
+    engine.reset();
+    engine = h.Open();
+    EXPECT_EQ(Dump(*engine), model) << "policy " << static_cast<int>(policy);
+  }
+}
+
+TEST(BitcaskMerge, FilesHoldingTombstonesAreNotDropped) {
+  Harness h;
+  h.options.max_file_size = 1 << 20;
+  h.options.merge_dead_ratio = 0.99;
+  h.options.merge_min_dead_bytes = 1u << 30;
+  auto engine = h.Open();
+  ASSERT_TRUE(engine->Put("a", "1"));
+  ASSERT_TRUE(engine->Rotate());
+  ASSERT_TRUE(engine->Delete("a"));  // the tombstone's file has nothing live
+  ASSERT_TRUE(engine->Rotate());
+  ASSERT_TRUE(engine->Tick(0));  // drops only the file of the dead put
+  EXPECT_EQ(h.DataFiles().size(), 2u);  // the tombstone's and the active file
+  h.fs.Crash(true);
+  engine.reset();
+  engine = h.Open();
+  EXPECT_EQ(*engine->Get("a"), std::nullopt);
+}
+
 }  // namespace
 }  // namespace estuary::persistence::bitcask

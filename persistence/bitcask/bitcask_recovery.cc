@@ -10,6 +10,13 @@ namespace {
 
 constexpr uint32_t kLoadTombstone = UINT32_MAX;
 
+bool HasTombstone(const std::vector<RecordEntry>& entries) {
+  for (const RecordEntry& entry : entries) {
+    if (entry.flags & kTombstone) return true;
+  }
+  return false;
+}
+
 bool EndsWith(std::string_view name, std::string_view suffix) {
   return name.size() >= suffix.size() && name.substr(name.size() - suffix.size()) == suffix;
 }
@@ -74,6 +81,7 @@ Status BitcaskEngine::LoadFile(uint32_t id) {
         if (auto entries = DecodeHint(*hint, *size)) {
           ApplyLoaded(id, *entries);
           files_[id] = DataFile{std::move(*file), *size, 0};
+          files_[id].has_tombstones = HasTombstone(*entries);
           return {};
         }
       }
@@ -89,7 +97,11 @@ Status BitcaskEngine::LoadFile(uint32_t id) {
     if (!writable) return Fault(writable.error());
     if (auto s = (*writable)->Truncate(scan.valid_end); !s) return Fault(s.error());
     if (auto s = (*writable)->Sync(); !s) return Fault(s.error());
-    Log("truncated " + data_path + " from " + std::to_string(*size) + " to " +
+    // A zero-filled tail is the unused preallocated space of a file that was
+    // active when the process stopped: trimmed, not torn.
+    std::string what = scan.zero_tail && scan.problems.empty() ? "trimmed the zero-filled tail of "
+                                                                : "truncated ";
+    Log(what + data_path + " from " + std::to_string(*size) + " to " +
         std::to_string(scan.valid_end) + " bytes");
     *size = scan.valid_end;
   }
@@ -104,6 +116,7 @@ Status BitcaskEngine::LoadFile(uint32_t id) {
   std::string hint = EncodeHint(scan.entries, *size);
   ApplyLoaded(id, scan.entries);
   files_[id] = DataFile{std::move(*file), *size, 0};
+  files_[id].has_tombstones = HasTombstone(scan.entries);
   if (auto s = WriteHintBytes(id, "", hint); !s) Log("hint write failed: " + s.error().message);
   return {};
 }
@@ -161,13 +174,20 @@ Status BitcaskEngine::WriteHintBytes(uint32_t id, const std::string& suffix,
 
 Status BitcaskEngine::StartActiveFile() {
   uint32_t id = next_file_id_++;
-  auto file = fs_.OpenAppend(PathOf(DataFileName(id)));
+  preallocate_ = options_.sync == SyncPolicy::kAlways && options_.preallocate_bytes > 0;
+  auto file = preallocate_ ? fs_.OpenWrite(PathOf(DataFileName(id)))
+                           : fs_.OpenAppend(PathOf(DataFileName(id)));
+  if (!file && preallocate_ && file.error().code == io::FsErrc::kInvalid) {
+    preallocate_ = false;  // no positional writes in this FileSystem
+    file = fs_.OpenAppend(PathOf(DataFileName(id)));
+  }
   if (!file) return Fault(file.error());
   // The new file's directory entry must be durable before any write in it
   // is acknowledged.
   if (auto s = fs_.SyncDir(dir_); !s) return Fault(s.error());
   files_[id] = DataFile{std::move(*file), 0, 0};
   active_id_ = id;
+  active_ = &files_[id];
   dirty_ = false;
   active_hint_.clear();
   active_hint_count_ = 0;

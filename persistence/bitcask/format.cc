@@ -1,5 +1,6 @@
 #include "persistence/bitcask/format.h"
 
+#include <algorithm>
 #include <bit>
 #include <cstdio>
 #include <cstring>
@@ -91,6 +92,35 @@ BatchCheck CheckBatch(std::string_view data, size_t header_offset, const Decoded
   return check;
 }
 
+// Version 2: no record header is all zeros (seq starts at 1), so a zero
+// header where a record should start is the end of the data: the rest is the
+// zero-filled space an active file is preallocated with.
+bool IsZeroHeader(std::string_view data, size_t offset) {
+  size_t end = std::min(data.size(), offset + kRecordHeaderSize);
+  for (size_t i = offset; i < end; ++i) {
+    if (data[i] != '\0') return false;
+  }
+  return true;
+}
+
+bool AllZero(std::string_view data, size_t from) {
+  return data.find_first_not_of('\0', from) == std::string_view::npos;
+}
+
+// An aligned, zero-filled 4 KiB block inside [from, to): preallocated space
+// that was never written (a write that did not reach the disk while a later
+// one did), so nothing after `from` was ever synced.
+bool HasUnwrittenBlock(std::string_view data, size_t from, size_t to) {
+  constexpr size_t kBlock = 4096;
+  for (size_t block = (from + kBlock - 1) / kBlock * kBlock; block + kBlock <= to;
+       block += kBlock) {
+    if (data.substr(block, kBlock).find_first_not_of('\0') == std::string_view::npos) {
+      return true;
+    }
+  }
+  return false;
+}
+
 size_t FindNextRecord(std::string_view data, size_t from) {
   for (size_t pos = from; pos + kRecordHeaderSize <= data.size(); ++pos) {
     if (DecodeRecord(data, pos).status == DecodeStatus::kOk) return pos;
@@ -147,6 +177,15 @@ DataScan ScanDataFile(std::string_view data) {
   DataScan scan;
   size_t pos = 0;
   while (pos < data.size()) {
+    if (IsZeroHeader(data, pos)) {
+      scan.zero_tail = AllZero(data, pos);
+      if (!scan.zero_tail) {
+        scan.problems.push_back("torn tail: a zero-filled gap at offset " + std::to_string(pos) +
+                                " and " + std::to_string(data.size() - pos) +
+                                " bytes after it dropped");
+      }
+      return scan;
+    }
     DecodedRecord record = DecodeRecord(data, pos);
     if (record.status == DecodeStatus::kOk && !(record.flags & kBatchHeader)) {
       scan.entries.push_back(RecordEntry{record.seq, record.timestamp_ms,
@@ -165,7 +204,8 @@ DataScan ScanDataFile(std::string_view data) {
         scan.valid_end = pos;
         continue;
       }
-      if (batch.end > data.size() || batch.end <= pos) {
+      if (batch.end > data.size() || batch.end <= pos ||
+          HasUnwrittenBlock(data, pos, batch.end)) {
         scan.problems.push_back("torn batch at offset " + std::to_string(pos));
         return scan;
       }
@@ -174,7 +214,7 @@ DataScan ScanDataFile(std::string_view data) {
       continue;
     }
     size_t next = FindNextRecord(data, pos + 1);
-    if (next == std::string_view::npos) {
+    if (next == std::string_view::npos || HasUnwrittenBlock(data, bad_from, next)) {
       scan.problems.push_back("torn or corrupt tail at offset " + std::to_string(bad_from) +
                               " (" + std::to_string(data.size() - bad_from) + " bytes)");
       return scan;

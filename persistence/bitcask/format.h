@@ -62,14 +62,19 @@ DecodedRecord DecodeRecord(std::string_view data, size_t offset);
 struct DataScan {
   std::vector<RecordEntry> entries;  // complete records and complete batches
   uint64_t valid_end = 0;            // end of the last good record
+  // The data ended at a zero header and only zeros follow: preallocated
+  // space, not damage (the caller trims it without calling it torn).
+  bool zero_tail = false;
   std::vector<std::string> problems; // skipped or torn regions, for the log
 };
 
 // Reads a whole data file. A bad record (CRC, sizes) followed by a good one
 // is skipped (the scan resynchronises at the next offset that decodes); a
-// bad region with nothing good after it ends the scan (a torn tail: the
-// caller truncates at valid_end). A batch whose members are not all intact
-// is dropped whole.
+// bad region with nothing good after it, or with an aligned zero 4 KiB block
+// in it (never-written preallocated space), ends the scan (a torn tail: the
+// caller truncates at valid_end). A zero record header ends the data (format
+// version 2): the zero-filled tail of a preallocated file. A batch whose
+// members are not all intact is dropped whole.
 DataScan ScanDataFile(std::string_view data);
 
 std::string EncodeHint(const std::vector<RecordEntry>& entries, uint64_t data_size);

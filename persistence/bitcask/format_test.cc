@@ -23,6 +23,18 @@ TEST(Crc32c, FastPathMatchesTableAtEveryLengthAndAlignment) {
   EXPECT_EQ(Crc32cPortable("123456789"), 0xE3069283u);
 }
 
+TEST(Crc32c, ThreeStreamPathMatchesTableOnLargeInputs) {
+  std::mt19937 rng(11);
+  std::string buffer(20000, '\0');
+  for (char& c : buffer) c = static_cast<char>(rng());
+  for (size_t length : {767u, 768u, 769u, 1536u, 2000u, 16413u, 19990u}) {
+    for (size_t offset = 0; offset < 4; ++offset) {
+      std::string_view slice(buffer.data() + offset, length);
+      ASSERT_EQ(Crc32c(slice, 0x5678u), Crc32cPortable(slice, 0x5678u)) << offset << "+" << length;
+    }
+  }
+}
+
 TEST(Crc32c, KnownVectors) {
   EXPECT_EQ(Crc32c("123456789"), 0xE3069283u);
   EXPECT_EQ(Crc32c(""), 0u);

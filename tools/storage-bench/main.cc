@@ -54,7 +54,7 @@ int main(int argc, char** argv) {
                            size,       batch,
                            o.messages, o.sync_interval_ms,
                            o.seed,     parent + "/" + engine,
-                           o.depth};
+                           o.depth,    o.bitcask_preallocate};
           runs.push_back(estuary::storage_bench::RunQueueWorkload(config));
           failed = failed || !runs.back().error.empty();
           if (!o.keep) std::filesystem::remove_all(config.dir);

@@ -62,6 +62,9 @@ Parsed ParseOptions(int argc, char** argv) {
       ->check(CLI::PositiveNumber)
       ->capture_default_str();
   app.add_option("--seed", o.seed, "Seed of the payload bytes")->capture_default_str();
+  app.add_option("--bitcask-preallocate", o.bitcask_preallocate,
+                 "Bitcask's zero-filled step ahead of the active file under always (bytes; 0: "
+                 "plain appends, as format version 1; default: the engine's)");
   app.add_option("--dir", o.dir,
                  "Parent directory for the engines' data (default: a new /tmp dir)");
   app.add_flag("--json", o.json, "Print JSON instead of the tables");

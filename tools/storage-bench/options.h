@@ -21,6 +21,7 @@ struct Options {
   size_t startup_size = 1024;  // message bytes of the start-up runs
   int64_t sync_interval_ms = 100;
   uint64_t seed = 1;  // payload bytes (random, so compression gains nothing)
+  int64_t bitcask_preallocate = -1;  // >= 0: BitcaskOptions::preallocate_bytes
   std::string dir;    // a fresh directory under /tmp when empty
   bool json = false;
   bool keep = false;  // keep the data directories

@@ -58,6 +58,9 @@ Opened OpenEngine(const RunConfig& config) {
   options.sync = config.sync;
   options.sync_interval_ms = config.sync_interval_ms;
   options.log = quiet;
+  if (config.bitcask_preallocate >= 0) {
+    options.preallocate_bytes = static_cast<uint64_t>(config.bitcask_preallocate);
+  }
   auto engine = persistence::bitcask::BitcaskEngine::Open(io::PosixFileSystem::Instance(),
                                                           config.dir, options);
   if (!engine) return Opened{nullptr, {}, engine.error().message};

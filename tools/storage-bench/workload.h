@@ -28,6 +28,7 @@ struct RunConfig {
   uint64_t seed = 1;
   std::string dir;  // the engine's directory; removed first
   uint64_t depth = 1000;  // messages queued during the steady phase
+  int64_t bitcask_preallocate = -1;  // >= 0: BitcaskOptions::preallocate_bytes
 };
 
 // One phase: operations are write batches, fetches or acks of `batch`
