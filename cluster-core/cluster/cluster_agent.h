@@ -87,6 +87,7 @@ struct ClusterCounters {
   uint64_t retained_writes = 0;          // retained messages written to partitions
   uint64_t retained_write_retries = 0;   // attempts that failed and were made again
   uint64_t retained_writes_pending = 0;  // not committed yet (their publishers wait)
+  uint64_t retained_writes_dropped = 0;  // QoS 0 ones not written: too many were pending
   uint64_t retained_reads = 0;           // SUBSCRIBEs answered from partitions
   uint64_t retained_reads_failed = 0;    // not answered in time (the shard used its own copy)
   uint64_t bad_frames = 0;

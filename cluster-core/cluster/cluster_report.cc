@@ -86,6 +86,9 @@ std::string ClusterAgent::MetricsText() const {
          "Retained partition writes attempted again after a failure.", c.retained_write_retries);
   series("estuary_cluster_retained_writes_pending", "gauge",
          "Retained partition writes not committed yet (their publishers wait).", c.retained_writes_pending);
+  series("estuary_cluster_retained_writes_dropped_total", "counter",
+         "QoS 0 retained messages kept on this node only: 65536 partition writes were pending.",
+         c.retained_writes_dropped);
   series("estuary_cluster_retained_reads_total", "counter", "SUBSCRIBEs whose retained messages were read from partitions.",
          c.retained_reads);
   series("estuary_cluster_retained_reads_failed_total", "counter",

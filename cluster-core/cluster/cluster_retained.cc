@@ -11,6 +11,7 @@
 namespace estuary::cluster {
 
 namespace {
+constexpr uint64_t kMaxUnacknowledgedRetainedWrites = 65536;
 bool HasWildcard(std::string_view filter) { return filter.find_first_of("+#") != std::string_view::npos; }
 }  // namespace
 
@@ -34,6 +35,17 @@ void ClusterAgent::OpenRetainedIndex() {
 }
 
 void ClusterAgent::OnRetainedToPartition(const MessagePtr& message, uint16_t origin_shard, uint64_t safe_token) {
+  // Writes nobody waits for (QoS 0) are not held without bound while the
+  // partitions cannot take them; acknowledged ones are bounded by their
+  // publishers' windows.
+  if (safe_token == 0 && counters_.retained_writes_pending >= kMaxUnacknowledgedRetainedWrites) {
+    if (counters_.retained_writes_dropped++ % 1000 == 0) {
+      spdlog::warn("cluster: {} retained writes wait for their partitions; a QoS 0 retained message for '{}' is "
+                   "kept on this node only ({} so far)",
+                   counters_.retained_writes_pending, message->topic, counters_.retained_writes_dropped);
+    }
+    return;
+  }
   WriteRetained(message, [this, origin_shard, safe_token] {
     if (safe_token != 0) QueueSafe(origin_shard, safe_token);
   });

@@ -1,11 +1,10 @@
 #include "cluster-core/partition/retained_machine.h"
 
-#include "cluster-core/partition/partition_state.h"
-
 #include <gtest/gtest.h>
 
 #include <set>
 
+#include "cluster-core/partition/partition_state.h"
 #include "model/hlc.h"
 
 namespace estuary::partition {
