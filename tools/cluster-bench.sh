@@ -13,7 +13,10 @@
 # CALLGRIND_SMALL / CALLGRIND_LARGE (default 2000 / 12000 messages):
 # instructions per message = (Ir(large) - Ir(small)) / (large - small),
 # which cancels start-up, connection set-up and shutdown (as in
-# docs/benchmarks.md); SKIP_CALLGRIND=1, SKIP_THROUGHPUT=1 to run one part.
+# docs/benchmarks.md); SKIP_CALLGRIND=1, SKIP_THROUGHPUT=1 to run one part;
+# KEEP_CALLGRIND=DIR keeps every node's callgrind output there
+# (DIR/cg-NAME/node-N.out) for callgrind_annotate; CALLGRIND_QOS (default
+# "0 1") the QoS levels measured.
 # Nodes run with --shards 1 and in-memory storage; clients use 64-byte
 # payloads, 1 publisher and 1 subscriber.
 set -euo pipefail
@@ -95,7 +98,15 @@ HOLD=0
 hold_route() {
   local topic=$1 sub=$2 waited=0
   HOLD=$(( HOLD + 1 ))
-  mosquitto_sub -h "${MQTT[$sub]%:*}" -p "${MQTT[$sub]##*:}" -i "cluster-bench-hold-$HOLD" -c -q 0 -t "$topic" -E
+  # A node may refuse connections for a while after its ready line (the
+  # client-id registry waits for the metadata group's quorum, slow under
+  # callgrind): retried for up to 60 s.
+  local deadline=$(( SECONDS + 60 ))
+  until mosquitto_sub -h "${MQTT[$sub]%:*}" -p "${MQTT[$sub]##*:}" -i "cluster-bench-hold-$HOLD" -c -q 0 -t "$topic" -E \
+      2> "$WORK/hold.err"; do
+    (( SECONDS < deadline )) || { cat "$WORK/hold.err" >&2; log "node $sub refused the route holder for 60 s"; exit 1; }
+    sleep 0.1
+  done
   [[ $sub == 1 ]] && return 0
   until curl -sf "http://${ADMIN[1]}/api/cluster/routes" |
       jq -e --arg t "$topic" --argjson n "$sub" '[.peers[] | select(.node == $n) | .routes[].filter] | index($t)' \
@@ -194,6 +205,9 @@ total_ir() {
 
 callgrind_run() {  # NAME SUB_NODE COUNT QOS -> prints total Ir of both nodes
   local name=$1 sub=$2 count=$3 qos=$4 wrapper=$5
+  # This runs in a $(...) subshell, which does not inherit the EXIT trap:
+  # a failed run must still stop its cluster.
+  trap stop_cluster EXIT
   export CALLGRIND_DIR=$WORK/cg-$name
   mkdir -p "$CALLGRIND_DIR"
   start_cluster "cluster-$name" 2 "$wrapper"
@@ -203,6 +217,11 @@ callgrind_run() {  # NAME SUB_NODE COUNT QOS -> prints total Ir of both nodes
   received=$(jq -r '.received' "$WORK/cg-$name.json")
   [[ $lost == 0 && $received == "$count" ]] || log "warning: $name: received $received of $count, lost $lost"
   stop_cluster
+  if [[ -n ${KEEP_CALLGRIND:-} ]]; then
+    mkdir -p "$KEEP_CALLGRIND"
+    rm -rf "${KEEP_CALLGRIND:?}/cg-$name"
+    cp -r "$CALLGRIND_DIR" "$KEEP_CALLGRIND/"
+  fi
   total_ir "$CALLGRIND_DIR"
 }
 
@@ -221,7 +240,7 @@ callgrind_part() {
   echo "| QoS | local instr/msg | forwarded instr/msg | forwarded / local |"
   echo "|---|---:|---:|---:|"
   local qos
-  for qos in 0 1; do
+  for qos in ${CALLGRIND_QOS:-0 1}; do
     local local_small local_large forward_small forward_large
     log "callgrind QoS $qos: local $CALLGRIND_SMALL"
     local_small=$(callgrind_run "local-$qos-small" 1 "$CALLGRIND_SMALL" "$qos" "$wrapper")

@@ -211,7 +211,13 @@ void ShardBroker::Route(const MessagePtr& message, std::function<void()> on_safe
                         const RouteScope& scope) {
   MatchResult& match = match_scratch_;
   match.Clear();
-  router_.Match(message->topic, match);
+  // A forward's topic was matched by its sender already: the second match
+  // here goes through the router's cache (invalidated by every route change).
+  if (scope.from_node) {
+    router_.MatchCached(message->topic, match);
+  } else {
+    router_.Match(message->topic, match);
+  }
   if (scope.plain) DeliverLocal(message, match);
   const std::vector<std::pair<Destination, std::string>> shared_forwards = DeliverShared(message, match, scope);
   // A forward from a node stays on this node; $SYS topics describe this
@@ -662,7 +668,7 @@ void ShardBroker::DeliverForwarded(const MessagePtr& message, bool match_plain,
   if (match_plain) {
     MatchResult& match = match_scratch_;
     match.Clear();
-    router_.Match(message->topic, match);
+    router_.MatchCached(message->topic, match);  // matched by the sending shard already
     DeliverLocal(message, match);
   }
   for (const std::string& key : shared_keys) {

@@ -553,6 +553,63 @@ TEST_F(ClusterAgentTest, ForwardToASuspectPeerReleasesThePublisherAtOnce) {
   publisher_shard.UnregisterFlow(flow_id);
 }
 
+// The churn test's stall after a graceful leave (NodeLeavingDuringTraffic,
+// 1 run in 5 once forwards got cheaper): the leaving node's routes linger
+// until the metadata group drops them, and every forward to it was held
+// with its publisher's window charged. A fast publisher filled the window
+// (kForwardWindow) and was paused until the held frames expired, longer
+// than its client waited for a PUBACK. Forwards to an unreachable peer are
+// held without charging the window.
+TEST_F(ClusterAgentTest, ForwardsHeldForAnUnreachablePeerDoNotPauseThePublisher) {
+  config_.peer_gone_grace_ms = 600'000;
+  config_.forward_timeout_ms = 60'000;  // neither the grace nor the deadline may be what acts
+  AddNode(1);
+  AddNode(2);
+  MembershipConfig members;
+  members.suspect_after_ms = 500;
+  members.down_after_ms = 30'000;
+  for (NodeId id : {1, 2}) {
+    members.cluster_address = "node" + std::to_string(id);
+    nodes_[id]->agent->EnableMembership(members).Start(id == 1 ? std::vector<std::string>{}
+                                                               : std::vector<std::string>{"node1"});
+  }
+  ConnectAll();
+  loop_.AdvanceBy(1000);
+  ASSERT_TRUE(nodes_[1]->agent->membership()->IsLive(2));
+  core::Session* sub = Subscriber(2, "sub", "t");
+  auto flow = std::make_shared<CountingFlow>();
+  ShardBroker& publisher_shard = nodes_[1]->ShardOf("pub");
+  const core::FlowId flow_id = publisher_shard.RegisterFlow(flow);
+  network_.Cut(1, 2);
+  loop_.AdvanceBy(members.suspect_after_ms + 200);
+  ASSERT_EQ(nodes_[1]->agent->membership()->Find(2)->state, MemberState::kSuspect);
+  const int count = 3 * static_cast<int>(core::kForwardWindow);
+  std::vector<std::shared_ptr<bool>> safe;
+  for (int i = 0; i < count; ++i) {
+    safe.push_back(Publish(1, Make(1, "t", std::to_string(i), QoS::kAtLeastOnce), flow_id));
+    loop_.RunUntilIdle();
+  }
+  for (const auto& s : safe) EXPECT_TRUE(*s);
+  EXPECT_EQ(flow->paused, 0);  // no time passed: only a charged window could have paused it
+  const ClusterCounters& c = nodes_[1]->agent->counters();
+  EXPECT_EQ(c.forwards_held, uint64_t(count));  // still held, in case the suspicion is refuted
+  EXPECT_EQ(c.forwards_expired, 0u);
+  // The link comes back: the held frames go, in order, and credit nothing twice.
+  network_.Connect(1, 2);
+  loop_.AdvanceBy(1000);
+  const auto got = Drain(sub);
+  ASSERT_EQ(got.size(), size_t(count));
+  for (int i = 0; i < count; ++i) EXPECT_EQ(got[size_t(i)].first, std::to_string(i));
+  EXPECT_EQ(nodes_[1]->agent->counters().forwards_held, 0u);
+  // The window is whole: another kForwardWindow forwards over the live link pause nobody.
+  for (int i = 0; i + 1 < static_cast<int>(core::kForwardWindow); ++i) {
+    Publish(1, Make(1, "t", "after", QoS::kAtLeastOnce), flow_id);
+  }
+  loop_.RunUntilIdle();
+  EXPECT_EQ(flow->paused, 0);
+  publisher_shard.UnregisterFlow(flow_id);
+}
+
 TEST(PendingForwardsTest, ConsecutiveIdsHolesExpiryAndRelease) {
   PendingForwards pending;
   const uint64_t a = pending.Add(2, 0, 10, 100);

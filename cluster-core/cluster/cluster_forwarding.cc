@@ -4,19 +4,33 @@
 #include <cstring>
 
 #include "cluster-core/cluster/cluster_agent.h"
+#include "cluster-core/store/record_codec.h"
 
 namespace estuary::cluster {
 
 constexpr uint64_t kPackedIdLimit = uint64_t{1} << 48;
 
+namespace {
+
+// The recycler of the shard thread this runs on: the forwards a shard
+// receives are decoded there, each shard thread with its own (the agent
+// cannot hold them: a shard's posted jobs may outlive it).
+core::store::MessageRecycler& ThisShardsRecycler() {
+  thread_local core::store::MessageRecycler recycler;
+  return recycler;
+}
+
+}  // namespace
+
 // --- forwards -------------------------------------------------------------------
 
 void ClusterAgent::OnForward(NodeId node, core::NodeForward forward) {
   uint64_t forward_id = 0;
+  const bool unreachable = PeerUnreachable(node);
   if (forward.safe_token != 0 && forward.message->qos == QoS::kAtMostOnce) {
     // Nothing to confirm at QoS 0: the publisher's step is done once sent.
     QueueSafe(forward.origin_shard, forward.safe_token);
-  } else if (forward.safe_token != 0 && PeerUnreachable(node)) {
+  } else if (forward.safe_token != 0 && unreachable) {
     // Its subscribers may be gone with it: the publisher does not wait (the
     // frame still goes, or is held, in case the suspicion is refuted).
     ++counters_.forwards_released_peer_down;
@@ -32,6 +46,17 @@ void ClusterAgent::OnForward(NodeId node, core::NodeForward forward) {
   frame.qos = forward.message->qos;
   frame.origin_shard = forward.origin_shard;
   frame.publisher = forward.publisher;
+  if (unreachable) {
+    // As ReleaseForwardsTo does for the frames held when the peer became
+    // unreachable: a frame to a suspect, down or departed peer does not
+    // count against its publisher's forward window. Otherwise a fast
+    // publisher fills the window with frames held for a node that left
+    // (its routes linger until the metadata group drops them) and is paused
+    // until they expire (forward_timeout_ms), longer than a client waits
+    // for a PUBACK.
+    Credit(frame);
+    frame.publisher = core::FlowRef{};
+  }
   Peer& peer = peers_[node];
   if (!peer.held.empty()) {  // behind frames already held: in order, through Send
     frame.body = EncodeForward(forward_id, forward.plain, forward.shared_keys, *forward.message);
@@ -76,11 +101,12 @@ void ClusterAgent::DeliverForward(NodeId from, std::string_view body) {
   // next to its delivery; the queue goes over in one post per loop
   // iteration (FlushShardItems).
   std::string& queue = shard_items_[shard];
-  const char kind = 'F';
   const auto length = static_cast<uint32_t>(body.size());
-  queue.append(&kind, 1);
-  queue.append(reinterpret_cast<const char*>(&from), sizeof from);
-  queue.append(reinterpret_cast<const char*>(&length), sizeof length);
+  char head[1 + sizeof from + sizeof length];
+  head[0] = 'F';
+  std::memcpy(head + 1, &from, sizeof from);
+  std::memcpy(head + 1 + sizeof from, &length, sizeof length);
+  queue.append(head, sizeof head);
   queue.append(body);
   ScheduleFlush();
 }
@@ -123,7 +149,7 @@ void ClusterAgent::FlushShardItems(uint16_t shard) {
       take(&length, sizeof length);
       const std::string_view body = in.substr(0, length);
       in.remove_prefix(length);
-      auto frame = DecodeForward(body);
+      auto frame = DecodeForward(body, ThisShardsRecycler());
       if (!frame) {
         bad->fetch_add(1, std::memory_order_relaxed);
         continue;

@@ -1,5 +1,8 @@
 #include "cluster-core/cluster/cluster_frames.h"
 
+#include <bit>
+#include <cstring>
+
 #include "cluster-core/store/record_codec.h"
 
 namespace estuary::cluster {
@@ -18,12 +21,30 @@ void PutString(std::string& out, std::string_view v) {
 class Cursor {
  public:
   explicit Cursor(std::string_view in) : in_(in) {}
+  // n is a constant at every call: the switch folds to one load and swap.
   uint64_t Get(size_t n) {
     if (!ok_ || in_.size() < n) {
       ok_ = false;
       return 0;
     }
-    const uint64_t v = core::store::DecodeBigEndian(in_.substr(0, n));
+    uint64_t v = 0;
+    switch (n) {
+      case 1:
+        v = static_cast<uint8_t>(in_[0]);
+        break;
+      case 2:
+        v = Load<uint16_t>();
+        break;
+      case 4:
+        v = Load<uint32_t>();
+        break;
+      case 8:
+        v = Load<uint64_t>();
+        break;
+      default:
+        v = core::store::DecodeBigEndian(in_.substr(0, n));
+        break;
+    }
     in_.remove_prefix(n);
     return v;
   }
@@ -43,6 +64,17 @@ class Cursor {
   bool done() const { return ok_ && in_.empty(); }
 
  private:
+  template <typename T>
+  uint64_t Load() const {
+    T v;
+    std::memcpy(&v, in_.data(), sizeof v);
+    if constexpr (std::endian::native == std::endian::little) {
+      if constexpr (sizeof(T) == 2) v = __builtin_bswap16(v);
+      if constexpr (sizeof(T) == 4) v = __builtin_bswap32(v);
+      if constexpr (sizeof(T) == 8) v = __builtin_bswap64(v);
+    }
+    return v;
+  }
   std::string_view in_;
   bool ok_ = true;
 };
@@ -102,7 +134,10 @@ void AppendForward(std::string& out, uint64_t forward_id, bool plain, const std:
   core::store::AppendMessage(out, message);  // the rest of the body
 }
 
-std::optional<ForwardFrame> DecodeForward(std::string_view body) {
+namespace {
+
+// The forward's head; `message_bytes` is the message record after it.
+std::optional<ForwardFrame> DecodeForwardHead(std::string_view body, std::string_view& message_bytes) {
   Cursor in(body);
   if (!in.Version()) return std::nullopt;
   ForwardFrame frame;
@@ -111,9 +146,29 @@ std::optional<ForwardFrame> DecodeForward(std::string_view body) {
   const uint64_t keys = in.Get(2);
   for (uint64_t i = 0; i < keys && in.ok(); ++i) frame.shared_keys.push_back(in.String());
   if (!in.ok()) return std::nullopt;
-  auto message = core::store::DecodeMessage(in.rest());
+  message_bytes = in.rest();
+  return frame;
+}
+
+}  // namespace
+
+std::optional<ForwardFrame> DecodeForward(std::string_view body) {
+  std::string_view message_bytes;
+  auto frame = DecodeForwardHead(body, message_bytes);
+  if (!frame) return std::nullopt;
+  auto message = core::store::DecodeMessage(message_bytes);
   if (!message) return std::nullopt;
-  frame.message = std::move(*message);
+  frame->message = std::move(*message);
+  return frame;
+}
+
+std::optional<ForwardFrame> DecodeForward(std::string_view body, core::store::MessageRecycler& recycler) {
+  std::string_view message_bytes;
+  auto frame = DecodeForwardHead(body, message_bytes);
+  if (!frame) return std::nullopt;
+  auto message = recycler.Decode(message_bytes);
+  if (!message) return std::nullopt;
+  frame->message = std::move(*message);
   return frame;
 }
 

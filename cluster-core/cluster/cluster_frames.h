@@ -13,6 +13,10 @@
 
 #include "model/message.h"
 
+namespace estuary::core::store {
+class MessageRecycler;
+}
+
 namespace estuary::cluster {
 
 enum FrameType : uint8_t {
@@ -52,6 +56,9 @@ std::string EncodeForward(uint64_t forward_id, bool plain, const std::vector<std
 void AppendForward(std::string& out, uint64_t forward_id, bool plain, const std::vector<std::string>& shared_keys,
                    const Message& message);
 std::optional<ForwardFrame> DecodeForward(std::string_view body);
+// The same, decoding the message with `recycler` (store/record_codec.h):
+// the receiving shard's steady stream of forwards reuses its Messages.
+std::optional<ForwardFrame> DecodeForward(std::string_view body, core::store::MessageRecycler& recycler);
 // The publisher's client id in a kForward body, decoding nothing else.
 std::optional<std::string_view> PeekForwardClientId(std::string_view body);
 

@@ -6,7 +6,10 @@
 // the body. Beyond the absence of crashes it checks round trips: whatever
 // decodes re-encodes to bytes that decode to the same values and re-encode
 // to the same bytes, and PeekForwardClientId (which picks the receiving
-// shard without decoding) agrees with the full decode.
+// shard without decoding) agrees with the full decode. A kForward body is
+// also decoded with one MessageRecycler kept across inputs (reusing the
+// Messages of earlier inputs, as a receiving shard does), which must agree
+// with the plain decode.
 #include <cstddef>
 #include <cstdint>
 #include <cstdlib>
@@ -14,6 +17,7 @@
 #include <string_view>
 
 #include "cluster-core/cluster/cluster_frames.h"
+#include "cluster-core/store/record_codec.h"
 
 using namespace estuary;
 using namespace estuary::cluster;
@@ -40,8 +44,26 @@ bool SameMessage(const Message& a, const Message& b) {
 void FuzzForward(std::string_view body) {
   auto peeked = PeekForwardClientId(body);
   auto frame = DecodeForward(body);
+  static core::store::MessageRecycler recycler;
+  // Some decoded messages outlive later decodes, as queued ones do: they
+  // must never change.
+  static MessagePtr kept[3];
+  static std::string kept_bytes[3];
+  static size_t next = 0;
+  auto recycled = DecodeForward(body, recycler);
+  Check(recycled.has_value() == frame.has_value());
+  for (size_t i = 0; i < 3; ++i) {
+    if (kept[i]) Check(core::store::EncodeMessage(*kept[i]) == kept_bytes[i]);
+  }
   if (!frame) return;
   Check(peeked.has_value() && *peeked == frame->message->origin.client_id);
+  Check(recycled->forward_id == frame->forward_id && recycled->plain == frame->plain &&
+        recycled->shared_keys == frame->shared_keys && SameMessage(*recycled->message, *frame->message));
+  if (body.size() % 2 == 0) {
+    kept[next % 3] = recycled->message;
+    kept_bytes[next % 3] = core::store::EncodeMessage(*recycled->message);
+    ++next;
+  }
   const std::string once = EncodeForward(frame->forward_id, frame->plain, frame->shared_keys, *frame->message);
   std::string appended = "prefix";  // AppendForward appends: the bytes before stay
   AppendForward(appended, frame->forward_id, frame->plain, frame->shared_keys, *frame->message);

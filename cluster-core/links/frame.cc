@@ -5,6 +5,7 @@
 #include <openssl/hmac.h>
 #include <openssl/rand.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <cstring>
 
@@ -102,27 +103,52 @@ Nonce RandomNonce() {
   return nonce;
 }
 
+FrameReader::Status FrameReader::Parse(std::string_view in, Frame& frame, size_t& size) const {
+  if (in.size() < 4) return Status::kNeedMore;
+  const uint32_t length = GetU32(in, 0);
+  if (length == 0) return Status::kEmptyFrame;
+  if (length > max_frame_) return Status::kOversize;
+  if (in.size() < 4 + static_cast<size_t>(length)) return Status::kNeedMore;
+  frame.type = static_cast<uint8_t>(in[4]);
+  frame.body = in.substr(kHeaderBytes, length - 1);
+  size = 4 + static_cast<size_t>(length);
+  return Status::kFrame;
+}
+
+FrameReader::Status FrameReader::TopUp(std::string_view& in) {
+  auto move = [&](size_t n) {
+    n = std::min(n, in.size());
+    buffer_.append(in.data(), n);
+    in.remove_prefix(n);
+  };
+  if (buffered() < 4) move(4 - buffered());
+  if (buffered() < 4) return Status::kNeedMore;
+  const uint32_t length = GetU32(std::string_view(buffer_).substr(consumed_), 0);
+  if (length == 0) return Status::kEmptyFrame;
+  if (length > max_frame_) return Status::kOversize;
+  const size_t whole = 4 + static_cast<size_t>(length);
+  if (buffered() < whole) move(whole - buffered());
+  return buffered() < whole ? Status::kNeedMore : Status::kFrame;
+}
+
+void FrameReader::Compact() {
+  if (consumed_ == 0) return;
+  buffer_.erase(0, consumed_);
+  consumed_ = 0;
+  // One multi-MiB frame must not pin its buffer on an idle link.
+  if (buffer_.empty() && buffer_.capacity() > (1u << 20)) std::string().swap(buffer_);
+}
+
 void FrameReader::Feed(std::string_view bytes) {
-  if (consumed_ > 0) {
-    buffer_.erase(0, consumed_);
-    consumed_ = 0;
-    // One multi-MiB frame must not pin its buffer on an idle link.
-    if (buffer_.empty() && buffer_.capacity() > (1u << 20)) std::string().swap(buffer_);
-  }
+  Compact();
   buffer_.append(bytes);
 }
 
 FrameReader::Status FrameReader::Next(Frame& frame) {
-  std::string_view rest(buffer_.data() + consumed_, buffer_.size() - consumed_);
-  if (rest.size() < 4) return Status::kNeedMore;
-  uint32_t length = GetU32(rest, 0);
-  if (length == 0) return Status::kEmptyFrame;
-  if (length > max_frame_) return Status::kOversize;
-  if (rest.size() < 4 + static_cast<size_t>(length)) return Status::kNeedMore;
-  frame.type = static_cast<uint8_t>(rest[4]);
-  frame.body = rest.substr(kHeaderBytes, length - 1);
-  consumed_ += 4 + length;  // the view stays valid until the next Feed()
-  return Status::kFrame;
+  size_t size = 0;
+  const Status status = Parse(std::string_view(buffer_).substr(consumed_), frame, size);
+  if (status == Status::kFrame) consumed_ += size;  // the view stays valid until the next Feed() or Read()
+  return status;
 }
 
 }  // namespace estuary::cluster::wire

@@ -62,25 +62,87 @@ Mac ComputeMac(std::string_view secret, Role role, const Nonce& dialer_nonce, co
 bool MacEquals(const Mac& a, std::string_view b);  // constant time
 Nonce RandomNonce();                              // OpenSSL RAND_bytes
 
-// Incremental frame reader: Feed() bytes, then Next() until it returns
-// kNeedMore or an error. A returned frame's body views the reader's buffer
-// (or the fed bytes) and is valid until the next Feed().
+// Incremental frame reader. Two ways to use it:
+//
+// - Read(bytes, on_frame): hands every frame complete in `bytes` to
+//   on_frame as a view of `bytes` itself (no copy); only a frame split
+//   across reads is assembled in the reader's buffer, and only the bytes
+//   left over at the end (a partial frame) are copied into it. on_frame
+//   returns false to stop (the link closed): the rest of `bytes` is then
+//   kept in the reader. The links use this one.
+// - Feed(bytes), then Next() until it returns kNeedMore or an error: every
+//   byte is copied into the reader's buffer; a returned frame's body views
+//   that buffer and is valid until the next Feed() or Read().
+//
+// A frame's length is checked against max_frame when its header is read,
+// so set_max_frame() from inside on_frame applies to the frames after it.
 class FrameReader {
  public:
   enum class Status { kFrame, kNeedMore, kOversize, kEmptyFrame };
   struct Frame {
     uint8_t type = 0;
-    std::string_view body;
+    std::string_view body;  // valid during on_frame (Read), or until the next Feed/Read (Next)
   };
   void set_max_frame(uint32_t max) { max_frame_ = max; }
+
+  // Returns kNeedMore once every byte was consumed (frames handed out, a
+  // partial one kept), kFrame if on_frame returned false, or the error
+  // (kOversize, kEmptyFrame) of the first bad header: the link is garbage
+  // from there on (the bytes from that header on stay in the reader).
+  template <typename OnFrame>  // bool(const Frame&)
+  Status Read(std::string_view bytes, OnFrame&& on_frame);
+
   void Feed(std::string_view bytes);
   Status Next(Frame& frame);
   size_t buffered() const { return buffer_.size() - consumed_; }
 
  private:
+  // Parses one frame at the start of `in`; on kFrame, `size` is its length
+  // with the header.
+  Status Parse(std::string_view in, Frame& frame, size_t& size) const;
+  // Moves bytes from `in` into the buffer until it holds one whole frame
+  // (kFrame) or `in` is used up (kNeedMore).
+  Status TopUp(std::string_view& in);
+  void Compact();
+  void Keep(std::string_view rest) { buffer_.append(rest); }
+
   std::string buffer_;
   size_t consumed_ = 0;
   uint32_t max_frame_ = kHandshakeMaxFrame;
 };
+
+template <typename OnFrame>
+FrameReader::Status FrameReader::Read(std::string_view bytes, OnFrame&& on_frame) {
+  Frame frame;
+  // First what earlier reads left: a frame begun there is completed from
+  // the front of `bytes`.
+  while (buffered() > 0) {
+    const Status status = TopUp(bytes);
+    if (status != Status::kFrame) return status;  // kNeedMore: `bytes` is used up and kept
+    Next(frame);
+    if (!on_frame(static_cast<const Frame&>(frame))) {
+      Keep(bytes);
+      return Status::kFrame;
+    }
+  }
+  Compact();
+  // Then the frames complete in `bytes`, handed out where they lie.
+  size_t size = 0;
+  while (!bytes.empty()) {
+    const Status status = Parse(bytes, frame, size);
+    if (status == Status::kNeedMore) break;
+    if (status != Status::kFrame) {
+      Keep(bytes);  // the bad header stays: the next Read or Next reports it again
+      return status;
+    }
+    bytes.remove_prefix(size);
+    if (!on_frame(static_cast<const Frame&>(frame))) {
+      Keep(bytes);
+      return Status::kFrame;
+    }
+  }
+  Keep(bytes);
+  return Status::kNeedMore;
+}
 
 }  // namespace estuary::cluster::wire

@@ -3,6 +3,8 @@
 #include <gtest/gtest.h>
 
 #include <string>
+#include <utility>
+#include <vector>
 
 namespace estuary::cluster::wire {
 namespace {
@@ -27,6 +29,143 @@ TEST(FrameTest, FramesRoundTripAcrossArbitrarySplits) {
     EXPECT_EQ(got[1], std::make_pair(0x11, std::string()));
     EXPECT_EQ(got[2].second.size(), 5000u);
     EXPECT_EQ(reader.buffered(), 0u);
+  }
+}
+
+// Three frames (one with an empty body, one larger than a read) as the
+// links see them.
+std::string ThreeFrames() {
+  std::string bytes;
+  AppendFrame(bytes, 0x10, "first");
+  AppendFrame(bytes, 0x11, "");
+  AppendFrame(bytes, 0x20, std::string(5000, 'x'));
+  return bytes;
+}
+
+// Read() with the stream cut into pieces at the given offsets; each piece
+// lives in its own buffer, overwritten after the call as libuv's read
+// buffer would be, so a frame kept as a view past its call would show.
+std::vector<std::pair<int, std::string>> ReadInPieces(FrameReader& reader, std::string_view bytes,
+                                                      const std::vector<size_t>& cuts) {
+  std::vector<std::pair<int, std::string>> got;
+  size_t from = 0;
+  std::vector<size_t> ends = cuts;
+  ends.push_back(bytes.size());
+  for (size_t to : ends) {
+    std::string piece(bytes.substr(from, to - from));
+    const auto status = reader.Read(piece, [&](const FrameReader::Frame& frame) {
+      got.emplace_back(frame.type, std::string(frame.body));
+      return true;
+    });
+    EXPECT_EQ(status, FrameReader::Status::kNeedMore);
+    piece.assign(piece.size(), '\xEE');
+    from = to;
+  }
+  return got;
+}
+
+TEST(FrameTest, ReadDecodesAFrameSplitAtEveryByteOffset) {
+  const std::string bytes = ThreeFrames();
+  for (size_t cut = 0; cut <= bytes.size(); ++cut) {
+    FrameReader reader;
+    reader.set_max_frame(1 << 20);
+    auto got = ReadInPieces(reader, bytes, {cut});
+    ASSERT_EQ(got.size(), 3u) << cut;
+    EXPECT_EQ(got[0], std::make_pair(0x10, std::string("first"))) << cut;
+    EXPECT_EQ(got[1], std::make_pair(0x11, std::string())) << cut;
+    EXPECT_EQ(got[2], std::make_pair(0x20, std::string(5000, 'x'))) << cut;
+    EXPECT_EQ(reader.buffered(), 0u) << cut;
+  }
+}
+
+TEST(FrameTest, ReadDecodesEveryFrameAtEveryPairOfCuts) {
+  std::string bytes;
+  AppendFrame(bytes, 0x10, "ab");
+  AppendFrame(bytes, 0x12, "");
+  AppendFrame(bytes, 0x13, "cdefghij");
+  for (size_t first = 0; first <= bytes.size(); ++first) {
+    for (size_t second = first; second <= bytes.size(); ++second) {
+      FrameReader reader;
+      auto got = ReadInPieces(reader, bytes, {first, second});
+      ASSERT_EQ(got.size(), 3u) << first << " " << second;
+      EXPECT_EQ(got[0], std::make_pair(0x10, std::string("ab")));
+      EXPECT_EQ(got[1], std::make_pair(0x12, std::string()));
+      EXPECT_EQ(got[2], std::make_pair(0x13, std::string("cdefghij")));
+      EXPECT_EQ(reader.buffered(), 0u);
+    }
+  }
+}
+
+TEST(FrameTest, ReadHandsOutFramesCompleteInTheReadWithoutCopying) {
+  const std::string bytes = ThreeFrames();
+  FrameReader reader;
+  reader.set_max_frame(1 << 20);
+  std::vector<const char*> bodies;
+  reader.Read(bytes, [&](const FrameReader::Frame& frame) {
+    bodies.push_back(frame.body.data());
+    return true;
+  });
+  ASSERT_EQ(bodies.size(), 3u);
+  EXPECT_EQ(bodies[0], bytes.data() + kHeaderBytes);  // views of the read itself
+  EXPECT_EQ(bodies[2], bytes.data() + bytes.size() - 5000);
+}
+
+TEST(FrameTest, ReadStopsWhenTheHandlerSaysSoAndKeepsTheRest) {
+  const std::string bytes = ThreeFrames();
+  FrameReader reader;
+  reader.set_max_frame(1 << 20);
+  int calls = 0;
+  EXPECT_EQ(reader.Read(bytes, [&](const FrameReader::Frame&) { return ++calls < 1; }), FrameReader::Status::kFrame);
+  EXPECT_EQ(calls, 1);
+  EXPECT_EQ(reader.buffered(), bytes.size() - (kHeaderBytes + 5));
+  // What was kept comes out of a later read, ahead of its bytes.
+  std::string more;
+  AppendFrame(more, 0x30, "later");
+  auto got = ReadInPieces(reader, more, {});
+  ASSERT_EQ(got.size(), 3u);
+  EXPECT_EQ(got[0].first, 0x11);
+  EXPECT_EQ(got[1].first, 0x20);
+  EXPECT_EQ(got[2], std::make_pair(0x30, std::string("later")));
+}
+
+TEST(FrameTest, ReadAppliesAMaxFrameRaisedByTheHandlerToLaterFrames) {
+  std::string bytes;
+  AppendFrame(bytes, kAuth, "mac");
+  AppendFrame(bytes, 0x20, std::string(kHandshakeMaxFrame + 10, 'x'));
+  for (size_t cut : {size_t{0}, size_t{3}, size_t{9}, size_t{12}, bytes.size()}) {
+    FrameReader reader;  // handshake limit
+    int frames = 0;
+    for (std::string_view piece : {std::string_view(bytes).substr(0, cut), std::string_view(bytes).substr(cut)}) {
+      EXPECT_EQ(reader.Read(piece,
+                            [&](const FrameReader::Frame&) {
+                              ++frames;
+                              reader.set_max_frame(1 << 20);  // authenticated
+                              return true;
+                            }),
+                FrameReader::Status::kNeedMore);
+    }
+    EXPECT_EQ(frames, 2) << cut;
+  }
+}
+
+TEST(FrameTest, ReadReportsOversizeAndEmptyFramesWhereverTheyAreCut) {
+  std::string bytes;
+  AppendFrame(bytes, kHello, "hi");
+  const std::string oversize = bytes + "GET / HTTP/1.1\r\n";
+  const std::string empty = bytes + std::string("\0\0\0\0", 4);
+  for (const auto& [input, expected] : {std::pair{oversize, FrameReader::Status::kOversize},
+                                        std::pair{empty, FrameReader::Status::kEmptyFrame}}) {
+    for (size_t cut = 0; cut <= input.size(); ++cut) {
+      FrameReader reader;
+      int frames = 0;
+      auto on_frame = [&](const FrameReader::Frame&) { return ++frames > 0; };
+      auto status = reader.Read(std::string_view(input).substr(0, cut), on_frame);
+      if (status == FrameReader::Status::kNeedMore) status = reader.Read(std::string_view(input).substr(cut), on_frame);
+      EXPECT_EQ(status, expected) << cut;
+      EXPECT_EQ(frames, 1) << cut;
+      FrameReader::Frame frame;
+      EXPECT_EQ(reader.Next(frame), expected) << cut;  // the bad header stays
+    }
   }
 }
 

@@ -33,7 +33,8 @@ struct UvTransport::Link {
   std::string advertised;   // the peer's cluster address, from its hello
   int64_t started_ms = 0;
   int64_t last_received_ms = 0;
-  int64_t last_sent_ms = 0;
+  int64_t last_sent_ms = 0;   // as of the last tick (see sent_since_tick)
+  bool sent_since_tick = false;  // a frame was written since: the tick stamps last_sent_ms
   uint64_t writes_at_up = 0;
   bool want_writable = false;  // Send returned kFull
 };
@@ -235,31 +236,33 @@ void UvTransport::ScheduleRedial(Dialer& dialer) {
 
 // ---- reading -----------------------------------------------------------------
 
+// Frames complete in one read are handled where libuv put them; only a
+// frame split across reads is assembled in the link's reader.
 void UvTransport::OnData(const LinkPtr& link, std::string_view bytes) {
   link->last_received_ms = loop_.NowMs();
-  link->reader.Feed(bytes);
-  wire::FrameReader::Frame frame;
-  while (link->state != LinkState::kClosed) {
-    switch (link->reader.Next(frame)) {
-      case wire::FrameReader::Status::kNeedMore:
-        return;
-      case wire::FrameReader::Status::kOversize:
-        return Refuse(link, link->state == LinkState::kUp ? "oversize frame" : "garbage: oversize handshake frame");
-      case wire::FrameReader::Status::kEmptyFrame:
-        return Refuse(link, "garbage: empty frame");
-      case wire::FrameReader::Status::kFrame:
-        break;
-    }
-    if (frame.type < wire::kFirstClusterType) {
-      OnLinkFrame(link, frame.type, frame.body);
-      continue;
-    }
-    if (link->state != LinkState::kUp) return Refuse(link, "cluster frame before authentication");
-    Peer& peer = peers_[link->node];
-    ++peer.frames_in;
-    peer.bytes_in += wire::kHeaderBytes + frame.body.size();
-    if (handler_ != nullptr) handler_->OnFrame(link->node, frame.type, frame.body);
+  const auto status = link->reader.Read(bytes, [&](const wire::FrameReader::Frame& frame) {
+    OnFrame(link, frame.type, frame.body);
+    return link->state != LinkState::kClosed;
+  });
+  if (link->state == LinkState::kClosed) return;
+  switch (status) {
+    case wire::FrameReader::Status::kOversize:
+      return Refuse(link, link->state == LinkState::kUp ? "oversize frame" : "garbage: oversize handshake frame");
+    case wire::FrameReader::Status::kEmptyFrame:
+      return Refuse(link, "garbage: empty frame");
+    case wire::FrameReader::Status::kFrame:
+    case wire::FrameReader::Status::kNeedMore:
+      return;
   }
+}
+
+void UvTransport::OnFrame(const LinkPtr& link, uint8_t type, std::string_view body) {
+  if (type < wire::kFirstClusterType) return OnLinkFrame(link, type, body);
+  if (link->state != LinkState::kUp) return Refuse(link, "cluster frame before authentication");
+  Peer& peer = peers_[link->node];
+  ++peer.frames_in;
+  peer.bytes_in += wire::kHeaderBytes + body.size();
+  if (handler_ != nullptr) handler_->OnFrame(link->node, type, body);
 }
 
 void UvTransport::OnLinkFrame(const LinkPtr& link, uint8_t type, std::string_view body) {
@@ -484,7 +487,10 @@ void UvTransport::WriteFrame(Link& link, uint8_t type, std::string_view body) {
   if (!link.connection->is_open()) return;
   wire::AppendFrame(link.connection->output_buffer(), type, body);
   link.connection->MarkDirty();
-  link.last_sent_ms = loop_.NowMs();
+  // No clock read per frame: the next tick, at most a tick interval later,
+  // takes this as the time of the last send (heartbeats only need it to
+  // within that).
+  link.sent_since_tick = true;
 }
 
 // ---- timers ------------------------------------------------------------------
@@ -520,7 +526,15 @@ void UvTransport::Tick() {
       DropLink(link, true);
       continue;
     }
-    if (now - link->last_sent_ms >= config_.heartbeat_ms) WriteFrame(*link, wire::kHeartbeat, {});
+    if (link->sent_since_tick) {
+      link->last_sent_ms = now;
+      link->sent_since_tick = false;
+    }
+    if (now - link->last_sent_ms >= config_.heartbeat_ms) {
+      WriteFrame(*link, wire::kHeartbeat, {});
+      link->last_sent_ms = now;
+      link->sent_since_tick = false;
+    }
   }
   if (!closed_) tick_timer_ = loop_.AddTimer(interval, [this] { Tick(); });
 }

@@ -36,7 +36,7 @@ struct UvTransportConfig {
   NodeId self = 1;
   std::string advertised_address;  // this node's cluster "HOST:PORT", sent in the hello
   std::string secret;              // cluster secret; empty = refuse to start links (Listen returns an error)
-  uint32_t heartbeat_ms = 200;     // a heartbeat is sent when nothing else was sent for this long
+  uint32_t heartbeat_ms = 200;     // a heartbeat is sent when nothing else was sent for this long (to a tick, heartbeat_ms / 4)
   uint32_t dead_after_ms = 1500;   // nothing received for this long: the link is down
   uint32_t backoff_min_ms = 50, backoff_max_ms = 2000;  // redial backoff, doubling, with seeded jitter
   uint32_t handshake_timeout_ms = 2000;
@@ -92,6 +92,7 @@ class UvTransport final : public Transport {
   void ScheduleRedial(Dialer& dialer);
   void StartLink(const LinkPtr& link);
   void OnData(const LinkPtr& link, std::string_view bytes);
+  void OnFrame(const LinkPtr& link, uint8_t type, std::string_view body);
   void OnLinkFrame(const LinkPtr& link, uint8_t type, std::string_view body);
   void OnHello(const LinkPtr& link, std::string_view body);
   void OnAuth(const LinkPtr& link, std::string_view body);

@@ -1,6 +1,7 @@
 #include "cluster-core/router/router.h"
 
 #include <algorithm>
+#include <functional>
 
 namespace estuary::core {
 
@@ -14,6 +15,7 @@ std::string SharedKey(std::string_view group, std::string_view filter) {
 
 std::optional<RouteUpdate> Router::AddLocal(std::string_view filter, std::string_view shared_key,
                                             SubscriberRef subscriber) {
+  RoutesChanged();  // even an options update in place: cached refs would carry the old ones
   if (shared_key.empty()) {
     if (!plain_.Insert(filter, subscriber)) return std::nullopt;  // options updated in place
     auto [it, inserted] = plain_counts_.try_emplace(std::string(filter), 0);
@@ -39,6 +41,7 @@ std::optional<RouteUpdate> Router::AddLocal(std::string_view filter, std::string
 
 std::optional<RouteUpdate> Router::RemoveLocal(std::string_view filter,
                                                std::string_view shared_key, Session* session) {
+  RoutesChanged();
   if (shared_key.empty()) {
     if (!plain_.Erase(filter, SubscriberRef{session, nullptr})) return std::nullopt;
     auto it = plain_counts_.find(filter);
@@ -62,6 +65,7 @@ std::optional<RouteUpdate> Router::RemoveLocal(std::string_view filter,
 
 void Router::ApplyRemote(const RouteUpdate& update) {
   if (update.destination == self_) return;
+  RoutesChanged();
   auto& index = remote_by_destination_[update.destination];
   if (update.add) {
     if (update.shared_key.empty()) {
@@ -81,6 +85,7 @@ void Router::ApplyRemote(const RouteUpdate& update) {
 }
 
 void Router::ForgetDestination(Destination destination) {
+  RoutesChanged();
   auto it = remote_by_destination_.find(destination);
   if (it == remote_by_destination_.end()) return;
   for (const auto& [filter, key] : it->second) {
@@ -102,6 +107,45 @@ void Router::Match(std::string_view topic, MatchResult& out) const {
     }
   });
   remote_shared_.Match(topic, [&](const RemoteShared& shared) { out.remote_shared.push_back(&shared); });
+}
+
+namespace {
+
+template <typename T>
+void Append(std::vector<T>& to, const std::vector<T>& from) {
+  to.insert(to.end(), from.begin(), from.end());
+}
+
+}  // namespace
+
+void Router::MatchCached(std::string_view topic, MatchResult& out) const {
+  if (match_cache_.empty()) match_cache_.resize(kMatchCacheSlots);
+  // A stream to one topic finds it in the last slot used, without hashing.
+  // (Which slot a topic is in never matters for correctness: a hit needs
+  // the same topic and the current generation.)
+  if (match_cache_[last_slot_].topic != topic) {
+    last_slot_ = std::hash<std::string_view>{}(topic) % kMatchCacheSlots;
+  }
+  CachedMatch& slot = match_cache_[last_slot_];
+  const bool hit = slot.generation == generation_ && slot.topic == topic;
+  if (!hit) {
+    slot.result.Clear();
+    Match(topic, slot.result);
+    slot.topic.assign(topic);
+    slot.generation = generation_;
+  }
+  const MatchResult& cached = slot.result;
+  Append(out.local, cached.local);
+  Append(out.local_shared, cached.local_shared);
+  for (Destination destination : cached.remote) {  // as Match: no duplicates
+    if (std::find(out.remote.begin(), out.remote.end(), destination) == out.remote.end()) {
+      out.remote.push_back(destination);
+    }
+  }
+  Append(out.remote_shared, cached.remote_shared);
+  const size_t refs =
+      cached.local.size() + cached.local_shared.size() + cached.remote.size() + cached.remote_shared.size();
+  if (!hit && refs > kMaxCachedRefs) slot = CachedMatch{};  // a large fan-out's deliveries dwarf its match
 }
 
 SharedGroup* Router::FindSharedGroup(const std::string& key) {

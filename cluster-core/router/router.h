@@ -97,6 +97,12 @@ class Router {
   void ForgetDestination(Destination destination);
 
   void Match(std::string_view topic, MatchResult& out) const;
+  // As Match, through a small cache of match results by topic that every
+  // route change (AddLocal, RemoveLocal, ApplyRemote, ForgetDestination,
+  // whatever its outcome) invalidates at once: a stream of publishes to a
+  // few topics walks the tries once per route change, not once per publish.
+  // Results with more than kMaxCachedRefs entries are not kept.
+  void MatchCached(std::string_view topic, MatchResult& out) const;
   SharedGroup* FindSharedGroup(const std::string& key);
 
   // The local route set, for replaying to a destination that (re)joins.
@@ -107,8 +113,21 @@ class Router {
   size_t local_subscriptions() const { return plain_.size() + shared_members_; }
   size_t remote_routes() const { return remote_plain_.size() + remote_shared_.size(); }
 
+  static constexpr size_t kMatchCacheSlots = 64;
+  static constexpr size_t kMaxCachedRefs = 256;
+
  private:
+  struct CachedMatch {
+    std::string topic;
+    uint64_t generation = 0;  // of the routes it was matched against; 0: empty
+    MatchResult result;
+  };
+  void RoutesChanged() { ++generation_; }
+
   Destination self_;
+  uint64_t generation_ = 1;
+  mutable std::vector<CachedMatch> match_cache_;  // kMatchCacheSlots, by topic hash, once used
+  mutable size_t last_slot_ = 0;
   FilterTrie<SubscriberRef> plain_;
   std::map<std::string, size_t, std::less<>> plain_counts_;  // filter -> local subscribers
   std::map<std::string, SharedGroup, std::less<>> shared_groups_;  // by key

@@ -1,5 +1,7 @@
 #include "cluster-core/store/record_codec.h"
 
+#include <atomic>
+#include <bit>
 #include <cstring>
 #include <memory>
 #include <utility>
@@ -9,6 +11,26 @@ namespace estuary::core::store {
 namespace {
 
 constexpr uint8_t kFormatVersion = 1;
+
+// Big-endian <-> host order for the fixed-width fields (one load or store
+// and a byte swap instead of a loop per byte).
+template <typename T>
+T FromBigEndian(T v) {
+  if constexpr (sizeof(T) == 1 || std::endian::native == std::endian::big) {
+    return v;
+  } else if constexpr (sizeof(T) == 2) {
+    return __builtin_bswap16(v);
+  } else if constexpr (sizeof(T) == 4) {
+    return __builtin_bswap32(v);
+  } else {
+    static_assert(sizeof(T) == 8);
+    return __builtin_bswap64(v);
+  }
+}
+template <typename T>
+T ToBigEndian(T v) {
+  return FromBigEndian(v);  // a byte swap is its own inverse
+}
 
 class Writer {
  public:
@@ -40,21 +62,11 @@ class Writer {
 class Reader {
  public:
   explicit Reader(std::string_view in) : in_(in) {}
-  uint8_t U8() { return static_cast<uint8_t>(Fixed(1)); }
-  uint16_t U16() { return static_cast<uint16_t>(Fixed(2)); }
-  uint32_t U32() { return static_cast<uint32_t>(Fixed(4)); }
-  uint64_t U64() { return Fixed(8); }
-  std::string Bytes() {
-    const uint32_t n = U32();
-    if (!ok_ || in_.size() < n) {
-      ok_ = false;
-      return {};
-    }
-    std::string v(in_.data(), n);
-    in_.remove_prefix(n);
-    return v;
-  }
-  // The next Bytes() as a view into the input (valid as long as it is).
+  uint8_t U8() { return Fixed<uint8_t>(); }
+  uint16_t U16() { return Fixed<uint16_t>(); }
+  uint32_t U32() { return Fixed<uint32_t>(); }
+  uint64_t U64() { return Fixed<uint64_t>(); }
+  // A u32-length-prefixed field, as a view into the input (valid as long as it is).
   std::string_view BytesView() {
     const uint32_t n = U32();
     if (!ok_ || in_.size() < n) {
@@ -65,23 +77,30 @@ class Reader {
     in_.remove_prefix(n);
     return v;
   }
-  std::optional<std::string> OptBytes() {
-    if (U8() == 0) return std::nullopt;
-    return Bytes();
+  // A flag byte, then (if set) a BytesView field, into `out` (reusing its buffer).
+  void OptBytesInto(std::optional<std::string>& out) {
+    if (U8() == 0) {
+      out.reset();
+    } else if (out) {
+      out->assign(BytesView());
+    } else {
+      out.emplace(BytesView());
+    }
   }
   bool ok() const { return ok_; }
   bool done() const { return ok_ && in_.empty(); }
 
  private:
-  uint64_t Fixed(size_t n) {
-    if (!ok_ || in_.size() < n) {
+  template <typename T>
+  T Fixed() {
+    if (!ok_ || in_.size() < sizeof(T)) {
       ok_ = false;
       return 0;
     }
-    uint64_t v = 0;
-    for (size_t i = 0; i < n; ++i) v = (v << 8) | static_cast<unsigned char>(in_[i]);
-    in_.remove_prefix(n);
-    return v;
+    T v;
+    std::memcpy(&v, in_.data(), sizeof v);
+    in_.remove_prefix(sizeof v);
+    return FromBigEndian(v);
   }
   std::string_view in_;
   bool ok_ = true;
@@ -111,9 +130,9 @@ class RawWriter {
  public:
   explicit RawWriter(char* at) : at_(at) {}
   void U8(uint8_t v) { *at_++ = static_cast<char>(v); }
-  void U16(uint16_t v) { BigEndian(v, 2); }
-  void U32(uint32_t v) { BigEndian(v, 4); }
-  void U64(uint64_t v) { BigEndian(v, 8); }
+  void U16(uint16_t v) { Put(v); }
+  void U32(uint32_t v) { Put(v); }
+  void U64(uint64_t v) { Put(v); }
   void Bytes(std::string_view v) {
     U32(static_cast<uint32_t>(v.size()));
     if (!v.empty()) std::memcpy(at_, v.data(), v.size());
@@ -126,8 +145,11 @@ class RawWriter {
   char* at() const { return at_; }
 
  private:
-  void BigEndian(uint64_t v, int n) {
-    for (int i = n - 1; i >= 0; --i) *at_++ = static_cast<char>((v >> (8 * i)) & 0xFF);
+  template <typename T>
+  void Put(T v) {
+    v = ToBigEndian(v);
+    std::memcpy(at_, &v, sizeof v);
+    at_ += sizeof v;
   }
   char* at_;
 };
@@ -161,37 +183,57 @@ void WriteMessage(W& w, const Message& m) {
   if (m.amqp_extras) w.Bytes(*m.amqp_extras);
 }
 
-std::shared_ptr<Message> ReadMessage(Reader& r) {
-  auto m = std::make_shared<Message>();
-  m->id.node = r.U16();
-  m->id.timestamp = r.U64();
-  m->id.sequence = r.U32();
-  m->topic = r.Bytes();
-  if (r.U8() != 0) m->payload = std::make_shared<const std::string>(r.BytesView());
+// Assigns every field of `m` (a fresh Message or one being reused) from
+// the record; make_payload(view) gives the payload. False if malformed.
+template <typename PayloadFactory>
+bool ReadMessageInto(Reader& r, Message& m, PayloadFactory&& make_payload) {
+  m.id.node = r.U16();
+  m.id.timestamp = r.U64();
+  m.id.sequence = r.U32();
+  m.topic.assign(r.BytesView());
+  if (r.U8() != 0) {
+    m.payload = make_payload(r.BytesView());
+  } else {
+    m.payload.reset();
+  }
   const uint8_t flags = r.U8();
-  if ((flags & 3) > 2) return nullptr;
-  m->qos = static_cast<QoS>(flags & 3);
-  m->retain = (flags & 4) != 0;
-  m->durable = (flags & 8) != 0;
-  MessageProperties& p = m->properties;
-  p.content_type = r.OptBytes();
-  p.response_topic = r.OptBytes();
-  p.correlation_data = r.OptBytes();
+  if ((flags & 3) > 2) return false;
+  m.qos = static_cast<QoS>(flags & 3);
+  m.retain = (flags & 4) != 0;
+  m.durable = (flags & 8) != 0;
+  MessageProperties& p = m.properties;
+  r.OptBytesInto(p.content_type);
+  r.OptBytesInto(p.response_topic);
+  r.OptBytesInto(p.correlation_data);
+  p.payload_format.reset();
   if (r.U8() != 0) p.payload_format = r.U8();
+  p.expiry_at_ms.reset();
   if (r.U8() != 0) p.expiry_at_ms = static_cast<int64_t>(r.U64());
   const uint32_t count = r.U32();
+  p.user_properties.clear();
   for (uint32_t i = 0; i < count && r.ok(); ++i) {
-    std::string key = r.Bytes();
-    std::string value = r.Bytes();
-    p.user_properties.push_back({std::move(key), std::move(value)});
+    const std::string_view key = r.BytesView();
+    const std::string_view value = r.BytesView();
+    p.user_properties.push_back({std::string(key), std::string(value)});
   }
   const uint8_t protocol = r.U8();
-  if (protocol > static_cast<uint8_t>(Protocol::kInternal)) return nullptr;
-  m->origin.protocol = static_cast<Protocol>(protocol);
-  m->origin.client_id = r.Bytes();
-  m->origin.node = r.U16();
-  if (r.U8() != 0) m->amqp_extras = MakePayload(r.Bytes());
-  return r.ok() ? m : nullptr;
+  if (protocol > static_cast<uint8_t>(Protocol::kInternal)) return false;
+  m.origin.protocol = static_cast<Protocol>(protocol);
+  m.origin.client_id.assign(r.BytesView());
+  m.origin.node = r.U16();
+  if (r.U8() != 0) {
+    m.amqp_extras = MakePayload(std::string(r.BytesView()));
+  } else {
+    m.amqp_extras.reset();
+  }
+  return r.ok();
+}
+
+std::shared_ptr<Message> ReadMessage(Reader& r) {
+  auto m = std::make_shared<Message>();
+  const bool ok = ReadMessageInto(
+      r, *m, [](std::string_view bytes) -> Payload { return std::make_shared<const std::string>(bytes); });
+  return ok ? m : nullptr;
 }
 
 void WriteDeliveryFields(Writer& w, const Delivery& d) {
@@ -420,6 +462,45 @@ std::optional<MessagePtr> DecodeMessage(std::string_view bytes) {
   auto message = ReadMessage(r);
   if (!message || !r.done()) return std::nullopt;
   return MessagePtr(std::move(message));
+}
+
+std::optional<MessagePtr> MessageRecycler::Decode(std::string_view bytes) {
+  Slot& slot = slots_[next_];
+  next_ = (next_ + 1) % kSlots;
+  if (!slot.message || slot.message.use_count() != 1) {
+    slot.message = std::make_shared<Message>();
+    slot.payload.reset();
+  }
+  // The payload buffer is reused only while the message's payload is the
+  // slot's own and the two of them are its only holders.
+  const bool payload_free = slot.payload && slot.message->payload == slot.payload && slot.payload.use_count() == 2;
+  // use_count() is a relaxed load: this fence orders the writes below after
+  // whatever the last other holder did with the message and its payload
+  // before it released them (a release decrement, read by those loads).
+  std::atomic_thread_fence(std::memory_order_acquire);
+  Message& message = *slot.message;
+  auto make_payload = [&slot, payload_free](std::string_view view) -> Payload {
+    if (payload_free) {
+      slot.payload->assign(view);
+    } else {
+      slot.payload = std::make_shared<std::string>(view);
+    }
+    return slot.payload;
+  };
+  Reader r(bytes);
+  if (!VersionOk(r) || !ReadMessageInto(r, message, make_payload) || !r.done()) {
+    slot.message.reset();  // partly overwritten: never handed out
+    slot.payload.reset();
+    return std::nullopt;
+  }
+  MessagePtr decoded = slot.message;
+  // Too big to keep around once its users are done with it.
+  // The record's size bounds what its strings hold, without walking the message.
+  if (bytes.size() > kMaxKeptBytes) {
+    slot.message.reset();
+    slot.payload.reset();
+  }
+  return decoded;
 }
 
 }  // namespace estuary::core::store

@@ -79,4 +79,35 @@ size_t AppendedMessageSize(const Message& message);
 std::optional<std::string_view> PeekOriginClientId(std::string_view bytes);
 std::optional<MessagePtr> DecodeMessage(std::string_view bytes);
 
+// Decodes message records into Messages it had decoded before, once nobody
+// else holds them: a forward received from another node is usually
+// delivered and dropped before the next few arrive, so in a steady stream
+// the Message, its topic, client id and payload buffers are reused and a
+// decode allocates nothing.
+//
+// It keeps a reference to each of the last kSlots messages it decoded and
+// reuses one only when that reference is the last (use_count() == 1), so
+// a Message is never changed while anyone else can see it; a message
+// still in use is left to its holders and the slot gets a fresh one. At
+// most kSlots messages of up to kMaxKeptBytes each (by the size of their
+// record) stay alive after their last user; larger messages are not kept.
+//
+// Not thread-safe: one per thread (each shard decodes with its own), but
+// the messages it hands out may be read and released on any thread.
+class MessageRecycler {
+ public:
+  static constexpr size_t kSlots = 64;
+  static constexpr size_t kMaxKeptBytes = 8192;
+  // As DecodeMessage.
+  std::optional<MessagePtr> Decode(std::string_view bytes);
+
+ private:
+  struct Slot {
+    std::shared_ptr<Message> message;
+    std::shared_ptr<std::string> payload;  // message->payload, writable while only the slot holds it
+  };
+  Slot slots_[kSlots];
+  size_t next_ = 0;
+};
+
 }  // namespace estuary::core::store

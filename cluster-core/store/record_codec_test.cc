@@ -2,6 +2,10 @@
 
 #include <gtest/gtest.h>
 
+#include <memory>
+#include <string>
+#include <vector>
+
 namespace estuary::core::store {
 namespace {
 
@@ -112,6 +116,107 @@ TEST(RecordCodecTest, QueueKeysSortInSequenceOrderAndSessionsDoNotCollide) {
   EXPECT_EQ(parsed->client_id, "client");
   EXPECT_EQ(DecodeBigEndian(parsed->rest), 0x1234u);
   EXPECT_FALSE(ParseSessionKey(std::string("q\x00\x09short", 8)));
+}
+
+// A message with every optional part absent and strings longer than the
+// short-string buffer (so reusing their heap buffers shows).
+std::shared_ptr<Message> PlainMessage(int n) {
+  auto m = std::make_shared<Message>();
+  m->id = MessageId{2, 1000u + n, static_cast<uint32_t>(n)};
+  m->topic = "plant/line-" + std::to_string(n) + "/temperature/sensor";
+  m->payload = MakePayload(std::string(64, static_cast<char>('a' + n % 26)));
+  m->qos = QoS::kAtMostOnce;
+  m->origin = Origin{Protocol::kAmqp, "publisher-with-a-long-client-id-" + std::to_string(n), 2};
+  return m;
+}
+
+// Decodes `bytes` with the recycler until it is back at the slot it used
+// first (kSlots decodes), returning the first result.
+MessagePtr DecodeAround(MessageRecycler& recycler, const std::string& bytes, const std::string& filler) {
+  auto first = recycler.Decode(bytes);
+  EXPECT_TRUE(first);
+  for (size_t i = 1; i < MessageRecycler::kSlots; ++i) EXPECT_TRUE(recycler.Decode(filler));
+  return first ? *first : nullptr;
+}
+
+TEST(RecordCodecTest, RecyclerDecodesLikeDecodeMessageWhetherItReusesOrNot) {
+  MessageRecycler recycler;
+  const std::string filler = EncodeMessage(*PlainMessage(99));
+  // Full after plain and plain after full in the same slot: nothing of the
+  // previous message may show through.
+  const std::vector<MessagePtr> sequence = {PlainMessage(1), FullMessage(), PlainMessage(2), PlainMessage(3),
+                                            FullMessage(), FullMessage(), PlainMessage(4)};
+  const Message* previous = nullptr;
+  int reused = 0;
+  for (const MessagePtr& original : sequence) {
+    MessagePtr decoded = DecodeAround(recycler, EncodeMessage(*original), filler);
+    ASSERT_TRUE(decoded);
+    ExpectSameMessage(*original, *decoded);
+    EXPECT_EQ(EncodeMessage(*decoded), EncodeMessage(*original));
+    if (decoded.get() == previous) ++reused;
+    previous = decoded.get();
+  }
+  EXPECT_EQ(reused, static_cast<int>(sequence.size()) - 1);  // released each time: the same Message each time
+}
+
+TEST(RecordCodecTest, RecyclerReusesTheBuffersOfAReleasedMessage) {
+  MessageRecycler recycler;
+  const std::string filler = EncodeMessage(*PlainMessage(99));
+  MessagePtr first = DecodeAround(recycler, EncodeMessage(*PlainMessage(1)), filler);
+  const Message* message = first.get();
+  const char* topic = first->topic.data();
+  const char* client_id = first->origin.client_id.data();
+  const std::string* payload = first->payload.get();
+  first.reset();
+  MessagePtr second = DecodeAround(recycler, EncodeMessage(*PlainMessage(2)), filler);
+  EXPECT_EQ(second.get(), message);
+  EXPECT_EQ(second->topic.data(), topic);
+  EXPECT_EQ(second->origin.client_id.data(), client_id);
+  EXPECT_EQ(second->payload.get(), payload);
+  ExpectSameMessage(*PlainMessage(2), *second);
+}
+
+TEST(RecordCodecTest, RecyclerNeverChangesAMessageOrPayloadSomeoneHolds) {
+  MessageRecycler recycler;
+  const std::string filler = EncodeMessage(*PlainMessage(99));
+  MessagePtr held = DecodeAround(recycler, EncodeMessage(*PlainMessage(1)), filler);
+  MessagePtr other = DecodeAround(recycler, EncodeMessage(*PlainMessage(2)), filler);  // same slot
+  EXPECT_NE(other.get(), held.get());
+  ExpectSameMessage(*PlainMessage(1), *held);
+  ExpectSameMessage(*PlainMessage(2), *other);
+  // Only the payload is still held (a frontend's packet keeps it, say).
+  Payload payload = other->payload;
+  other.reset();
+  MessagePtr third = DecodeAround(recycler, EncodeMessage(*PlainMessage(3)), filler);
+  EXPECT_EQ(*payload, *PlainMessage(2)->payload);
+  EXPECT_NE(third->payload, payload);
+  ExpectSameMessage(*PlainMessage(3), *third);
+}
+
+TEST(RecordCodecTest, RecyclerRejectsWhatDecodeMessageRejectsAndKeepsNoLargeMessage) {
+  MessageRecycler recycler;
+  const std::string bytes = EncodeMessage(*FullMessage());
+  for (size_t n = 0; n < bytes.size(); ++n) EXPECT_FALSE(recycler.Decode(bytes.substr(0, n))) << n;
+  EXPECT_FALSE(recycler.Decode(bytes + "x"));
+  auto decoded = recycler.Decode(bytes);  // and it still decodes after
+  ASSERT_TRUE(decoded);
+  ExpectSameMessage(*FullMessage(), **decoded);
+
+  auto large = PlainMessage(5);
+  large->payload = MakePayload(std::string(MessageRecycler::kMaxKeptBytes, 'x'));
+  auto with_extras = PlainMessage(7);  // a small payload, large AMQP extras
+  with_extras->amqp_extras = MakePayload(std::string(MessageRecycler::kMaxKeptBytes, 'e'));
+  auto small = recycler.Decode(EncodeMessage(*PlainMessage(6)));
+  auto big = recycler.Decode(EncodeMessage(*large));
+  auto extras = recycler.Decode(EncodeMessage(*with_extras));
+  ASSERT_TRUE(small && big && extras);
+  std::weak_ptr<const Message> small_weak = *small, big_weak = *big, extras_weak = *extras;
+  small->reset();
+  big->reset();
+  extras->reset();
+  EXPECT_FALSE(small_weak.expired());  // kept for reuse
+  EXPECT_TRUE(big_weak.expired());     // not kept: gone with its last user
+  EXPECT_TRUE(extras_weak.expired());
 }
 
 }  // namespace
