@@ -119,7 +119,10 @@ void ShardBroker::Disconnect(Session* session, SessionSink* sink, bool publish_w
 void ShardBroker::ScheduleWill(Session& session, int64_t delay_ms) {
   const uint64_t generation = session.generation();
   const std::string client_id = session.client_id();
-  loop_.AddTimer(delay_ms, [this, client_id, generation] {
+  // The loop may outlive this broker (a test restarting a node's broker on
+  // one loop): the timer does nothing once the broker is gone.
+  loop_.AddTimer(delay_ms, [this, client_id, generation, alive = std::weak_ptr<int>(lifetime_)] {
+    if (alive.expired()) return;
     Session* current = FindSession(client_id);
     if (current != nullptr && current->generation() == generation && current->will()) {
       PublishWill(*current);
@@ -132,7 +135,8 @@ void ShardBroker::ScheduleExpiry(Session& session, std::optional<int64_t> delay)
   const uint64_t generation = session.generation();
   const std::string client_id = session.client_id();
   const int64_t delay_ms = delay.value_or(int64_t{session.expiry_interval()} * 1000);
-  loop_.AddTimer(delay_ms, [this, client_id, generation] {
+  loop_.AddTimer(delay_ms, [this, client_id, generation, alive = std::weak_ptr<int>(lifetime_)] {
+    if (alive.expired()) return;
     Session* current = FindSession(client_id);
     if (current == nullptr || current->generation() != generation) return;
     if (current->will()) PublishWill(*current);  // the session ends: the will goes now
