@@ -461,5 +461,30 @@ TEST(PartitionRead, AQuiescentLeaderWakesForAReadAndACutOffNodeCannotRead) {
   }
 }
 
+// A new partition's first write does not wait an election timeout
+// (500-1000 ms) for the group's first leader: the preferred replica
+// campaigns at once, and again every reconcile while the PreVotes of its
+// first round may have reached replicas that had not started the group
+// yet (Raft::CampaignNow restarts a pre-candidate's round). Before that
+// restart, 81 of these 300 first claims took 670 ms.
+TEST(PartitionHost, ANewPartitionsFirstWriteDoesNotWaitAnElectionTimeout) {
+  for (uint64_t seed : Seeds({77})) {
+    SCOPED_TRACE(seed);
+    PartitionCluster cluster(seed, 4096);
+    StartAll(cluster, 3);
+    int64_t slowest = 0;
+    for (int i = 0; i < 300; ++i) {
+      const std::string client = "first" + std::to_string(i);
+      const int64_t start = cluster.now_ms();
+      auto outcome = cluster.Claim(static_cast<NodeId>(1 + i % 3), client, 1);
+      ASSERT_TRUE(cluster.RunUntil([&] { return outcome->done; }, 10'000)) << client;
+      EXPECT_EQ(outcome->result.status, meta::ProposeStatus::kOk) << client;
+      slowest = std::max(slowest, cluster.now_ms() - start);
+    }
+    EXPECT_LT(slowest, 300) << "a first write waited for an election timeout";
+    std::cout << "[ figures  ] slowest first write to a new partition: " << slowest << " ms (simulated)\n";
+  }
+}
+
 }  // namespace
 }  // namespace estuary::partition

@@ -44,7 +44,9 @@ Ready Raft::Step(const Message& message, uint64_t now) {
 
 Ready Raft::CampaignNow(uint64_t now) {
   now_ = std::max(now_, now);
-  if (role_ == Role::kFollower && IsVoter()) election_deadline_ = now_;
+  // A pre-candidate asks again (a PreVote round changes no term): its first
+  // requests may have reached voters that had not started the group yet.
+  if ((role_ == Role::kFollower || role_ == Role::kPreCandidate) && IsVoter()) election_deadline_ = now_;
   return Tick(now);
 }
 

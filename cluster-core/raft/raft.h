@@ -94,7 +94,9 @@ class Raft {
   // Stands for election now (PreVote first, as configured), as if the
   // election timer had run out: a new group's preferred leader uses it so
   // that the group does not wait an election timeout for its first
-  // leader. A no-op on a leader or a non-voter.
+  // leader. A pre-candidate starts a new PreVote round (its first requests
+  // may have been dropped by voters that had not started the group yet).
+  // A no-op on a leader, a candidate or a non-voter.
   Ready CampaignNow(uint64_t now);
   // The application applied everything up to `index` (<= applied) and its
   // state is `data`: take a snapshot there and compact the log.
