@@ -25,15 +25,9 @@ for program in estuaryd estuary-cluster; do
 done
 /usr/bin/python3 -c "import paho.mqtt.client" 2> /dev/null || { echo "connect-latency: needs python3-paho-mqtt" >&2; exit 1; }
 
-WORK=$(mktemp -d "${TMPDIR:-/tmp}/connect-latency.XXXXXX")
-PIDS=()
-cleanup() {
-  for pid in "${PIDS[@]}"; do kill -TERM "$pid" 2> /dev/null || true; done
-  for pid in "${PIDS[@]}"; do wait "$pid" 2> /dev/null || true; done
-  rm -rf "$WORK"
-}
-trap cleanup EXIT
-trap 'exit 130' INT TERM
+NAME=connect-latency
+# shellcheck source=tools/lib/latency-setup.sh
+source "$ROOT/tools/lib/latency-setup.sh"
 
 # measure PORT LABEL ID_PREFIX: prints one table row.
 measure() {
@@ -78,37 +72,8 @@ row("ids seen before", again)
 PY
 }
 
-ready_port() {  # FILE: waits for "estuaryd ready" and prints its MQTT port
-  for _ in $(seq 300); do
-    if grep -q "estuaryd ready" "$1" 2> /dev/null; then
-      grep -o "mqtt=127.0.0.1:[0-9]*" "$1" | head -1 | cut -d: -f2
-      return
-    fi
-    sleep 0.1
-  done
-  echo "connect-latency: no ready line in $1" >&2
-  exit 1
-}
-
-echo "connect-latency: one node alone" >&2
-STORE_FLAGS=(--storage "$STORAGE")
-[[ $STORAGE != memory ]] && STORE_FLAGS+=(--data-dir "$WORK/single" --sync "$SYNC")
-"$BIN/estuaryd" --mqtt 127.0.0.1:0 --amqp 127.0.0.1:0 --admin 127.0.0.1:0 --cluster 127.0.0.1:0 --shards 1 \
-  --log-level warn "${STORE_FLAGS[@]}" > "$WORK/single.out" 2> "$WORK/single.err" &
-PIDS+=($!)
-SINGLE=$(ready_port "$WORK/single.out")
-
-echo "connect-latency: 3-node cluster" >&2
-"$BIN/estuary-cluster" start --nodes 3 --dir "$WORK/cluster" --storage "$STORAGE" \
-  $([[ $STORAGE != memory ]] && echo --sync "$SYNC") -- --shards 1 --log-level warn > "$WORK/cluster.out" 2>&1 &
-PIDS+=($!)
-NODE1=
-for _ in $(seq 600); do
-  [[ -f $WORK/cluster.out ]] && NODE1=$(awk '$1 == "1" && $3 ~ /^127\.0\.0\.1:/ { split($3, a, ":"); print a[2]; exit }' "$WORK/cluster.out")
-  [[ -n $NODE1 ]] && break
-  sleep 0.1
-done
-[[ -n $NODE1 ]] || { echo "connect-latency: the cluster did not start:" >&2; cat "$WORK/cluster.out" >&2; exit 1; }
+start_single --cluster 127.0.0.1:0
+start_cluster
 
 echo "Machine: $(nproc) CPUs, $(uname -r); storage $STORAGE$([[ $STORAGE != memory ]] && echo ", sync $SYNC"); $COUNT connections each"
 echo

@@ -32,15 +32,9 @@ for program in estuaryd estuary-cluster; do
   [[ -x $BIN/$program ]] || { echo "retained-latency: $BIN/$program is missing; build it first" >&2; exit 1; }
 done
 
-WORK=$(mktemp -d "${TMPDIR:-/tmp}/retained-latency.XXXXXX")
-PIDS=()
-cleanup() {
-  for pid in "${PIDS[@]}"; do kill -TERM "$pid" 2> /dev/null || true; done
-  for pid in "${PIDS[@]}"; do wait "$pid" 2> /dev/null || true; done
-  rm -rf "$WORK"
-}
-trap cleanup EXIT
-trap 'exit 130' INT TERM
+NAME=retained-latency
+# shellcheck source=tools/lib/latency-setup.sh
+source "$ROOT/tools/lib/latency-setup.sh"
 
 # measure PUB_PORT SUB_PORT LABEL: prints table rows.
 measure() {
@@ -143,40 +137,8 @@ row(f"SUBSCRIBE {base}/# -> all {count}", [subscribe(subscriber, f"{base}/#", co
 PY
 }
 
-ready_port() {  # FILE: waits for "estuaryd ready" and prints its MQTT port
-  for _ in $(seq 300); do
-    if grep -q "estuaryd ready" "$1" 2> /dev/null; then
-      grep -o "mqtt=127.0.0.1:[0-9]*" "$1" | head -1 | cut -d: -f2
-      return
-    fi
-    sleep 0.1
-  done
-  echo "retained-latency: no ready line in $1" >&2
-  exit 1
-}
-
-echo "retained-latency: one node alone" >&2
-STORE_FLAGS=(--storage "$STORAGE")
-[[ $STORAGE != memory ]] && STORE_FLAGS+=(--data-dir "$WORK/single" --sync "$SYNC")
-"$BIN/estuaryd" --mqtt 127.0.0.1:0 --amqp 127.0.0.1:0 --admin 127.0.0.1:0 --shards 1 \
-  --log-level warn "${STORE_FLAGS[@]}" > "$WORK/single.out" 2> "$WORK/single.err" &
-PIDS+=($!)
-SINGLE=$(ready_port "$WORK/single.out")
-
-echo "retained-latency: 3-node cluster" >&2
-"$BIN/estuary-cluster" start --nodes 3 --dir "$WORK/cluster" --storage "$STORAGE" \
-  $([[ $STORAGE != memory ]] && echo --sync "$SYNC") -- --shards 1 --log-level warn > "$WORK/cluster.out" 2>&1 &
-PIDS+=($!)
-node_port() {  # NODE: the node's MQTT port from the launcher's table
-  awk -v n="$1" '$1 == n && $3 ~ /^127\.0\.0\.1:/ { split($3, a, ":"); print a[2]; exit }' "$WORK/cluster.out"
-}
-NODE1= NODE2=
-for _ in $(seq 600); do
-  [[ -f $WORK/cluster.out ]] && NODE1=$(node_port 1) && NODE2=$(node_port 2)
-  [[ -n $NODE1 && -n $NODE2 ]] && break
-  sleep 0.1
-done
-[[ -n $NODE1 && -n $NODE2 ]] || { echo "retained-latency: the cluster did not start:" >&2; cat "$WORK/cluster.out" >&2; exit 1; }
+start_single
+start_cluster
 
 echo "Machine: $(nproc) CPUs, $(uname -r), load $(cut -d' ' -f1-3 /proc/loadavg); storage $STORAGE$([[ $STORAGE != memory ]] && echo ", sync $SYNC"); $COUNT topics, $WILD wildcard subscribes"
 echo

@@ -173,6 +173,26 @@ class ClusterAgentTest : public ::testing::Test {
     nodes_[id] = std::make_unique<TestNode>(loop_, network_, id, shards, config_);
     return *nodes_[id];
   }
+  // Nodes 1 and 2 with membership (suspect after 500 ms, down only after
+  // 30 s), linked and live; neither the grace timer nor the forward
+  // deadline can act within a test. Returns the membership config.
+  MembershipConfig StartTwoWithMembership() {
+    config_.peer_gone_grace_ms = 600'000;
+    config_.forward_timeout_ms = 60'000;
+    AddNode(1);
+    AddNode(2);
+    MembershipConfig members;
+    members.suspect_after_ms = 500;
+    members.down_after_ms = 30'000;
+    for (NodeId id : {1, 2}) {
+      members.cluster_address = "node" + std::to_string(id);
+      nodes_[id]->agent->EnableMembership(members).Start(id == 1 ? std::vector<std::string>{}
+                                                                 : std::vector<std::string>{"node1"});
+    }
+    ConnectAll();
+    loop_.AdvanceBy(1000);
+    return members;
+  }
   void ConnectAll() {
     for (auto& [a, node_a] : nodes_) {
       for (auto& [b, node_b] : nodes_) {
@@ -506,20 +526,7 @@ TEST_F(ClusterAgentTest, WithMembershipAPeerReportedDownIsGone) {
 // Issue 6 (TSan churn run): a QoS 1 forward to a node membership suspects
 // must not hold its publisher's acknowledgement until the forward timeout.
 TEST_F(ClusterAgentTest, ForwardToASuspectPeerReleasesThePublisherAtOnce) {
-  config_.peer_gone_grace_ms = 600'000;
-  config_.forward_timeout_ms = 60'000;  // neither the grace nor the deadline may be what acts
-  AddNode(1);
-  AddNode(2);
-  MembershipConfig members;
-  members.suspect_after_ms = 500;
-  members.down_after_ms = 30'000;
-  for (NodeId id : {1, 2}) {
-    members.cluster_address = "node" + std::to_string(id);
-    nodes_[id]->agent->EnableMembership(members).Start(id == 1 ? std::vector<std::string>{}
-                                                               : std::vector<std::string>{"node1"});
-  }
-  ConnectAll();
-  loop_.AdvanceBy(1000);
+  const MembershipConfig members = StartTwoWithMembership();
   ASSERT_TRUE(nodes_[1]->agent->membership()->IsLive(2));
   core::Session* sub = Subscriber(2, "sub", "t");
   auto flow = std::make_shared<CountingFlow>();
@@ -561,20 +568,7 @@ TEST_F(ClusterAgentTest, ForwardToASuspectPeerReleasesThePublisherAtOnce) {
 // than its client waited for a PUBACK. Forwards to an unreachable peer are
 // held without charging the window.
 TEST_F(ClusterAgentTest, ForwardsHeldForAnUnreachablePeerDoNotPauseThePublisher) {
-  config_.peer_gone_grace_ms = 600'000;
-  config_.forward_timeout_ms = 60'000;  // neither the grace nor the deadline may be what acts
-  AddNode(1);
-  AddNode(2);
-  MembershipConfig members;
-  members.suspect_after_ms = 500;
-  members.down_after_ms = 30'000;
-  for (NodeId id : {1, 2}) {
-    members.cluster_address = "node" + std::to_string(id);
-    nodes_[id]->agent->EnableMembership(members).Start(id == 1 ? std::vector<std::string>{}
-                                                               : std::vector<std::string>{"node1"});
-  }
-  ConnectAll();
-  loop_.AdvanceBy(1000);
+  const MembershipConfig members = StartTwoWithMembership();
   ASSERT_TRUE(nodes_[1]->agent->membership()->IsLive(2));
   core::Session* sub = Subscriber(2, "sub", "t");
   auto flow = std::make_shared<CountingFlow>();
