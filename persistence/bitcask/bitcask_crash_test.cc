@@ -54,26 +54,7 @@ TEST(BitcaskCrash, TornTailIsTruncatedAndLogged) {
   auto engine = h.Open();
   for (int i = 0; i < 3; ++i) ASSERT_TRUE(engine->Put(Key(i), Value(i)));
   std::string active = h.DataFiles().back();
-  uint64_t good_size = *h.fs.FileSize(active);
-  {
-    // Half of a record, as a crash in the middle of write() leaves it.
-    std::string record;
-    AppendRecord(&record, 99, 0, 0, "torn", "never acknowledged");
-    auto file = h.fs.OpenAppend(active);
-    ASSERT_TRUE((*file)->Append(record.substr(0, record.size() / 2)));
-    ASSERT_TRUE((*file)->Sync());
-  }
-  h.fs.Crash(false);
-  engine.reset();
-  engine = h.Open();
-  EXPECT_TRUE(h.Logged("torn or corrupt tail"));
-  EXPECT_TRUE(h.Logged("truncated"));
-  EXPECT_EQ(*h.fs.FileSize(active), good_size);
-  EXPECT_EQ(Dump(*engine).size(), 3u);
-  ASSERT_TRUE(engine->Put("more", "x"));
-  engine.reset();
-  engine = h.Open();
-  EXPECT_EQ(Dump(*engine).size(), 4u);
+  ExpectHalfRecordTruncated(h, engine, active, *h.fs.FileSize(active), /*in_place=*/false, 3);
 }
 
 TEST(BitcaskCrash, BitFlipInAnOldFileLosesOnlyThatRecord) {

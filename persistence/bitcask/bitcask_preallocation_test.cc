@@ -107,27 +107,8 @@ TEST(BitcaskPreallocation, TornRecordFollowedByZerosIsTruncatedAndLogged) {
   auto engine = h.Open();
   for (int i = 0; i < 3; ++i) ASSERT_TRUE(engine->Put(Key(i), Value(i)));
   std::string active = h.DataFiles().back();
-  uint64_t end = DataEnd(h, active);
-  {
-    // Half of a record written in place, as a crash in the middle of the
-    // write leaves it, with the zero-filled space after it.
-    std::string record;
-    AppendRecord(&record, 99, 0, 0, "torn", "never acknowledged");
-    auto file = h.fs.OpenWrite(active);
-    ASSERT_TRUE((*file)->WriteAt(end, record.substr(0, record.size() / 2)));
-    ASSERT_TRUE((*file)->Sync());
-  }
-  h.fs.Crash(false);
-  engine.reset();
-  engine = h.Open();
-  EXPECT_TRUE(h.Logged("torn or corrupt tail"));
-  EXPECT_TRUE(h.Logged("truncated"));
-  EXPECT_EQ(*h.fs.FileSize(active), end);
-  EXPECT_EQ(Dump(*engine).size(), 3u);
-  ASSERT_TRUE(engine->Put("more", "x"));
-  engine.reset();
-  engine = h.Open();
-  EXPECT_EQ(Dump(*engine).size(), 4u);
+  // Half of a record written in place, with the zero-filled space after it.
+  ExpectHalfRecordTruncated(h, engine, active, DataEnd(h, active), /*in_place=*/true, 3);
 }
 
 // The process dies at every file-system call of a run of small writes that

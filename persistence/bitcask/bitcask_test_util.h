@@ -10,6 +10,7 @@
 
 #include "io/file_system.h"
 #include "persistence/bitcask/bitcask_engine.h"
+#include "persistence/bitcask/format.h"
 
 namespace estuary::persistence::bitcask {
 
@@ -86,6 +87,36 @@ inline uint64_t OffsetOf(Harness& h, const std::string& file, const std::string&
   }
   ADD_FAILURE() << key << " not in " << file;
   return 0;
+}
+
+// Half of a record (as a crash in the middle of the write leaves it) is
+// written after the first `good_end` bytes of `active` (appended, or in
+// place over the zero-filled space when `in_place`) and synced; after power
+// loss and a reopen the tail is logged as torn and truncated back to
+// `good_end`, the `live` records are all there, and the store takes writes
+// that survive another reopen. `engine` is reopened in place.
+inline void ExpectHalfRecordTruncated(Harness& h, std::unique_ptr<BitcaskEngine>& engine, const std::string& active,
+                                      uint64_t good_end, bool in_place, size_t live) {
+  {
+    std::string record;
+    AppendRecord(&record, 99, 0, 0, "torn", "never acknowledged");
+    const std::string half = record.substr(0, record.size() / 2);
+    auto file = in_place ? h.fs.OpenWrite(active) : h.fs.OpenAppend(active);
+    ASSERT_TRUE(file);
+    ASSERT_TRUE(in_place ? (*file)->WriteAt(good_end, half) : (*file)->Append(half));
+    ASSERT_TRUE((*file)->Sync());
+  }
+  h.fs.Crash(false);
+  engine.reset();
+  engine = h.Open();
+  EXPECT_TRUE(h.Logged("torn or corrupt tail"));
+  EXPECT_TRUE(h.Logged("truncated"));
+  EXPECT_EQ(*h.fs.FileSize(active), good_end);
+  EXPECT_EQ(Dump(*engine).size(), live);
+  ASSERT_TRUE(engine->Put("more", "x"));
+  engine.reset();
+  engine = h.Open();
+  EXPECT_EQ(Dump(*engine).size(), live + 1);
 }
 
 }  // namespace estuary::persistence::bitcask
