@@ -2,6 +2,8 @@
 
 #include <gtest/gtest.h>
 
+#include <cstdlib>
+#include <fstream>
 #include <set>
 
 #include "cluster-core/partition/partition_state.h"
@@ -186,6 +188,33 @@ TEST(PartitionStateTest, DispatchesByTagAndSnapshotsEveryMachine) {
   EXPECT_FALSE(copy.Restore(bad));
   ASSERT_TRUE(copy.Restore({}));
   EXPECT_TRUE(copy.registry().owners().empty());
+}
+
+// Seeds for partition_state_fuzz (fuzz_corpus/partition_state): the first
+// byte picks the input, as that target's header says.
+TEST(PartitionStateTest, SeedCorpus) {
+  const char* dir = std::getenv("ESTUARY_WRITE_CORPUS");
+  if (dir == nullptr) GTEST_SKIP() << "set ESTUARY_WRITE_CORPUS=dir to write the seeds";
+  auto write = [&](const std::string& name, char selector, const std::string& body) {
+    std::ofstream(std::string(dir) + "/" + name, std::ios::binary) << selector << body;
+  };
+  auto entry = [](const std::string& bytes, uint8_t step_seconds) {
+    return std::string(1, static_cast<char>(bytes.size())) + static_cast<char>(step_seconds) + bytes;
+  };
+  const std::string put = EncodeRetainedPut(Stamped("a/b", "v1", 2, kT0));
+  const std::string clear = EncodeRetainedPut(Stamped("a/b", "", 2, kT0 + 1));
+  const std::string claim = EncodeRegistryCommand(ClaimClient{"dev", ClientOwner{1, 2, 3}});
+  write("run_all_kinds", 0,
+        entry(claim, 0) + entry(put, 0) + entry(EncodeRetainedIndexAdd(7), 1) + entry(EncodeRetainedIndexTouch(), 0) +
+            entry(EncodeRetainedMatch("a/#"), 0) + entry(EncodeRetainedIndexList(), 0) + entry(clear, 90));
+  PartitionState state([] { return static_cast<int64_t>(kT0); });
+  state.Apply(EntryOf(claim, kT0));
+  state.Apply(EntryOf(put, kT0));
+  state.Apply(EntryOf(EncodeRetainedIndexAdd(7), kT0));
+  const std::vector<uint8_t> snapshot = state.Snapshot();
+  write("snapshot_all_kinds", 1, std::string(snapshot.begin(), snapshot.end()));
+  write("match_result", 2, state.Query(EncodeRetainedMatch("#")));
+  write("index_list", 2, state.Query(EncodeRetainedIndexList()));
 }
 
 }  // namespace
