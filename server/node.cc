@@ -134,8 +134,13 @@ void Node::SetUpCluster() {
     }
   };
   agent_ = std::make_unique<cluster::ClusterAgent>(agent, first->loop(), *transport_, agent_link_, post_to_agent);
-  shared_.claim_client_id = [this, post_to_agent](const std::string& client_id, std::function<void(bool)> done) {
-    post_to_agent([this, client_id, done] { agent_->ClaimClientId(client_id, done); });
+  shared_.claim_client_id = [this, post_to_agent](const std::string& client_id, bool clean_start,
+                                                  std::function<void(NodeShared::ClaimReply)> done) {
+    post_to_agent([this, client_id, clean_start, done] {
+      agent_->ClaimClientId(client_id, clean_start, [done](cluster::ClusterAgent::ClaimAnswer answer) {
+        done({answer.granted, std::move(answer.session)});
+      });
+    });
   };
   shared_.release_client_id = [this, post_to_agent](const std::string& client_id) {
     post_to_agent([this, client_id] { agent_->ReleaseClientId(client_id); });

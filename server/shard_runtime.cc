@@ -97,10 +97,14 @@ void ShardRuntime::Accept(int fd, std::string received, std::string client_addre
   if (shared_.claim_client_id) {
     // The CONNACK waits for the cluster's registry; its answer comes back
     // to this shard's loop.
-    settings.claim_client_id = [this](const std::string& client_id, std::function<void(mqtt::ClaimOutcome)> done) {
-      shared_.claim_client_id(client_id, [this, done](bool granted) {
-        loop_.mailbox().Send([done, granted] {
-          done(granted ? mqtt::ClaimOutcome::kGranted : mqtt::ClaimOutcome::kUnavailable);
+    settings.claim_client_id = [this](const std::string& client_id, bool clean_start,
+                                      std::function<void(mqtt::ClaimOutcome)> done) {
+      shared_.claim_client_id(client_id, clean_start, [this, client_id, done](NodeShared::ClaimReply reply) {
+        loop_.mailbox().Send([this, client_id, done, reply = std::move(reply)] {
+          // A session served elsewhere becomes this shard's before the
+          // connection attaches to it.
+          if (reply.granted && reply.session) broker_.AdoptSession(client_id, *reply.session);
+          done(reply.granted ? mqtt::ClaimOutcome::kGranted : mqtt::ClaimOutcome::kUnavailable);
         });
       });
     };

@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <unordered_map>
 
@@ -30,8 +31,15 @@ struct NodeShared {
   std::vector<std::string> proxy_from;  // --proxy-from
   // In a cluster (docs/cluster.md "One client id per cluster"): asks the
   // client-id registry for an id, from a shard's thread; `done` runs on the
-  // cluster agent's thread. Unset on a single node.
-  std::function<void(const std::string& client_id, std::function<void(bool granted)> done)> claim_client_id;
+  // cluster agent's thread, with the session read from its partition when
+  // it was served elsewhere (docs/partitions.md "Sessions on partitions").
+  // Unset on a single node.
+  struct ClaimReply {
+    bool granted = false;
+    std::optional<std::vector<std::pair<std::string, std::string>>> session;  // keys and values
+  };
+  std::function<void(const std::string& client_id, bool clean_start, std::function<void(ClaimReply)> done)>
+      claim_client_id;
   std::function<void(const std::string& client_id)> release_client_id;
 };
 

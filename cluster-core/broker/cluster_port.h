@@ -20,6 +20,7 @@
 
 #include "cluster-core/broker/flow_control.h"
 #include "cluster-core/router/router.h"
+#include "cluster-core/store/record_codec.h"
 #include "model/message.h"
 
 namespace estuary::core {
@@ -60,6 +61,17 @@ class ClusterPort {
   // nullopt when they could not be read in time.
   using RetainedReadDone = std::function<void(ShardBroker&, std::optional<std::vector<MessagePtr>>)>;
   virtual void ReadRetained(uint16_t /*shard*/, const std::string& /*filter*/, RetainedReadDone /*done*/) {}
+  // --- persistent sessions on partitions (docs/partitions.md "Sessions on
+  // partitions"); off unless the agent runs partitions. Any thread.
+  virtual bool SessionsOnPartitions() const { return false; }
+  // A batch of `shard`'s session changes (ShardStore's replication), in
+  // the shard's order: `done` runs on `shard` once every partition they
+  // touch has committed them (or refused a client's: its session is served
+  // by another node now). Retried until then.
+  virtual void ReplicateSessions(uint16_t /*shard*/, std::vector<store::SessionChange> /*changes*/,
+                                 std::function<void()> done) {
+    done();
+  }
   // A client attached on this node: peers close their connection for the id.
   virtual void ClientAttached(const std::string& client_id) = 0;
   // Deliveries for a forward received from `origin` (DeliverFromNode) are

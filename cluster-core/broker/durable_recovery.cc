@@ -12,6 +12,41 @@ namespace estuary::core {
 
 void ShardBroker::AttachStore(persistence::StorageEngine& engine) {
   store_ = std::make_unique<store::ShardStore>(engine, loop_);
+  // Session changes also go to the partitions once the cluster keeps
+  // sessions there (docs/partitions.md "Sessions on partitions").
+  store_->set_replicate([this](std::vector<store::SessionChange> changes, std::function<void()> done) {
+    if (cluster_ == nullptr || !cluster_->SessionsOnPartitions()) {
+      done();
+      return;
+    }
+    cluster_->ReplicateSessions(config_.shard_id, std::move(changes), std::move(done));
+  });
+}
+
+void ShardBroker::AdoptSession(const std::string& client_id,
+                               const std::vector<std::pair<std::string, std::string>>& keys) {
+  if (Session* stale = FindSession(client_id)) {
+    if (SessionSink* old = stale->sink(); old != nullptr) {
+      stale->set_sink(nullptr);
+      old->OnDetached(DetachReason::kTakenOver);
+    }
+    stale->NextGeneration();
+    stale->will().reset();
+    stale->set_store(nullptr);  // the partition's copy is the one adopted below
+    RemoveSession(stale);
+  }
+  if (!store_) return;
+  store_->DeleteSession(client_id, /*replicate=*/false);
+  store::SessionDecoder decoder;
+  for (const auto& [key, value] : keys) {
+    if (decoder.Add(key, value)) store_->PutLocal(key, value);
+  }
+  std::vector<store::RecoveredSession> sessions = decoder.Take();
+  if (sessions.empty() || sessions.front().client_id != client_id) return;
+  sessions.front().record.will.reset();
+  RecoveryCounts counts;
+  RestoreSession(sessions.front(), counts);
+  ShardMetrics::Add(metrics_.sessions_adopted);
 }
 
 void ShardBroker::FlushStore() {

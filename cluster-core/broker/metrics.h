@@ -24,6 +24,7 @@ struct ShardMetrics {
   std::atomic<uint64_t> protocol_errors{0};     // connections closed for bad input
   std::atomic<uint64_t> client_id_claims{0};          // MQTT CONNECTs that asked the cluster for their id
   std::atomic<uint64_t> client_id_claims_refused{0};  // of those, refused: no quorum, or no answer in time
+  std::atomic<uint64_t> sessions_adopted{0};          // sessions read from their partition on a CONNECT
 
   static void Add(std::atomic<uint64_t>& counter, uint64_t n = 1) {
     counter.store(counter.load(std::memory_order_relaxed) + n, std::memory_order_relaxed);

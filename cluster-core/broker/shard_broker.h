@@ -100,6 +100,13 @@ class ShardBroker {
   // DISCONNECT. The session then lives for its expiry interval.
   void Disconnect(Session* session, SessionSink* sink, bool publish_will);
   Session* FindSession(const std::string& client_id);
+  // Sessions on partitions: the client's session as its partition holds it
+  // (ShardStore's keys and values, read after this node's claim on the id
+  // committed), served here from now on. A copy held here is replaced
+  // (it is older: the session was served elsewhere since), without telling
+  // the partition; the previous connection's will is left to its node.
+  // The keys are written to this node's store too. Call before Attach.
+  void AdoptSession(const std::string& client_id, const std::vector<std::pair<std::string, std::string>>& keys);
   size_t session_count() const { return sessions_.size(); }
 
   // --- publish ------------------------------------------------------------

@@ -45,6 +45,14 @@ class ClusterAgent::Port final : public core::ClusterPort {
     });
   }
   void set_retained_on_partitions(bool on) { retained_on_partitions_.store(on, std::memory_order_release); }
+  bool SessionsOnPartitions() const override { return sessions_on_partitions_.load(std::memory_order_acquire); }
+  void ReplicateSessions(uint16_t shard, std::vector<core::store::SessionChange> changes,
+                         std::function<void()> done) override {
+    Run([shard, changes = std::move(changes), done = std::move(done)](ClusterAgent& agent) mutable {
+      agent.OnReplicateSessions(shard, std::move(changes), std::move(done));
+    });
+  }
+  void set_sessions_on_partitions(bool on) { sessions_on_partitions_.store(on, std::memory_order_release); }
   void ClientAttached(const std::string& client_id) override {
     Run([client_id](ClusterAgent& agent) { agent.OnClientAttached(client_id); });
   }
@@ -61,6 +69,7 @@ class ClusterAgent::Port final : public core::ClusterPort {
 
  private:
   std::atomic<bool> retained_on_partitions_{false};
+  std::atomic<bool> sessions_on_partitions_{false};
   struct ForwardBatch {
     std::mutex mutex;
     std::vector<std::pair<uint16_t, core::NodeForward>> forwards;
@@ -156,6 +165,8 @@ ClusterAgent::~ClusterAgent() {
 }
 
 void ClusterAgent::SetRetainedOnPartitions(bool on) { port_->set_retained_on_partitions(on); }
+
+void ClusterAgent::SetSessionsOnPartitions(bool on) { port_->set_sessions_on_partitions(on); }
 
 void ClusterAgent::PostToShard(uint16_t shard, std::function<void(core::ShardBroker&)> work) {
   FlushShardItems(shard);  // queued forwards and confirmations go first, in order

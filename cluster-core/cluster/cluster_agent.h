@@ -50,6 +50,7 @@
 #include "cluster-core/membership/membership.h"
 #include "cluster-core/meta/meta_group.h"
 #include "cluster-core/partition/partition_host.h"
+#include "cluster-core/partition/session_machine.h"
 #include "persistence/storage_engine.h"
 #include "io/loop.h"
 
@@ -90,6 +91,12 @@ struct ClusterCounters {
   uint64_t retained_writes_dropped = 0;  // QoS 0 ones not written: too many were pending
   uint64_t retained_reads = 0;           // SUBSCRIBEs answered from partitions
   uint64_t retained_reads_failed = 0;    // not answered in time (the shard used its own copy)
+  uint64_t session_writes = 0;           // session write entries proposed to partitions
+  uint64_t session_write_retries = 0;    // attempts that failed and were made again
+  uint64_t session_batches_pending = 0;  // shard batches not replicated yet (their publishers wait)
+  uint64_t session_writes_refused = 0;   // client changes refused: the session is another node's now
+  uint64_t session_loads = 0;            // sessions read from partitions for a CONNECT
+  uint64_t session_loads_failed = 0;     // not read in time: the CONNECT was refused
   uint64_t bad_frames = 0;
 };
 
@@ -140,11 +147,20 @@ class ClusterAgent final : public LinkHandler {
                                                persistence::StorageEngine& engine);
   partition::PartitionHost* partitions() { return partitions_.get(); }
   const partition::PartitionHost* partitions() const { return partitions_.get(); }
-  // On the agent's loop. `done(true)` once this node's claim on the client
-  // id is committed (the previous owner elsewhere has been told to close);
-  // `done(false)` if it could not be committed in time (no majority of the
-  // id's partition reachable). Without partitions: done(true) at once.
-  void ClaimClientId(const std::string& client_id, std::function<void(bool granted)> done);
+  // On the agent's loop. `done` with granted once this node's claim on the
+  // client id is committed (the previous owner elsewhere has been told to
+  // close); not granted if it could not be committed in time (no majority
+  // of the id's partition reachable). Without partitions: granted at once.
+  // Sessions on partitions: a claim with `clean_start` ends the replicated
+  // session; one without it, that takes the id from another node (or from
+  // an earlier run of this one), reads the session from the partition
+  // after the claim commits and hands it over in `session` (the shard
+  // adopts it: ShardBroker::AdoptSession); not read in time: not granted.
+  struct ClaimAnswer {
+    bool granted = false;
+    std::optional<std::vector<std::pair<std::string, std::string>>> session;
+  };
+  void ClaimClientId(const std::string& client_id, bool clean_start, std::function<void(ClaimAnswer)> done);
   // The client id's session ended here for good (clean disconnect): the id
   // is free, unless another connection claimed it meanwhile.
   void ReleaseClientId(const std::string& client_id);
@@ -158,6 +174,16 @@ class ClusterAgent final : public LinkHandler {
   void WriteRetained(const MessagePtr& message, std::function<void()> done);
   // The live retained messages matching `filter` (nullopt: not read in time).
   void ReadRetained(const std::string& filter, std::function<void(std::optional<std::vector<MessagePtr>>)> done);
+
+  // --- persistent sessions on partitions (docs/partitions.md) -------------
+  // A shard's batch of session changes, split by the partition of each
+  // change's client id; per shard and partition one write entry is in
+  // flight at a time (later batches wait and go together), so one shard's
+  // changes to one session apply in order. `done` runs on the shard once
+  // every part has committed; a part that fails is made again (after 50 ms,
+  // doubling up to 1 s) until it commits.
+  void OnReplicateSessions(uint16_t shard, std::vector<core::store::SessionChange> changes,
+                           std::function<void()> done);
 
   // --- from the shards (through port(), on the agent's loop) ---------------
   void OnRouteChanged(const core::RouteUpdate& shard_update);
@@ -230,6 +256,10 @@ class ClusterAgent final : public LinkHandler {
   void DeliverForward(NodeId from, std::string_view body);
   void ApplyRetained(const MessagePtr& message, bool from_peer);
   void SetRetainedOnPartitions(bool on);  // what the port tells the shards
+  void SetSessionsOnPartitions(bool on);
+  void PumpSessionWrites(uint16_t shard, partition::PartitionId partition);
+  void OnSessionWritten(uint16_t shard, partition::PartitionId partition, const partition::PartitionResult& result);
+  void LoadSession(const std::string& client_id, std::function<void(ClaimAnswer)> done);
   void OpenRetainedIndex();
   void WriteRetainedAttempt(const MessagePtr& message, std::function<void()> done, uint32_t attempt);
   void ReadRetainedPartitions(const std::string& filter, std::vector<partition::PartitionId> partitions,
@@ -252,6 +282,24 @@ class ClusterAgent final : public LinkHandler {
   uint64_t next_claim_ = 1;
   std::map<std::string, uint64_t> claims_;  // client id -> this node's live claim (its connection serial)
   std::set<partition::PartitionId> retained_indexed_;  // partitions the retained index is known to name
+  // Session replication (cluster_sessions.cc): per (shard, partition) the
+  // batches waiting and the one write in flight; per batch its parts left.
+  struct SessionQueue {
+    std::deque<std::pair<uint64_t, std::vector<partition::SessionOp>>> waiting;
+    std::vector<uint64_t> in_flight_batches;
+    std::string in_flight;  // the encoded write, kept for retries
+    uint32_t attempt = 0;
+    bool outstanding = false;      // proposed, not answered
+    bool retry_scheduled = false;  // failed, to be made again
+  };
+  struct SessionBatch {
+    uint16_t shard = 0;
+    uint32_t parts_left = 0;
+    std::function<void()> done;
+  };
+  std::map<std::pair<uint16_t, partition::PartitionId>, SessionQueue> session_queues_;
+  std::map<uint64_t, SessionBatch> session_batches_;
+  uint64_t next_session_batch_ = 1;
   MembershipHandler membership_;
   bool grace_timer_ = true;
   mutable ClusterCounters counters_;  // bad_frames: see bad_frames_

@@ -23,29 +23,32 @@ Expected<void, std::string> ClusterAgent::EnablePartitions(partition::PartitionH
       });
   partitions_->Start();
   SetRetainedOnPartitions(true);
+  SetSessionsOnPartitions(true);
   OpenRetainedIndex();
   return {};
 }
 
-void ClusterAgent::ClaimClientId(const std::string& client_id, std::function<void(bool granted)> done) {
+void ClusterAgent::ClaimClientId(const std::string& client_id, bool clean_start,
+                                 std::function<void(ClaimAnswer)> done) {
   if (!partitions_) {
-    done(true);
+    done(ClaimAnswer{true, std::nullopt});
     return;
   }
   const uint64_t serial = next_claim_++;
   const partition::ClientOwner owner{config_.self, boot_id_, serial};
-  const std::string command = partition::EncodeRegistryCommand(partition::ClaimClient{client_id, owner});
+  const std::string command =
+      partition::EncodeRegistryCommand(partition::ClaimClient{client_id, owner, clean_start});
   ++counters_.client_claims;
   partitions_->Propose(
       partitions_->PartitionOf(client_id), command,
-      [this, client_id, serial, done = std::move(done), alive = std::weak_ptr<int>(lifetime_)](
+      [this, client_id, clean_start, serial, done = std::move(done), alive = std::weak_ptr<int>(lifetime_)](
           partition::PartitionResult result) {
         if (alive.expired()) return;
         if (result.status != meta::ProposeStatus::kOk) {
           ++counters_.client_claims_failed;
           spdlog::warn("cluster: client id '{}' not claimed (status {}): the CONNECT is refused", client_id,
                        static_cast<int>(result.status));
-          done(false);
+          done(ClaimAnswer{});
           return;
         }
         claims_[client_id] = serial;
@@ -64,7 +67,17 @@ void ClusterAgent::ClaimClientId(const std::string& client_id, std::function<voi
           ++counters_.client_takeovers_out;
           transport_.Send(previous->node, kClientAttached, EncodeClientIds({client_id}));
         }
-        done(true);
+        // The session continues: unless this process served it last (its
+        // shard has it), it is read from the partition. The read comes
+        // after the claim's commit, and the partition refuses the previous
+        // owner's changes from that commit on, so the copy read is final.
+        // (A claim whose result was no longer kept reads it too.)
+        const bool served_here = previous && previous->node == config_.self && previous->boot == boot_id_;
+        if (!clean_start && (previous || !result.result) && !served_here) {
+          LoadSession(client_id, std::move(done));
+          return;
+        }
+        done(ClaimAnswer{true, std::nullopt});
       });
 }
 

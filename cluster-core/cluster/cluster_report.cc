@@ -93,6 +93,19 @@ std::string ClusterAgent::MetricsText() const {
          c.retained_reads);
   series("estuary_cluster_retained_reads_failed_total", "counter",
          "Retained partition reads not answered in time (the shard used its own copy).", c.retained_reads_failed);
+  series("estuary_cluster_session_writes_total", "counter",
+         "Write entries of persistent-session changes proposed to partitions.", c.session_writes);
+  series("estuary_cluster_session_write_retries_total", "counter",
+         "Session partition writes attempted again after a failure.", c.session_write_retries);
+  series("estuary_cluster_session_batches_pending", "gauge",
+         "Shard batches of session changes not replicated yet (their publishers wait).", c.session_batches_pending);
+  series("estuary_cluster_session_writes_refused_total", "counter",
+         "Client session changes a partition refused: another node serves the session now.",
+         c.session_writes_refused);
+  series("estuary_cluster_session_loads_total", "counter",
+         "Sessions read from their partition for a CONNECT that took the client id over.", c.session_loads);
+  series("estuary_cluster_session_loads_failed_total", "counter",
+         "Session reads not answered in time (the CONNECT was refused).", c.session_loads_failed);
   series("estuary_cluster_client_takeovers_out_total", "counter",
          "Committed claims that told another node to close the client's connection.", c.client_takeovers_out);
   series("estuary_cluster_takeovers_total", "counter", "Sessions ended here because their client attached elsewhere.",

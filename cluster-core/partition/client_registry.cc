@@ -6,7 +6,7 @@ namespace estuary::partition {
 
 namespace {
 
-enum Tag : uint8_t { kClaim = 1, kRelease = 2 };
+enum Tag : uint8_t { kClaim = 1, kRelease = 2, kClaimClean = 3 };
 constexpr uint8_t kSnapshotVersion = 1;
 
 void PutOwner(meta::ByteWriter& out, const ClientOwner& owner) {
@@ -30,7 +30,7 @@ ClientOwner GetOwner(meta::ByteReader& in) {
 std::string EncodeRegistryCommand(const RegistryCommand& command) {
   meta::ByteWriter out;
   if (const auto* claim = std::get_if<ClaimClient>(&command)) {
-    out.U8(kClaim);
+    out.U8(claim->clean ? kClaimClean : kClaim);
     out.Bytes(claim->client);
     PutOwner(out, claim->owner);
   } else {
@@ -48,7 +48,7 @@ std::optional<RegistryCommand> DecodeRegistryCommand(std::string_view bytes) {
   std::string client(in.Bytes());
   ClientOwner owner = GetOwner(in);
   if (!in.done()) return std::nullopt;
-  if (tag == kClaim) return ClaimClient{std::move(client), owner};
+  if (tag == kClaim || tag == kClaimClean) return ClaimClient{std::move(client), owner, tag == kClaimClean};
   if (tag == kRelease) return ReleaseClient{std::move(client), owner};
   return std::nullopt;
 }

@@ -5,9 +5,10 @@
 // (PartitionHost::PartitionOf).
 //
 // Commands:
-//  - Claim{client, owner}: `owner` (node, boot, connection serial) owns the
-//    id from now on; the result names the owner it replaced, if any, so the
-//    claimer can have that connection closed.
+//  - Claim{client, owner, clean}: `owner` (node, boot, connection serial)
+//    owns the id from now on; the result names the owner it replaced, if
+//    any, so the claimer can have that connection closed. `clean` (a clean
+//    start) is encoded as its own tag; the registry treats both alike.
 //  - Release{client, owner}: the id is free again, but only if `owner` still
 //    holds it (a late release after a takeover changes nothing).
 //
@@ -35,6 +36,9 @@ struct ClientOwner {
 struct ClaimClient {
   std::string client;
   ClientOwner owner{};
+  // A clean start: the client's session ends with the claim (PartitionState
+  // drops its replicated session in the same entry).
+  bool clean = false;
 };
 struct ReleaseClient {
   std::string client;

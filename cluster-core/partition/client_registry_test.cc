@@ -48,7 +48,10 @@ TEST(ClientRegistry, ClaimReplacesAndNamesThePreviousOwnerReleaseOnlyByTheOwner)
 TEST(ClientRegistry, CommandsAndClaimResultsRoundTripAndRefuseMalformedBytes) {
   const RegistryCommand claim = ClaimClient{std::string("id\0x", 4), ClientOwner{0xFFFF, 1ull << 40, 7}};
   const RegistryCommand release = ReleaseClient{"", ClientOwner{1, 0, 0}};
-  for (const RegistryCommand& command : {claim, release}) {
+  const RegistryCommand clean = ClaimClient{"c", ClientOwner{2, 1, 1}, /*clean=*/true};
+  EXPECT_TRUE(std::get<ClaimClient>(*DecodeRegistryCommand(EncodeRegistryCommand(clean))).clean);
+  EXPECT_FALSE(std::get<ClaimClient>(*DecodeRegistryCommand(EncodeRegistryCommand(claim))).clean);
+  for (const RegistryCommand& command : {claim, release, clean}) {
     const std::string bytes = EncodeRegistryCommand(command);
     auto decoded = DecodeRegistryCommand(bytes);
     ASSERT_TRUE(decoded.has_value());

@@ -22,6 +22,7 @@ PartitionMachine* PartitionState::MachineFor(uint8_t tag) {
   if (tag >= 0x01 && tag <= 0x0F) return &registry_;
   if (tag >= 0x10 && tag <= 0x1F) return &retained_;
   if (tag >= 0x20 && tag <= 0x2F) return &index_;
+  if (tag >= 0x30 && tag <= 0x3F) return &sessions_;
   return nullptr;
 }
 
@@ -31,7 +32,18 @@ std::string PartitionState::Apply(const raft::Entry& entry) {
     ++malformed_;
     return "0";
   }
-  return machine->Apply(entry);
+  std::string result = machine->Apply(entry);
+  if (machine == &registry_) {
+    // A release that took effect (the session ended on its owner) or a
+    // clean start's claim ends the replicated session.
+    auto command = DecodeRegistryCommand(View(entry.data));
+    if (const auto* release = command ? std::get_if<ReleaseClient>(&*command) : nullptr) {
+      if (result == "1") sessions_.Drop(release->client);
+    } else if (const auto* claim = command ? std::get_if<ClaimClient>(&*command) : nullptr) {
+      if (claim->clean) sessions_.Drop(claim->client);
+    }
+  }
+  return result;
 }
 
 std::string PartitionState::Query(std::string_view query) const {
@@ -46,6 +58,7 @@ std::vector<uint8_t> PartitionState::Snapshot() const {
   out.Bytes(registry_.Snapshot());
   out.Bytes(retained_.Snapshot());
   out.Bytes(index_.Snapshot());
+  out.Bytes(sessions_.Snapshot());
   return Vector(out.str());
 }
 
@@ -53,19 +66,22 @@ bool PartitionState::Restore(const std::vector<uint8_t>& data) {
   if (data.empty()) {
     registry_ = ClientRegistry();
     index_ = RetainedIndex();
-    return retained_.Restore({});
+    return retained_.Restore({}) && sessions_.Restore({});
   }
   if (data.front() == kLegacyRegistryVersion) {
     index_ = RetainedIndex();
-    return registry_.Restore(data) && retained_.Restore({});
+    return registry_.Restore(data) && retained_.Restore({}) && sessions_.Restore({});
   }
   meta::ByteReader in(View(data));
   if (in.U8() != kSnapshotMagic) return false;
   const std::vector<uint8_t> registry = Vector(in.Bytes());
   const std::vector<uint8_t> retained = Vector(in.Bytes());
   const std::vector<uint8_t> index = Vector(in.Bytes());
+  std::vector<uint8_t> sessions;
+  if (in.ok() && !in.done()) sessions = Vector(in.Bytes());
   if (!in.done()) return false;
-  return registry_.Restore(registry) && retained_.Restore(retained) && index_.Restore(index);
+  return registry_.Restore(registry) && retained_.Restore(retained) && index_.Restore(index) &&
+         sessions_.Restore(sessions);
 }
 
 }  // namespace estuary::partition

@@ -5,9 +5,14 @@
 //   0x01-0x0F  the client-id registry (ClientRegistry)
 //   0x10-0x1F  retained messages (RetainedMachine)
 //   0x20-0x2F  the retained index (RetainedIndex; used in one partition)
-// Snapshot: 0xE5, then each machine's snapshot as bytes in that order. A
-// snapshot from before there was more than the registry (its first byte is
-// the registry's version, 1) restores the registry alone.
+//   0x30-0x3F  persistent sessions (SessionMachine)
+// A registry release that takes effect also drops the client's session
+// keys (the session ended on its owner).
+// Snapshot: 0xE5, then each machine's snapshot as bytes in that order (a
+// snapshot without the sessions' section, from before they were kept here,
+// restores no sessions). A snapshot from before there was more than the
+// registry (its first byte is the registry's version, 1) restores the
+// registry alone.
 #include <functional>
 #include <string>
 #include <string_view>
@@ -15,6 +20,7 @@
 
 #include "cluster-core/partition/client_registry.h"
 #include "cluster-core/partition/retained_machine.h"
+#include "cluster-core/partition/session_machine.h"
 
 namespace estuary::partition {
 
@@ -30,6 +36,7 @@ class PartitionState final : public PartitionMachine {
   const ClientRegistry& registry() const { return registry_; }
   const RetainedMachine& retained() const { return retained_; }
   const RetainedIndex& retained_index() const { return index_; }
+  const SessionMachine& sessions() const { return sessions_; }
   uint64_t malformed() const { return malformed_; }
 
  private:
@@ -37,6 +44,7 @@ class PartitionState final : public PartitionMachine {
   ClientRegistry registry_;
   RetainedMachine retained_;
   RetainedIndex index_;
+  SessionMachine sessions_{registry_};
   uint64_t malformed_ = 0;
 };
 

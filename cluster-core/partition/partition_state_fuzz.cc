@@ -1,5 +1,6 @@
 // libFuzzer target for what every partition runs (partition_state.h): the
-// registry, retained messages and the retained index behind one dispatch,
+// registry, retained messages, the retained index and persistent sessions
+// behind one dispatch,
 // built with -DESTUARY_FUZZ=ON and clang. Entries and snapshots come from
 // other replicas (authenticated, but a bug or a bad disk must not crash a
 // node). The first byte picks the input:
@@ -76,6 +77,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     case 2: {
       (void)DecodeRetainedMatchResult(input);
       (void)DecodeRetainedIndexList(input);
+      (void)DecodeSessionLoadResult(input);
+      (void)DecodeSessionWriteResult(input);
       break;
     }
   }

@@ -7,6 +7,7 @@
 #include <set>
 
 #include "cluster-core/partition/partition_state.h"
+#include "cluster-core/store/record_codec.h"
 #include "model/hlc.h"
 
 namespace estuary::partition {
@@ -204,17 +205,25 @@ TEST(PartitionStateTest, SeedCorpus) {
   const std::string put = EncodeRetainedPut(Stamped("a/b", "v1", 2, kT0));
   const std::string clear = EncodeRetainedPut(Stamped("a/b", "", 2, kT0 + 1));
   const std::string claim = EncodeRegistryCommand(ClaimClient{"dev", ClientOwner{1, 2, 3}});
+  const std::string session_write = EncodeSessionWrite(
+      SessionWrite{1, 2, {SessionOp{SessionOp::kPut, core::store::SessionKey("dev"), "r"},
+                          SessionOp{SessionOp::kPut, core::store::SubscriptionKey("dev", "a/#"), "o"},
+                          SessionOp{SessionOp::kDelete, core::store::QueuedKey("dev", 4), ""}}});
+  const std::string release = EncodeRegistryCommand(ReleaseClient{"dev", ClientOwner{1, 2, 3}});
   write("run_all_kinds", 0,
         entry(claim, 0) + entry(put, 0) + entry(EncodeRetainedIndexAdd(7), 1) + entry(EncodeRetainedIndexTouch(), 0) +
-            entry(EncodeRetainedMatch("a/#"), 0) + entry(EncodeRetainedIndexList(), 0) + entry(clear, 90));
+            entry(EncodeRetainedMatch("a/#"), 0) + entry(EncodeRetainedIndexList(), 0) + entry(clear, 90) +
+            entry(session_write, 0) + entry(EncodeSessionLoad("dev"), 0) + entry(release, 1));
   PartitionState state([] { return static_cast<int64_t>(kT0); });
   state.Apply(EntryOf(claim, kT0));
   state.Apply(EntryOf(put, kT0));
   state.Apply(EntryOf(EncodeRetainedIndexAdd(7), kT0));
+  state.Apply(EntryOf(session_write, kT0));
   const std::vector<uint8_t> snapshot = state.Snapshot();
   write("snapshot_all_kinds", 1, std::string(snapshot.begin(), snapshot.end()));
   write("match_result", 2, state.Query(EncodeRetainedMatch("#")));
   write("index_list", 2, state.Query(EncodeRetainedIndexList()));
+  write("session_load", 2, state.Query(EncodeSessionLoad("dev")));
 }
 
 }  // namespace

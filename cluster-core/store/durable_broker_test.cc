@@ -2,6 +2,7 @@
 // engines; crash = SimFileSystem losing what was not synced.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <deque>
 #include <iterator>
@@ -576,6 +577,193 @@ TEST_F(DurableBrokerTest, SeededCrashesNeverLoseAnAcknowledgedMessage) {
     EXPECT_GT(acknowledged.size(), 0u);
     if (HasFailure()) return;
   }
+}
+
+}  // namespace
+}  // namespace estuary::core
+
+namespace estuary::core {
+namespace {
+
+// Sessions on partitions (docs/partitions.md): the node's ClusterPort as
+// the store's replication sees it. The "partition" is a map applying the
+// changes as SessionMachine does for its owner; each batch's `done` waits
+// until the test releases it.
+class ReplicatingPort final : public ClusterPort {
+ public:
+  void RouteChanged(const RouteUpdate&) override {}
+  void Forward(uint16_t, NodeForward) override {}
+  void RetainedPublished(const MessagePtr&) override {}
+  void ClientAttached(const std::string&) override {}
+  void ForwardSafe(uint16_t, uint64_t) override {}
+  bool SessionsOnPartitions() const override { return true; }
+  void ReplicateSessions(uint16_t, std::vector<store::SessionChange> changes, std::function<void()> done) override {
+    for (auto& change : changes) {
+      changes_seen.push_back(change);
+      switch (change.kind) {
+        case store::SessionChange::kPut:
+          partition[change.key] = change.value;
+          break;
+        case store::SessionChange::kDelete:
+          partition.erase(change.key);
+          break;
+        case store::SessionChange::kWipe:
+          for (auto it = partition.begin(); it != partition.end();) {
+            auto parsed = store::ParseSessionKey(it->first);
+            it = parsed && parsed->client_id == change.key ? partition.erase(it) : std::next(it);
+          }
+          break;
+      }
+    }
+    waiting.push_back(std::move(done));
+  }
+  void ReleaseAll() {
+    for (auto& done : std::exchange(waiting, {})) done();
+  }
+  // What SessionMachine's Load answers: the client's keys, record first.
+  std::vector<std::pair<std::string, std::string>> Load(const std::string& client_id) const {
+    std::vector<std::pair<std::string, std::string>> keys;
+    for (char tag : {store::kSessionTag, store::kSubscriptionTag, store::kQueuedTag, store::kInflightTag,
+                     store::kInboundTag}) {
+      const std::string prefix = store::SessionPrefix(tag, client_id);
+      for (auto it = partition.lower_bound(prefix); it != partition.end() && it->first.starts_with(prefix); ++it) {
+        keys.emplace_back(*it);
+      }
+    }
+    return keys;
+  }
+  std::map<std::string, std::string> partition;
+  std::vector<store::SessionChange> changes_seen;
+  std::vector<std::function<void()>> waiting;
+};
+
+class SessionReplicationTest : public DurableBrokerTest {
+ protected:
+  void StartNode() {
+    Start(1);
+    brokers_[0]->set_cluster(&port_);
+  }
+  // Another node: new brokers on empty engines.
+  void MoveToAnotherNode() {
+    Settle();
+    brokers_.clear();
+    engines_.clear();
+    engines_.push_back(OpenEngine(0));
+    Boot();
+    brokers_[0]->set_cluster(&port_);
+  }
+  ReplicatingPort port_;
+};
+
+TEST_F(SessionReplicationTest, APublishIsAcknowledgedOnlyOnceThePartitionHasItsDelivery) {
+  StartNode();
+  OfflineSubscriber("sub", "t");
+  port_.ReleaseAll();
+  EXPECT_EQ(port_.Load("sub").size(), 2u);  // record and subscription
+  int acked = 0;
+  brokers_[0]->Publish(Make("t", "a"), [&] { ++acked; });
+  Settle();
+  EXPECT_EQ(acked, 0);  // written locally, not yet replicated
+  port_.ReleaseAll();
+  Settle();
+  EXPECT_EQ(acked, 1);
+  EXPECT_EQ(port_.Load("sub").size(), 3u);
+  // Retained messages stay on the node's own store.
+  brokers_[0]->Publish(Make("r", "v", QoS::kAtLeastOnce, /*retain=*/true), [] {});
+  Settle();
+  for (const auto& change : port_.changes_seen) EXPECT_NE(change.key.front(), store::kRetainedTag);
+}
+
+TEST_F(SessionReplicationTest, AnAdoptedSessionResumesWithItsQueueRoutesAndInflightIds) {
+  StartNode();
+  OfflineSubscriber("sub", "t", QoS::kExactlyOnce);
+  for (int i = 0; i < 3; ++i) brokers_[0]->Publish(Make("t", "m" + std::to_string(i), QoS::kExactlyOnce), [] {});
+  Settle();
+  Session* session = brokers_[0]->Attach("sub", false, &sink_).session;
+  session->set_expiry_interval(3600);
+  Delivery first = session->PopQueued();
+  const uint16_t id = session->NextPacketId();
+  session->AddInflight(id, InflightDelivery{std::move(first), InflightPhase::kAwaitingPubrec, session->NextSendOrder()});
+  session->AddInboundQos2(9);
+  Settle();
+  port_.ReleaseAll();
+  Settle();
+
+  MoveToAnotherNode();  // the node died; its client connects elsewhere
+  const size_t changes_before = port_.changes_seen.size();
+  brokers_[0]->AdoptSession("sub", port_.Load("sub"));
+  Settle();
+  session = brokers_[0]->FindSession("sub");
+  ASSERT_NE(session, nullptr);
+  EXPECT_EQ(session->expiry_interval(), 3600u);
+  ASSERT_EQ(session->inflight().count(id), 1u);
+  EXPECT_EQ(*session->inflight().at(id).delivery.message->payload, "m0");
+  EXPECT_EQ(session->inbound_qos2(), (std::set<uint16_t>{9}));
+  // The route is back on this node, and the queue continues.
+  brokers_[0]->Publish(Make("t", "m3", QoS::kExactlyOnce), [] {});
+  Settle();
+  auto attached = brokers_[0]->Attach("sub", false, &sink_);
+  EXPECT_TRUE(attached.session_present);
+  // Connected: deliveries are staged (written, and replicated) before they show.
+  EXPECT_FALSE(attached.session->HasQueued());
+  Settle();
+  EXPECT_FALSE(attached.session->HasQueued());
+  port_.ReleaseAll();
+  Settle();
+  EXPECT_EQ(QueuedPayloads(attached.session), (std::vector<std::string>{"m1", "m2", "m3"}));
+  // Adopting wrote the keys to this node's store and deleted nothing in the partition.
+  EXPECT_GT(KeyCount(0), 0u);
+  for (size_t i = changes_before; i < port_.changes_seen.size(); ++i) {
+    EXPECT_NE(port_.changes_seen[i].kind, store::SessionChange::kWipe);
+  }
+  EXPECT_EQ(metrics_[0].sessions_adopted.load(), 1u);
+}
+
+TEST_F(SessionReplicationTest, AStaleLocalCopyIsReplacedWithoutTouchingThePartition) {
+  StartNode();
+  OfflineSubscriber("sub", "old/#");
+  port_.ReleaseAll();
+  // Meanwhile the session moved on elsewhere: another subscription there.
+  ReplicatingPort elsewhere;
+  elsewhere.partition = port_.partition;
+  elsewhere.partition.erase(store::SubscriptionKey("sub", "old/#"));
+  elsewhere.partition[store::SubscriptionKey("sub", "new/#")] = store::EncodeOptions(SubscriptionOptions{QoS::kAtLeastOnce});
+  const size_t changes_before = port_.changes_seen.size();
+  brokers_[0]->AdoptSession("sub", elsewhere.Load("sub"));
+  Settle();
+  Session* session = brokers_[0]->FindSession("sub");
+  ASSERT_NE(session, nullptr);
+  EXPECT_EQ(session->subscriptions().count("old/#"), 0u);
+  EXPECT_EQ(session->subscriptions().count("new/#"), 1u);
+  brokers_[0]->Publish(Make("old/x", "no"));
+  brokers_[0]->Publish(Make("new/x", "yes"));
+  Settle();
+  EXPECT_EQ(QueuedPayloads(session), (std::vector<std::string>{"yes"}));
+  for (size_t i = changes_before; i < port_.changes_seen.size(); ++i) {
+    EXPECT_EQ(port_.changes_seen[i].kind, store::SessionChange::kPut) << port_.changes_seen[i].key;
+  }
+  // After a restart this node recovers the adopted copy, not the stale one.
+  Restart();
+  session = brokers_[0]->FindSession("sub");
+  ASSERT_NE(session, nullptr);
+  EXPECT_EQ(session->subscriptions().count("new/#"), 1u);
+  EXPECT_EQ(session->subscriptions().count("old/#"), 0u);
+}
+
+TEST_F(SessionReplicationTest, ASessionThatEndsIsWipedFromThePartition) {
+  StartNode();
+  OfflineSubscriber("sub", "t");
+  brokers_[0]->Publish(Make("t", "a"), [] {});
+  Settle();
+  port_.ReleaseAll();
+  EXPECT_EQ(port_.Load("sub").size(), 3u);
+  Session* session = brokers_[0]->Attach("sub", true, &sink_).session;
+  session->set_expiry_interval(0);
+  Settle();
+  EXPECT_TRUE(port_.Load("sub").empty());
+  EXPECT_TRUE(std::any_of(port_.changes_seen.begin(), port_.changes_seen.end(), [](const auto& change) {
+    return change.kind == store::SessionChange::kWipe && change.key == "sub";
+  }));
 }
 
 }  // namespace

@@ -47,6 +47,15 @@ struct ParsedKey {
 std::optional<ParsedKey> ParseSessionKey(std::string_view key);
 uint64_t DecodeBigEndian(std::string_view bytes);  // up to 8 bytes
 
+// One change to a session key, as replicated to the partitions that keep
+// sessions (ShardStore::set_replicate).
+struct SessionChange {
+  enum Kind : uint8_t { kDelete = 0, kPut = 1, kWipe = 2 };
+  Kind kind = kPut;
+  std::string key;    // kWipe: the client id
+  std::string value;  // kPut only
+};
+
 // The session record.
 struct SessionRecord {
   uint32_t expiry_interval = 0;

@@ -17,12 +17,21 @@ ShardStore::~ShardStore() { *self_ = nullptr; }
 void ShardStore::Put(std::string key, std::string value, bool fresh) {
   if (failed_) return;
   if (fresh) pending_.fresh.insert(key);
+  if (!pending_.local.empty()) pending_.local.erase(key);
+  pending_.ops.insert_or_assign(std::move(key), std::move(value));
+  ScheduleFlush();
+}
+
+void ShardStore::PutLocal(std::string key, std::string value) {
+  if (failed_) return;
+  pending_.local.insert(key);
   pending_.ops.insert_or_assign(std::move(key), std::move(value));
   ScheduleFlush();
 }
 
 void ShardStore::Delete(std::string key) {
   if (failed_) return;
+  if (!pending_.local.empty()) pending_.local.erase(key);
   if (auto it = pending_.fresh.find(key); it != pending_.fresh.end()) {
     // Put and deleted before reaching the engine: it never needs to.
     pending_.fresh.erase(it);
@@ -37,7 +46,7 @@ void ShardStore::PutSession(const std::string& client_id, const SessionRecord& r
   Put(SessionKey(client_id), EncodeSession(record));
 }
 
-void ShardStore::DeleteSession(const std::string& client_id) {
+void ShardStore::DeleteSession(const std::string& client_id, bool replicate) {
   for (char tag : {kSessionTag, kSubscriptionTag, kQueuedTag, kInflightTag, kInboundTag}) {
     const std::string prefix = SessionPrefix(tag, client_id);
     std::vector<std::string> keys;
@@ -50,7 +59,14 @@ void ShardStore::DeleteSession(const std::string& client_id) {
       return true;
     });
     if (!scanned) spdlog::error("storage: scan of session '{}' failed: {}", client_id, scanned.error().message);
-    for (auto& key : keys) Delete(std::move(key));
+    for (auto& key : keys) {
+      Delete(key);
+      if (!replicate && !failed_ && pending_.ops.count(key) != 0) pending_.local.insert(std::move(key));
+    }
+  }
+  if (replicate && replicate_ && !failed_) {
+    pending_.wipes.push_back(client_id);
+    ScheduleFlush();
   }
 }
 
@@ -98,10 +114,10 @@ void ShardStore::DeleteRetained(const std::string& topic) { Delete(RetainedKey(t
 
 void ShardStore::WhenDurable(std::function<void()> fn) {
   if (failed_) return;  // never acknowledged: see the header
-  if (!pending_.ops.empty()) {
+  if (!pending_.ops.empty() || !pending_.wipes.empty()) {
     pending_.waiters.push_back(std::move(fn));
   } else if (!in_flight_.empty()) {
-    in_flight_.back().second.push_back(std::move(fn));
+    in_flight_.back().waiters.push_back(std::move(fn));
   } else {
     fn();
   }
@@ -116,34 +132,54 @@ void ShardStore::ScheduleFlush() {
   });
 }
 
-persistence::WriteBatch ShardStore::TakeBatch() {
+namespace {
+bool IsSessionKey(std::string_view key) {
+  return !key.empty() && key.front() != kRetainedTag;
+}
+}  // namespace
+
+persistence::WriteBatch ShardStore::TakeBatch(std::vector<SessionChange>* changes) {
   persistence::WriteBatch batch;
+  if (changes != nullptr) {
+    for (std::string& client : pending_.wipes) changes->push_back({SessionChange::kWipe, std::move(client), {}});
+  }
   for (auto& [key, value] : pending_.ops) {
+    const bool replicate = changes != nullptr && IsSessionKey(key) && pending_.local.count(key) == 0;
     if (value) {
       batch.Put(key, *value);
+      if (replicate) changes->push_back({SessionChange::kPut, key, *value});
     } else {
       batch.Delete(key);
+      if (replicate) changes->push_back({SessionChange::kDelete, key, {}});
     }
   }
   keys_written_ += pending_.ops.size();
   pending_.ops.clear();
   pending_.fresh.clear();
+  pending_.local.clear();
+  pending_.wipes.clear();
   return batch;
 }
 
 void ShardStore::Flush() {
   flush_scheduled_ = false;
   if (failed_) return;
-  if (pending_.ops.empty()) {
+  if (pending_.ops.empty() && pending_.wipes.empty()) {
     // Waiters whose writes collapsed to nothing still wait for earlier batches.
     for (auto& fn : std::exchange(pending_.waiters, {})) WhenDurable(std::move(fn));
     return;
   }
   const uint64_t id = next_batch_++;
-  in_flight_.emplace_back(id, std::exchange(pending_.waiters, {}));
-  persistence::WriteBatch batch = TakeBatch();
+  std::vector<SessionChange> changes;
+  persistence::WriteBatch batch = TakeBatch(replicate_ ? &changes : nullptr);
+  in_flight_.push_back(InFlight{id, changes.empty() ? 1u : 2u, std::exchange(pending_.waiters, {})});
   ++batches_written_;
   std::weak_ptr<ShardStore*> alive = self_;
+  if (!changes.empty()) {
+    replicate_(std::move(changes), [alive, id] {
+      if (auto self = alive.lock(); self && *self) (*self)->OnPartDone(id);
+    });
+  }
   engine_.WriteAsync(batch, [alive, id](persistence::Status status) {
     if (auto self = alive.lock(); self && *self) (*self)->OnWritten(id, status);
   });
@@ -160,19 +196,31 @@ void ShardStore::OnWritten(uint64_t batch, const persistence::Status& status) {
     pending_ = Pending{};
     return;
   }
-  // Engines acknowledge in order; run every batch up to this one.
-  while (!in_flight_.empty() && in_flight_.front().first <= batch) {
-    auto waiters = std::move(in_flight_.front().second);
+  OnPartDone(batch);
+}
+
+void ShardStore::OnPartDone(uint64_t batch) {
+  for (InFlight& flight : in_flight_) {
+    if (flight.id == batch) {
+      --flight.parts_left;
+      break;
+    }
+  }
+  // Acknowledged in batch order: run every batch up to the first not done.
+  while (!in_flight_.empty() && in_flight_.front().parts_left == 0) {
+    auto waiters = std::move(in_flight_.front().waiters);
     in_flight_.pop_front();
     for (auto& fn : waiters) fn();
   }
 }
 
 persistence::Status ShardStore::FlushNow() {
-  if (failed_ || pending_.ops.empty()) return {};
+  if (failed_ || (pending_.ops.empty() && pending_.wipes.empty())) return {};
   auto waiters = std::exchange(pending_.waiters, {});
-  persistence::WriteBatch batch = TakeBatch();
+  std::vector<SessionChange> changes;
+  persistence::WriteBatch batch = TakeBatch(replicate_ ? &changes : nullptr);
   ++batches_written_;
+  if (!changes.empty()) replicate_(std::move(changes), [] {});  // shutting down: nobody waits
   auto status = engine_.Write(batch);
   if (!status) {
     failed_ = true;
@@ -184,9 +232,62 @@ persistence::Status ShardStore::FlushNow() {
 
 // --- recovery -------------------------------------------------------------
 
+bool SessionDecoder::Add(std::string_view key, std::string_view value) {
+  auto parsed = ParseSessionKey(key);
+  if (!parsed) return false;
+  if (parsed->tag == kSessionTag) {
+    auto record = DecodeSession(value);
+    if (!parsed->rest.empty() || !record) return false;
+    RecoveredSession& session = sessions_[parsed->client_id];
+    session.client_id = parsed->client_id;
+    session.record = std::move(*record);
+    return true;
+  }
+  // Per-session keys: kept only when their session record exists.
+  auto it = sessions_.find(parsed->client_id);
+  if (it == sessions_.end()) return false;
+  RecoveredSession& session = it->second;
+  const std::string& rest = parsed->rest;
+  switch (parsed->tag) {
+    case kSubscriptionTag: {
+      auto options = DecodeOptions(value);
+      if (!options || rest.empty()) return false;
+      session.subscriptions.emplace_back(rest, *options);
+      return true;
+    }
+    case kQueuedTag: {
+      auto delivery = DecodeDelivery(value);
+      if (!delivery || rest.size() != 8) return false;
+      delivery->store_seq = DecodeBigEndian(rest);
+      session.queued.push_back(std::move(*delivery));
+      return true;
+    }
+    case kInflightTag: {
+      auto inflight = DecodeInflight(value);
+      if (!inflight || rest.size() != 2 || DecodeBigEndian(rest) == 0) return false;
+      session.inflight.emplace_back(static_cast<uint16_t>(DecodeBigEndian(rest)), std::move(*inflight));
+      return true;
+    }
+    case kInboundTag:
+      if (rest.size() != 2) return false;
+      session.inbound_qos2.push_back(static_cast<uint16_t>(DecodeBigEndian(rest)));
+      return true;
+    default:
+      return false;
+  }
+}
+
+std::vector<RecoveredSession> SessionDecoder::Take() {
+  std::vector<RecoveredSession> sessions;
+  sessions.reserve(sessions_.size());
+  for (auto& [id, session] : sessions_) sessions.push_back(std::move(session));
+  sessions_.clear();
+  return sessions;
+}
+
 persistence::Result<RecoveredShard> ShardStore::Load() {
   RecoveredShard shard;
-  std::map<std::string, RecoveredSession> sessions;
+  SessionDecoder sessions;
   std::vector<std::string> bad_keys;
 
   auto scan = [&](char tag, auto&& visit) -> persistence::Status {
@@ -195,50 +296,13 @@ persistence::Result<RecoveredShard> ShardStore::Load() {
       return true;
     });
   };
-  auto status = scan(kSessionTag, [&](std::string_view key, std::string_view value) {
-    auto parsed = ParseSessionKey(key);
-    auto record = DecodeSession(value);
-    if (!parsed || !parsed->rest.empty() || !record) return false;
-    RecoveredSession& session = sessions[parsed->client_id];
-    session.client_id = parsed->client_id;
-    session.record = std::move(*record);
-    return true;
-  });
-  // Per-session keys: kept only when their session record exists.
-  auto owner = [&](std::string_view key) -> std::pair<RecoveredSession*, std::string> {
-    auto parsed = ParseSessionKey(key);
-    if (!parsed) return {nullptr, {}};
-    auto it = sessions.find(parsed->client_id);
-    return {it == sessions.end() ? nullptr : &it->second, parsed->rest};
-  };
-  if (status) status = scan(kSubscriptionTag, [&](std::string_view key, std::string_view value) {
-    auto [session, filter] = owner(key);
-    auto options = DecodeOptions(value);
-    if (session == nullptr || !options || filter.empty()) return false;
-    session->subscriptions.emplace_back(std::move(filter), *options);
-    return true;
-  });
-  if (status) status = scan(kQueuedTag, [&](std::string_view key, std::string_view value) {
-    auto [session, seq] = owner(key);
-    auto delivery = DecodeDelivery(value);
-    if (session == nullptr || !delivery || seq.size() != 8) return false;
-    delivery->store_seq = DecodeBigEndian(seq);
-    session->queued.push_back(std::move(*delivery));
-    return true;
-  });
-  if (status) status = scan(kInflightTag, [&](std::string_view key, std::string_view value) {
-    auto [session, id] = owner(key);
-    auto inflight = DecodeInflight(value);
-    if (session == nullptr || !inflight || id.size() != 2 || DecodeBigEndian(id) == 0) return false;
-    session->inflight.emplace_back(static_cast<uint16_t>(DecodeBigEndian(id)), std::move(*inflight));
-    return true;
-  });
-  if (status) status = scan(kInboundTag, [&](std::string_view key, std::string_view) {
-    auto [session, id] = owner(key);
-    if (session == nullptr || id.size() != 2) return false;
-    session->inbound_qos2.push_back(static_cast<uint16_t>(DecodeBigEndian(id)));
-    return true;
-  });
+  // The records first: the other keys of a session need its record.
+  persistence::Status status;
+  for (char tag : {kSessionTag, kSubscriptionTag, kQueuedTag, kInflightTag, kInboundTag}) {
+    if (status) status = scan(tag, [&](std::string_view key, std::string_view value) {
+      return sessions.Add(key, value);
+    });
+  }
   if (status) status = scan(kRetainedTag, [&](std::string_view key, std::string_view value) {
     auto message = DecodeMessage(value);
     if (!message || (*message)->topic != key.substr(1)) return false;
@@ -254,7 +318,7 @@ persistence::Result<RecoveredShard> ShardStore::Load() {
     if (auto written = engine_.Write(batch); !written) return MakeError(written.error());
   }
   shard.skipped_records = bad_keys.size();
-  for (auto& [id, session] : sessions) shard.sessions.push_back(std::move(session));
+  shard.sessions = sessions.Take();
   return shard;
 }
 

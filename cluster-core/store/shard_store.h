@@ -17,6 +17,14 @@
 // never runs the waiters of the failed and later batches: nothing is
 // acknowledged that may not be on disk.
 //
+// Replication (optional, set_replicate; docs/partitions.md "Sessions on
+// partitions"): every change to a session key is also handed, in order and
+// batched like the engine's, to the partitions that keep sessions, and a
+// batch counts as acknowledged only once both the engine and the
+// replication have acknowledged it. A session wipe (DeleteSession) goes to
+// the replication as one change, since keys read back from a partition
+// need not be in the engine. Retained messages stay on the engine alone.
+//
 // Threading: the shard's thread, like the engine. The engine and the Loop
 // must outlive the store.
 #include <cstdint>
@@ -46,6 +54,22 @@ struct RecoveredSession {
   std::vector<uint16_t> inbound_qos2;
 };
 
+// Hands a batch of changes to the replication; `done` runs on the shard's
+// loop once they are replicated (retried until then).
+using ReplicateFn = std::function<void(std::vector<SessionChange> changes, std::function<void()> done)>;
+
+// Builds sessions from their keys and values (record first, as the keys
+// sort per tag: 's', then 'b', 'q', 'f', 'i'); Add refuses (false) a key
+// that does not decode or whose session record is missing.
+class SessionDecoder {
+ public:
+  bool Add(std::string_view key, std::string_view value);
+  std::vector<RecoveredSession> Take();
+
+ private:
+  std::map<std::string, RecoveredSession> sessions_;
+};
+
 struct RecoveredShard {
   std::vector<RecoveredSession> sessions;
   std::vector<MessagePtr> retained;
@@ -64,8 +88,10 @@ class ShardStore {
 
   void PutSession(const std::string& client_id, const SessionRecord& record);
   // Deletes every key of the session (record, subscriptions, queue,
-  // in-flight, inbound ids), flushed or still pending.
-  void DeleteSession(const std::string& client_id);
+  // in-flight, inbound ids), flushed or still pending; with `replicate`
+  // false the replication is not told (the partition's copy is another
+  // node's, or about to be written back: see ShardBroker::AdoptSession).
+  void DeleteSession(const std::string& client_id, bool replicate = true);
   void PutSubscription(const std::string& client_id, const std::string& filter,
                        const SubscriptionOptions& options);
   void DeleteSubscription(const std::string& client_id, const std::string& filter);
@@ -75,6 +101,9 @@ class ShardStore {
   void DeleteInflight(const std::string& client_id, uint16_t packet_id);
   void PutInboundQos2(const std::string& client_id, uint16_t packet_id);
   void DeleteInboundQos2(const std::string& client_id, uint16_t packet_id);
+  // Writes a key to the engine only, not to the replication (a session
+  // read back from a partition, kept locally from now on).
+  void PutLocal(std::string key, std::string value);
   void PutRetained(const Message& message);
   void DeleteRetained(const std::string& topic);
 
@@ -84,6 +113,9 @@ class ShardStore {
   // Writes the pending batch now with a synchronous Write (shutdown).
   persistence::Status FlushNow();
 
+  void set_replicate(ReplicateFn replicate) { replicate_ = std::move(replicate); }
+  bool replicated() const { return static_cast<bool>(replicate_); }
+
   bool failed() const { return failed_; }
   uint64_t batches_written() const { return batches_written_; }
   uint64_t keys_written() const { return keys_written_; }
@@ -92,6 +124,8 @@ class ShardStore {
   struct Pending {
     std::map<std::string, std::optional<std::string>, std::less<>> ops;  // nullopt = delete
     std::set<std::string, std::less<>> fresh;  // keys known not to be in the engine
+    std::set<std::string, std::less<>> local;  // PutLocal keys: not replicated
+    std::vector<std::string> wipes;            // client ids, replicated before `ops`
     std::vector<std::function<void()>> waiters;
   };
   void Put(std::string key, std::string value, bool fresh = false);
@@ -99,14 +133,22 @@ class ShardStore {
   void ScheduleFlush();
   void Flush();
   void OnWritten(uint64_t batch, const persistence::Status& status);
-  persistence::WriteBatch TakeBatch();
+  void OnPartDone(uint64_t batch);
+  persistence::WriteBatch TakeBatch(std::vector<SessionChange>* changes);
 
   persistence::StorageEngine& engine_;
   io::Loop& loop_;
   Pending pending_;
   bool flush_scheduled_ = false;
-  // Batches handed to the engine and not yet acknowledged, oldest first.
-  std::deque<std::pair<uint64_t, std::vector<std::function<void()>>>> in_flight_;
+  // Batches handed to the engine (and the replication) and not yet
+  // acknowledged by both, oldest first; acknowledged in order.
+  struct InFlight {
+    uint64_t id = 0;
+    uint32_t parts_left = 0;
+    std::vector<std::function<void()>> waiters;
+  };
+  std::deque<InFlight> in_flight_;
+  ReplicateFn replicate_;
   uint64_t next_batch_ = 1;
   bool failed_ = false;
   uint64_t batches_written_ = 0;

@@ -4,6 +4,7 @@
 // from observed state (members, routes, deliveries) that the others keep
 // delivering. Counts of sent / acknowledged / delivered / lost are printed.
 #include <cstdio>
+#include <optional>
 
 #include "conformance/cluster/cluster_fixture.h"
 
@@ -243,6 +244,68 @@ TEST(ClusterChurnTest, PersistentSessionRouteReturnsAfterRestartOfDurableNode) {
   auto session = ConnectClients(*cluster, {{3, client_id}}, /*clean=*/false);
   auto indexes = TakeIndexes(*session[0], 10);
   EXPECT_EQ(indexes, (std::vector<int>{0, 1, 2, 3, 4, 5, 6, 7, 8, 9}));
+}
+
+// Sessions anywhere (issue 7 point 4, docs/partitions.md "Sessions on
+// partitions"): a persistent session is kept on the partition of its client
+// id as well as on its node, so its client resumes on another node with
+// every message acknowledged to the publisher while it was away, both when
+// it simply moves and when its node was killed (kill -9). QoS 2 as well:
+// each message once.
+void ExpectResumesElsewhere(bool kill_first_node, int qos) {
+  ClusterProcess::Options options;
+  options.durable = true;
+  auto cluster = StartCluster(options);
+  ASSERT_NE(cluster, nullptr);
+  const std::string topic = UniqueName("churn/anywhere/");
+  const std::string client_id = UniqueName("anywhere-");
+  {
+    auto session = ConnectClients(*cluster, {{3, client_id}}, /*clean=*/false);
+    session[0]->Subscribe(topic, qos);
+    session[0]->Disconnect();
+  }
+  std::string why;
+  ASSERT_TRUE(cluster->WaitRoute(3, topic, true, kConverge, &why)) << why;
+  auto publisher = ConnectClients(*cluster, {{1, UniqueName("pub")}});
+  for (int i = 0; i < 20; ++i) publisher[0]->Publish(topic, std::to_string(i), qos);  // each acknowledged
+  if (kill_first_node) {
+    cluster->node(3).Kill();
+    ASSERT_TRUE(cluster->WaitMembers({1, 2}, kConverge, &why)) << why;
+  }
+  PahoClient resumed(cluster->node(2).mqtt_uri(), client_id, MQTTVERSION_3_1_1);
+  PahoClient::ConnectOptions connect;
+  connect.clean = false;
+  // The first tries may meet a partition whose leader died with node 3.
+  std::optional<paho::connect_response> response;
+  const auto deadline = testing::Clock::now() + kConverge;
+  while (!response && testing::Clock::now() < deadline) {
+    try {
+      response = resumed.Connect(connect);
+    } catch (const std::exception& e) {
+      why = e.what();
+    }
+  }
+  ASSERT_TRUE(response.has_value()) << "no CONNECT on node 2: " << why;
+  EXPECT_TRUE(response->is_session_present()) << "node 2 did not resume the session";
+  auto indexes = DrainUntil(resumed, {}, 20);
+  auto [lost, duplicated] = LostAndDuplicated(indexes, 20);
+  std::printf("[counts] resume on node 2 (node 3 %s, QoS %d): acknowledged=20 delivered=%zu lost=%d duplicated=%d\n",
+              kill_first_node ? "killed" : "alive", qos, indexes.size(), lost, duplicated);
+  EXPECT_EQ(lost, 0);
+  if (qos == 2) {
+    EXPECT_EQ(duplicated, 0);
+  }
+  // The session's route is on node 2 now: later publishes reach it there.
+  ASSERT_TRUE(cluster->WaitRoute(2, topic, true, kConverge, &why)) << why;
+  publisher[0]->Publish(topic, "20", qos);
+  auto later = TakeIndexes(resumed, 1);
+  EXPECT_EQ(later, (std::vector<int>{20}));
+}
+
+TEST(ClusterChurnTest, APersistentSessionResumesOnAnotherNodeWithItsQueue) { ExpectResumesElsewhere(false, 1); }
+
+TEST(ClusterChurnTest, APersistentSessionResumesOnAnotherNodeAfterItsNodeIsKilled) {
+  ExpectResumesElsewhere(true, 2);
 }
 
 // One client id per cluster (docs/cluster.md): a CONNECT is accepted only

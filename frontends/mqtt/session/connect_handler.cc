@@ -82,7 +82,8 @@ void MqttConnection::ClaimClientId(ConnectPacket&& connect) {
   UpdateReading();
   std::weak_ptr<MqttConnection> weak = weak_from_this();
   claim_call_on_stack_ = true;
-  settings_.claim_client_id(client_id_, [weak](ClaimOutcome outcome) {
+  const bool clean_start = pending_connect_->clean_start;
+  settings_.claim_client_id(client_id_, clean_start, [weak](ClaimOutcome outcome) {
     if (auto self = weak.lock()) self->OnClaimAnswered(outcome);
   });
   claim_call_on_stack_ = false;

@@ -52,8 +52,10 @@ struct ConnectionSettings {
   // nothing, reads nothing and holds any pipelined packets; the connect
   // timeout keeps running (a claim not answered in time is refused like
   // kUnavailable). Not called for a server-assigned id (unique already).
-  // Null: no claim (a single node).
-  std::function<void(const std::string& client_id, std::function<void(ClaimOutcome)> done)>
+  // Null: no claim (a single node). `clean_start` is the CONNECT's: the
+  // hook may bring a session served elsewhere to this node before it
+  // answers (the connection then attaches to it).
+  std::function<void(const std::string& client_id, bool clean_start, std::function<void(ClaimOutcome)> done)>
       claim_client_id;
   // Called once, after the connection closed, when a connection whose claim
   // was granted ends together with its session (session expiry 0 at the

@@ -24,9 +24,10 @@ class FakeRegistry {
  public:
   ConnectionSettings Settings() {
     ConnectionSettings settings;
-    settings.claim_client_id = [this](const std::string& client_id,
+    settings.claim_client_id = [this](const std::string& client_id, bool clean_start,
                                       std::function<void(ClaimOutcome)> done) {
       claims.push_back(client_id);
+      clean_starts.push_back(clean_start);
       if (answer_at_once) {
         done(*answer_at_once);
         return;
@@ -49,6 +50,7 @@ class FakeRegistry {
   std::vector<std::string> claims;
   std::deque<std::function<void(ClaimOutcome)>> pending;
   std::vector<std::string> released;
+  std::vector<bool> clean_starts;
 };
 
 std::string Encoded(const Packet& packet, ProtocolVersion version = ProtocolVersion::kV5) {
@@ -268,6 +270,10 @@ TEST_F(ClaimTest, IdIsKeptWhileThePersistentSessionLives_Issue6) {
   v5->DropNetwork();
   EXPECT_TRUE(registry_.released.empty());
   EXPECT_NE(broker_->FindSession("v5"), nullptr);
+  // The hook learns each CONNECT's clean start (a session kept elsewhere is
+  // brought here only without it).
+  auto clean = Granted("clean", ProtocolVersion::kV5, /*clean=*/true);
+  EXPECT_EQ(registry_.clean_starts, (std::vector<bool>{false, false, true}));
 }
 
 TEST_F(ClaimTest, IdIsNotReleasedByATakenOverConnection_Issue6) {

@@ -1,0 +1,153 @@
+// The agent's side of persistent sessions on partitions (docs/partitions.md
+// "Sessions on partitions"): the shards' session changes written to the
+// partitions of their client ids, and a session read back for a CONNECT
+// that takes the client id from another node.
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+
+#include "cluster-core/cluster/cluster_agent.h"
+#include "cluster-core/partition/session_machine.h"
+#include "cluster-core/store/record_codec.h"
+
+namespace estuary::cluster {
+
+namespace {
+// One write entry carries the waiting batches up to about this many bytes
+// (at least one batch, whatever its size).
+constexpr size_t kMaxSessionWriteBytes = 1u << 20;
+constexpr uint32_t kFirstRetryMs = 50;
+constexpr uint32_t kMaxRetryMs = 1000;
+
+size_t OpsBytes(const std::vector<partition::SessionOp>& ops) {
+  size_t bytes = 0;
+  for (const auto& op : ops) bytes += op.key.size() + op.value.size() + 9;
+  return bytes;
+}
+}  // namespace
+
+void ClusterAgent::OnReplicateSessions(uint16_t shard, std::vector<core::store::SessionChange> changes,
+                                       std::function<void()> done) {
+  if (!partitions_ || changes.empty()) {
+    PostToShard(shard, [done = std::move(done)](core::ShardBroker&) { done(); });
+    return;
+  }
+  const uint64_t batch = next_session_batch_++;
+  std::map<partition::PartitionId, std::vector<partition::SessionOp>> parts;
+  for (auto& change : changes) {
+    partition::SessionOp op{static_cast<partition::SessionOp::Kind>(change.kind), std::move(change.key),
+                            std::move(change.value)};
+    auto client = partition::ClientOfSessionOp(op);
+    if (!client) continue;  // not a session key: nothing to replicate
+    parts[partitions_->PartitionOf(*client)].push_back(std::move(op));
+  }
+  if (parts.empty()) {
+    PostToShard(shard, [done = std::move(done)](core::ShardBroker&) { done(); });
+    return;
+  }
+  session_batches_[batch] = SessionBatch{shard, static_cast<uint32_t>(parts.size()), std::move(done)};
+  ++counters_.session_batches_pending;
+  for (auto& [partition, ops] : parts) {
+    session_queues_[{shard, partition}].waiting.emplace_back(batch, std::move(ops));
+    PumpSessionWrites(shard, partition);
+  }
+}
+
+void ClusterAgent::PumpSessionWrites(uint16_t shard, partition::PartitionId partition) {
+  SessionQueue& queue = session_queues_[{shard, partition}];
+  if (queue.outstanding || queue.retry_scheduled) return;  // one write at a time
+  if (queue.in_flight.empty()) {
+    if (queue.waiting.empty()) {
+      session_queues_.erase({shard, partition});
+      return;
+    }
+    partition::SessionWrite write{config_.self, boot_id_, {}};
+    size_t bytes = 0;
+    while (!queue.waiting.empty() && (write.ops.empty() || bytes < kMaxSessionWriteBytes)) {
+      auto& [batch, ops] = queue.waiting.front();
+      bytes += OpsBytes(ops);
+      std::move(ops.begin(), ops.end(), std::back_inserter(write.ops));
+      queue.in_flight_batches.push_back(batch);
+      queue.waiting.pop_front();
+    }
+    queue.in_flight = partition::EncodeSessionWrite(write);
+  }
+  queue.outstanding = true;
+  ++counters_.session_writes;
+  partitions_->Propose(partition, queue.in_flight,
+                       [this, shard, partition, alive = std::weak_ptr<int>(lifetime_)](partition::PartitionResult result) {
+                         if (alive.expired()) return;
+                         OnSessionWritten(shard, partition, result);
+                       });
+}
+
+void ClusterAgent::OnSessionWritten(uint16_t shard, partition::PartitionId partition,
+                                    const partition::PartitionResult& result) {
+  auto found = session_queues_.find({shard, partition});
+  if (found == session_queues_.end()) return;
+  SessionQueue& queue = found->second;
+  queue.outstanding = false;
+  if (result.status != meta::ProposeStatus::kOk) {
+    // Made again until it commits: its publishers wait. Applying the same
+    // write twice (a timed-out attempt that did commit) leaves the same
+    // state, and nothing later of this shard goes to the partition before.
+    ++counters_.session_write_retries;
+    const uint32_t delay = std::min<uint32_t>(kMaxRetryMs, kFirstRetryMs << std::min<uint32_t>(queue.attempt, 5));
+    if (queue.attempt++ % 20 == 0) {
+      spdlog::warn("cluster: session changes for partition {} not committed (status {}); retrying in {} ms",
+                   partition, static_cast<int>(result.status), delay);
+    }
+    queue.retry_scheduled = true;
+    loop_.AddTimer(delay, [this, shard, partition, alive = std::weak_ptr<int>(lifetime_)] {
+      if (alive.expired()) return;
+      session_queues_[{shard, partition}].retry_scheduled = false;
+      PumpSessionWrites(shard, partition);
+    });
+    return;
+  }
+  if (result.result) {
+    if (auto refused = partition::DecodeSessionWriteResult(*result.result); refused && !refused->empty()) {
+      counters_.session_writes_refused += refused->size();
+      spdlog::debug("cluster: session changes of {} client(s) refused (first '{}'): served by another node now",
+                    refused->size(), refused->front());
+    }
+  }
+  queue.in_flight.clear();
+  queue.attempt = 0;
+  for (uint64_t batch : std::exchange(queue.in_flight_batches, {})) {
+    auto it = session_batches_.find(batch);
+    if (it == session_batches_.end() || --it->second.parts_left != 0) continue;
+    --counters_.session_batches_pending;
+    PostToShard(it->second.shard, [done = std::move(it->second.done)](core::ShardBroker&) { done(); });
+    session_batches_.erase(it);
+  }
+  PumpSessionWrites(shard, partition);
+}
+
+void ClusterAgent::LoadSession(const std::string& client_id, std::function<void(ClaimAnswer)> done) {
+  ++counters_.session_loads;
+  partitions_->Read(
+      partitions_->PartitionOf(client_id), partition::EncodeSessionLoad(client_id),
+      [this, client_id, done = std::move(done), alive = std::weak_ptr<int>(lifetime_)](partition::PartitionResult result) {
+        if (alive.expired()) return;
+        ClaimAnswer answer;
+        if (result.status == meta::ProposeStatus::kOk) {
+          answer.granted = true;
+          if (!result.result || result.result->empty()) {
+            answer.session.emplace();  // the partition holds nothing for it
+          } else {
+            answer.session = partition::DecodeSessionLoadResult(*result.result);
+            answer.granted = answer.session.has_value();
+          }
+        }
+        if (!answer.granted) {
+          ++counters_.session_loads_failed;
+          spdlog::warn("cluster: the session of client id '{}' could not be read from its partition (status {}): "
+                       "the CONNECT is refused",
+                       client_id, static_cast<int>(result.status));
+        }
+        done(std::move(answer));
+      });
+}
+
+}  // namespace estuary::cluster

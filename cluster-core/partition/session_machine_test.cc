@@ -1,0 +1,167 @@
+#include "cluster-core/partition/session_machine.h"
+
+#include <gtest/gtest.h>
+
+#include "cluster-core/partition/partition_state.h"
+#include "cluster-core/store/record_codec.h"
+
+namespace estuary::partition {
+namespace {
+
+namespace store = core::store;
+
+constexpr int64_t kNow = 1'800'000'000'000;
+
+raft::Entry EntryOf(std::string_view bytes) {
+  raft::Entry entry;
+  entry.index = 1;
+  entry.term = 1;
+  entry.data.assign(bytes.begin(), bytes.end());
+  return entry;
+}
+
+SessionOp Put(std::string key, std::string value) { return {SessionOp::kPut, std::move(key), std::move(value)}; }
+SessionOp Delete(std::string key) { return {SessionOp::kDelete, std::move(key), {}}; }
+SessionOp Wipe(std::string client) { return {SessionOp::kWipe, std::move(client), {}}; }
+
+std::vector<std::string> Write(PartitionState& state, NodeId node, uint64_t boot, std::vector<SessionOp> ops) {
+  return DecodeSessionWriteResult(state.Apply(EntryOf(EncodeSessionWrite(SessionWrite{node, boot, std::move(ops)}))))
+      .value();
+}
+
+void Claim(PartitionState& state, const std::string& client, ClientOwner owner) {
+  state.Apply(EntryOf(EncodeRegistryCommand(ClaimClient{client, owner})));
+}
+
+std::vector<std::pair<std::string, std::string>> Load(const PartitionState& state, std::string_view client) {
+  return DecodeSessionLoadResult(state.Query(EncodeSessionLoad(client))).value();
+}
+
+TEST(SessionMachineTest, OnlyTheRegisteredOwnerWritesAClientsSession) {
+  PartitionState state([] { return kNow; });
+  Claim(state, "dev", ClientOwner{1, 7, 1});
+  EXPECT_TRUE(Write(state, 1, 7,
+                    {Put(store::SessionKey("dev"), "record"), Put(store::SubscriptionKey("dev", "a/#"), "opts"),
+                     Put(store::QueuedKey("dev", 1), "m1"), Put(store::QueuedKey("dev", 2), "m2")})
+                  .empty());
+  EXPECT_EQ(Load(state, "dev").size(), 4u);
+
+  // Another node is not the owner; the same node after a restart is (it
+  // serves what it recovered).
+  EXPECT_EQ(Write(state, 2, 9, {Put(store::QueuedKey("dev", 3), "late")}), std::vector<std::string>{"dev"});
+  EXPECT_EQ(Load(state, "dev").size(), 4u);
+  EXPECT_EQ(state.sessions().refused(), 1u);
+  EXPECT_TRUE(Write(state, 1, 8, {Put(store::QueuedKey("dev", 3), "m3")}).empty());
+  EXPECT_TRUE(Write(state, 1, 8, {Delete(store::QueuedKey("dev", 3))}).empty());
+
+  // The claim moves to node 2: node 1's late writes, and its clean-up of
+  // its own copy, are refused; node 2 writes.
+  Claim(state, "dev", ClientOwner{2, 9, 1});
+  EXPECT_EQ(Write(state, 1, 7, {Put(store::QueuedKey("dev", 3), "late"), Wipe("dev")}),
+            std::vector<std::string>{"dev"});
+  EXPECT_EQ(Load(state, "dev").size(), 4u);
+  EXPECT_TRUE(Write(state, 2, 9, {Delete(store::QueuedKey("dev", 1)), Put(store::InboundKey("dev", 5), "")}).empty());
+  const auto loaded = Load(state, "dev");
+  ASSERT_EQ(loaded.size(), 4u);
+  // In key order: record, subscription, queue, inbound id... as the store lays them out.
+  std::vector<std::string> keys;
+  for (const auto& [key, value] : loaded) keys.push_back(key);
+  EXPECT_EQ(keys, (std::vector<std::string>{store::SessionKey("dev"), store::SubscriptionKey("dev", "a/#"),
+                                             store::QueuedKey("dev", 2), store::InboundKey("dev", 5)}));
+  EXPECT_EQ(loaded[2].second, "m2");
+}
+
+TEST(SessionMachineTest, ChangesOfSeveralClientsInOneWriteAreDecidedPerClient) {
+  PartitionState state([] { return kNow; });
+  Claim(state, "a", ClientOwner{1, 1, 1});
+  Claim(state, "b", ClientOwner{2, 1, 1});
+  EXPECT_EQ(Write(state, 1, 1,
+                  {Put(store::SessionKey("a"), "ra"), Put(store::SessionKey("b"), "rb"),
+                   Put(store::QueuedKey("a", 1), "qa"), Put(store::SessionKey("c"), "rc")}),
+            (std::vector<std::string>{"b", "c"}));
+  EXPECT_EQ(Load(state, "a").size(), 2u);
+  EXPECT_TRUE(Load(state, "b").empty());
+  EXPECT_TRUE(Load(state, "c").empty());
+}
+
+TEST(SessionMachineTest, ADeleteOfAnUnownedClientIsAppliedAndAReleaseDropsTheSession) {
+  PartitionState state([] { return kNow; });
+  const ClientOwner owner{1, 3, 4};
+  Claim(state, "dev", owner);
+  Claim(state, "dev-longer", ClientOwner{1, 3, 5});
+  Write(state, 1, 3,
+        {Put(store::SessionKey("dev"), "r"), Put(store::QueuedKey("dev", 1), "q"),
+         Put(store::SessionKey("dev-longer"), "r2")});
+  // A stale release (another connection's) changes nothing.
+  state.Apply(EntryOf(EncodeRegistryCommand(ReleaseClient{"dev", ClientOwner{1, 3, 99}})));
+  EXPECT_EQ(Load(state, "dev").size(), 2u);
+  state.Apply(EntryOf(EncodeRegistryCommand(ReleaseClient{"dev", owner})));
+  EXPECT_TRUE(Load(state, "dev").empty());
+  EXPECT_EQ(Load(state, "dev-longer").size(), 1u);  // a longer id sharing the prefix is untouched
+
+  // Nobody owns "dev" now: its clean-up is applied, a put is not.
+  Claim(state, "dev", owner);
+  Write(state, 1, 3, {Put(store::SessionKey("dev"), "r")});
+  state.Apply(EntryOf(EncodeRegistryCommand(ReleaseClient{"dev", owner})));
+  EXPECT_EQ(Write(state, 1, 3, {Put(store::SessionKey("dev"), "again")}), std::vector<std::string>{"dev"});
+  EXPECT_TRUE(Write(state, 1, 3, {Delete(store::SessionKey("dev")), Wipe("dev")}).empty());
+  EXPECT_TRUE(Load(state, "dev").empty());
+}
+
+TEST(SessionMachineTest, ACleanStartsClaimEndsTheSession) {
+  PartitionState state([] { return kNow; });
+  Claim(state, "dev", ClientOwner{1, 1, 1});
+  Write(state, 1, 1, {Put(store::SessionKey("dev"), "r"), Put(store::QueuedKey("dev", 1), "q")});
+  Claim(state, "dev", ClientOwner{2, 1, 1});  // resumed elsewhere: kept
+  EXPECT_EQ(Load(state, "dev").size(), 2u);
+  state.Apply(EntryOf(EncodeRegistryCommand(ClaimClient{"dev", ClientOwner{3, 1, 1}, /*clean=*/true})));
+  EXPECT_TRUE(Load(state, "dev").empty());
+  EXPECT_EQ(state.registry().owners().at("dev"), (ClientOwner{3, 1, 1}));
+}
+
+TEST(SessionMachineTest, SnapshotCarriesTheSessionsAndOlderSnapshotsRestoreNone) {
+  PartitionState state([] { return kNow; });
+  Claim(state, "dev", ClientOwner{1, 1, 1});
+  Write(state, 1, 1, {Put(store::SessionKey("dev"), "r"), Put(store::InflightKey("dev", 9), "f")});
+  const std::vector<uint8_t> snapshot = state.Snapshot();
+
+  PartitionState copy([] { return kNow; });
+  ASSERT_TRUE(copy.Restore(snapshot));
+  EXPECT_EQ(copy.Snapshot(), snapshot);
+  EXPECT_EQ(Load(copy, "dev"), Load(state, "dev"));
+
+  // A snapshot written before sessions were kept (three sections).
+  PartitionState older([] { return kNow; });
+  Claim(older, "x", ClientOwner{2, 2, 2});
+  std::vector<uint8_t> three = older.Snapshot();
+  const std::vector<uint8_t> empty_sessions = SessionMachine(older.registry()).Snapshot();
+  three.resize(three.size() - empty_sessions.size() - 4);  // drop the last section and its length
+  ASSERT_TRUE(copy.Restore(three));
+  EXPECT_TRUE(copy.sessions().keys().empty());
+  EXPECT_EQ(copy.registry().owners().count("x"), 1u);
+}
+
+TEST(SessionMachineTest, MalformedWritesAndResultsAreRefused) {
+  PartitionState state([] { return kNow; });
+  const std::string good = EncodeSessionWrite(SessionWrite{1, 1, {Put(store::SessionKey("d"), "v")}});
+  EXPECT_EQ(DecodeSessionWrite(good)->ops.size(), 1u);
+  for (size_t cut = 1; cut < good.size(); ++cut) {
+    EXPECT_FALSE(DecodeSessionWrite(good.substr(0, cut)).has_value()) << cut;
+  }
+  std::string bad_kind = good;
+  bad_kind[1 + 4 + 8 + 4] = 3;
+  EXPECT_FALSE(DecodeSessionWrite(bad_kind).has_value());
+  EXPECT_FALSE(DecodeSessionWrite(EncodeSessionWrite(SessionWrite{0, 1, {}})).has_value());  // node 0
+  EXPECT_EQ(state.Apply(EntryOf(good.substr(0, 5))), "");
+  EXPECT_EQ(state.sessions().malformed(), 1u);
+  // A key that is not a session key is skipped, not stored.
+  Claim(state, "d", ClientOwner{1, 1, 1});
+  EXPECT_TRUE(Write(state, 1, 1, {Put(store::RetainedKey("t"), "v"), Put(store::SessionKey("d"), "r")}).empty());
+  EXPECT_EQ(state.sessions().keys().size(), 1u);
+  EXPECT_FALSE(DecodeSessionLoadResult(std::string("\x00\x00\x00\x01", 4)).has_value());
+  EXPECT_FALSE(DecodeSessionWriteResult(std::string("\x00\x00\x00\x02\x00", 5)).has_value());
+  EXPECT_TRUE(state.Query(std::string("\x30", 1)).empty());
+}
+
+}  // namespace
+}  // namespace estuary::partition
