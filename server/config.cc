@@ -63,6 +63,11 @@ void BuildApp(CLI::App& app, NodeConfig& config) {
   app.add_option("--cluster-peer-grace", config.cluster_peer_grace_ms,
                  "Milliseconds a peer's link may stay down before its routes are forgotten")
       ->capture_default_str();
+  app.add_option("--cluster-replicas", config.cluster_replicas,
+                 "Replicas of each partition (sessions, retained messages, client ids), capped at the node "
+                 "count; must be the same on every node. 1 keeps one copy: a node's loss loses its partitions")
+      ->capture_default_str()
+      ->check(CLI::Range(1u, 9u));
   app.add_option("--cluster-forward-timeout", config.cluster_forward_timeout_ms,
                  "Milliseconds a QoS 1/2 publish waits for another node's confirmation")
       ->capture_default_str()

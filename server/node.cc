@@ -201,6 +201,7 @@ Expected<void, std::string> Node::StartMetadata() {
   // routes by the ones its new process announces.
   meta.boot_id = (static_cast<uint64_t>(io::SystemClock::Instance().WallMs()) << 16) ^ std::random_device{}();
   meta.has_seeds = !config_.seeds.empty();
+  meta.replicas = config_.cluster_replicas;
   if (auto enabled = agent_->EnableMetadata(meta, *meta_engine_); !enabled) {
     return MakeError("metadata group: " + enabled.error());
   }

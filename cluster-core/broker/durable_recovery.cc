@@ -24,7 +24,7 @@ void ShardBroker::AttachStore(persistence::StorageEngine& engine) {
 }
 
 void ShardBroker::AdoptSession(const std::string& client_id,
-                               const std::vector<std::pair<std::string, std::string>>& keys) {
+                               const std::vector<std::pair<std::string, std::string>>& keys, bool taken_over) {
   if (Session* stale = FindSession(client_id)) {
     if (SessionSink* old = stale->sink(); old != nullptr) {
       stale->set_sink(nullptr);
@@ -43,10 +43,10 @@ void ShardBroker::AdoptSession(const std::string& client_id,
   }
   std::vector<store::RecoveredSession> sessions = decoder.Take();
   if (sessions.empty() || sessions.front().client_id != client_id) return;
-  sessions.front().record.will.reset();
+  if (!taken_over) sessions.front().record.will.reset();
   RecoveryCounts counts;
   RestoreSession(sessions.front(), counts);
-  ShardMetrics::Add(metrics_.sessions_adopted);
+  ShardMetrics::Add(taken_over ? metrics_.sessions_taken_over : metrics_.sessions_adopted);
 }
 
 void ShardBroker::FlushStore() {

@@ -106,7 +106,11 @@ class ShardBroker {
   // (it is older: the session was served elsewhere since), without telling
   // the partition; the previous connection's will is left to its node.
   // The keys are written to this node's store too. Call before Attach.
-  void AdoptSession(const std::string& client_id, const std::vector<std::pair<std::string, std::string>>& keys);
+  // `taken_over` (task transfer: the node that served it is gone): the
+  // session waits here for its client, its will (the connection went with
+  // its node) is published after its delay and its expiry runs.
+  void AdoptSession(const std::string& client_id, const std::vector<std::pair<std::string, std::string>>& keys,
+                    bool taken_over = false);
   size_t session_count() const { return sessions_.size(); }
 
   // --- publish ------------------------------------------------------------

@@ -446,6 +446,7 @@ void ClusterAgent::DeclareGone(NodeId node) {
   }
   ReleaseForwardsTo(node);
   spdlog::info("cluster: node {} gone; its routes are forgotten", node);
+  if (partitions_) TakeOverSessionsOf(node);
 }
 
 void ClusterAgent::OnRefusedBy(const std::string& address, const std::string& reason) {
@@ -490,6 +491,7 @@ void ClusterAgent::OnFrame(NodeId from, uint8_t type, std::string_view body) {
       if (!ids) break;
       for (const std::string& id : *ids) {
         ++counters_.takeovers_in;
+        claims_.erase(id);  // another node's claim replaced this node's
         PostToShard(core::ShardForClientId(id, config_.shard_count),
                     [id](core::ShardBroker& broker) { broker.TakenOverElsewhere(id); });
       }

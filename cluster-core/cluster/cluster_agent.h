@@ -97,6 +97,8 @@ struct ClusterCounters {
   uint64_t session_writes_refused = 0;   // client changes refused: the session is another node's now
   uint64_t session_loads = 0;            // sessions read from partitions for a CONNECT
   uint64_t session_loads_failed = 0;     // not read in time: the CONNECT was refused
+  uint64_t sessions_taken_over = 0;      // a gone node's sessions claimed and served here
+  uint64_t session_takeovers_failed = 0; // listings, claims or reads that did not succeed
   uint64_t bad_frames = 0;
 };
 
@@ -260,6 +262,12 @@ class ClusterAgent final : public LinkHandler {
   void PumpSessionWrites(uint16_t shard, partition::PartitionId partition);
   void OnSessionWritten(uint16_t shard, partition::PartitionId partition, const partition::PartitionResult& result);
   void LoadSession(const std::string& client_id, std::function<void(ClaimAnswer)> done);
+  // Task transfer: the persistent sessions `gone` owned, in the partitions
+  // this node is the first live placed replica of, claimed (only from
+  // `gone`) and served here until their clients return.
+  void TakeOverSessionsOf(NodeId gone, uint32_t attempt = 0);
+  void TakeOverSession(const std::string& client_id, NodeId gone, uint32_t attempt = 0);
+  void AdoptTakenOver(const std::string& client_id, uint64_t serial, uint32_t attempt);
   void OpenRetainedIndex();
   void WriteRetainedAttempt(const MessagePtr& message, std::function<void()> done, uint32_t attempt);
   void ReadRetainedPartitions(const std::string& filter, std::vector<partition::PartitionId> partitions,

@@ -106,6 +106,11 @@ std::string ClusterAgent::MetricsText() const {
          "Sessions read from their partition for a CONNECT that took the client id over.", c.session_loads);
   series("estuary_cluster_session_loads_failed_total", "counter",
          "Session reads not answered in time (the CONNECT was refused).", c.session_loads_failed);
+  series("estuary_cluster_sessions_taken_over_total", "counter",
+         "Persistent sessions of a gone node claimed and served here until their client returns.",
+         c.sessions_taken_over);
+  series("estuary_cluster_session_takeovers_failed_total", "counter",
+         "Listings, claims or reads of a gone node's sessions that did not succeed.", c.session_takeovers_failed);
   series("estuary_cluster_client_takeovers_out_total", "counter",
          "Committed claims that told another node to close the client's connection.", c.client_takeovers_out);
   series("estuary_cluster_takeovers_total", "counter", "Sessions ended here because their client attached elsewhere.",

@@ -151,3 +151,108 @@ void ClusterAgent::LoadSession(const std::string& client_id, std::function<void(
 }
 
 }  // namespace estuary::cluster
+
+namespace estuary::cluster {
+
+// Task transfer (docs/partitions.md "Sessions on partitions"). Each open
+// partition's sessions of the gone node are taken over by one survivor:
+// the first replica of the partition's placement that is neither the gone
+// node nor unreachable from here. Nodes may disagree for a moment about
+// who that is; the conditional claim (only from `gone`) lets one win.
+void ClusterAgent::TakeOverSessionsOf(NodeId gone, uint32_t attempt) {
+  if (!partitions_ || !meta_) return;
+  const meta::MetaState& state = meta_->state();
+  const meta::Placement& placement = state.placement();
+  for (const auto& [partition, open] : state.open_partitions()) {
+    const std::vector<NodeId>* placed =
+        partition < placement.assignment.size() ? &placement.assignment[partition] : &open.replicas;
+    NodeId chosen = 0;
+    for (NodeId node : *placed) {
+      if (node != gone && (node == config_.self || !PeerUnreachable(node))) {
+        chosen = node;
+        break;
+      }
+    }
+    if (chosen != config_.self) continue;
+    partitions_->Read(
+        partition, partition::EncodeSessionsOwnedBy(gone),
+        [this, gone, partition, attempt, alive = std::weak_ptr<int>(lifetime_)](partition::PartitionResult result) {
+          if (alive.expired()) return;
+          std::optional<std::vector<std::string>> owned;
+          if (result.status == meta::ProposeStatus::kOk) {
+            owned = result.result ? partition::DecodeClientList(*result.result) : std::vector<std::string>{};
+          }
+          if (!owned) {
+            ++counters_.session_takeovers_failed;
+            spdlog::warn("cluster: the sessions node {} held in partition {} could not be listed (status {})", gone,
+                         partition, static_cast<int>(result.status));
+            // The whole listing again later: claims that applied already do
+            // not apply twice (the node no longer owns those ids).
+            if (attempt < 10) {
+              loop_.AddTimer(1000, [this, gone, attempt, alive] {
+                if (!alive.expired()) TakeOverSessionsOf(gone, attempt + 1);
+              });
+            }
+            return;
+          }
+          if (!owned->empty()) {
+            spdlog::info("cluster: taking over {} session(s) of node {} from partition {}", owned->size(), gone,
+                         partition);
+          }
+          for (const std::string& client : *owned) TakeOverSession(client, gone);
+        });
+  }
+}
+
+void ClusterAgent::TakeOverSession(const std::string& client_id, NodeId gone, uint32_t attempt) {
+  const uint64_t serial = next_claim_++;
+  const partition::ClientOwner owner{config_.self, boot_id_, serial};
+  const std::string command =
+      partition::EncodeRegistryCommand(partition::ClaimClient{client_id, owner, false, gone});
+  partitions_->Propose(
+      partitions_->PartitionOf(client_id), command,
+      [this, client_id, gone, serial, attempt, alive = std::weak_ptr<int>(lifetime_)](partition::PartitionResult result) {
+        if (alive.expired()) return;
+        if (result.status != meta::ProposeStatus::kOk) {
+          ++counters_.session_takeovers_failed;
+          if (attempt < 10) {
+            loop_.AddTimer(1000, [this, client_id, gone, attempt, alive] {
+              if (!alive.expired()) TakeOverSession(client_id, gone, attempt + 1);
+            });
+          }
+          return;
+        }
+        // Empty: the client came back elsewhere (or another survivor was
+        // first). Without a result (no longer kept) the read below tells.
+        if (result.result && result.result->empty()) return;
+        claims_[client_id] = serial;
+        AdoptTakenOver(client_id, serial, 0);
+      });
+}
+
+// The claim is ours: the session is read (again, while the partition
+// elects a leader) and handed to the client id's shard, unless the client
+// came back elsewhere meanwhile (the claim is no longer this one).
+void ClusterAgent::AdoptTakenOver(const std::string& client_id, uint64_t serial, uint32_t attempt) {
+  LoadSession(client_id, [this, client_id, serial, attempt, alive = std::weak_ptr<int>(lifetime_)](ClaimAnswer answer) {
+    if (alive.expired()) return;
+    auto claim = claims_.find(client_id);
+    if (claim == claims_.end() || claim->second != serial) return;
+    if (!answer.granted || !answer.session) {
+      ++counters_.session_takeovers_failed;
+      if (attempt < 10) {
+        loop_.AddTimer(1000, [this, client_id, serial, attempt, alive] {
+          if (!alive.expired()) AdoptTakenOver(client_id, serial, attempt + 1);
+        });
+      }
+      return;
+    }
+    ++counters_.sessions_taken_over;
+    const uint16_t shard = core::ShardForClientId(client_id, config_.shard_count);
+    PostToShard(shard, [client_id, keys = std::move(*answer.session)](core::ShardBroker& broker) {
+      broker.AdoptSession(client_id, keys, /*taken_over=*/true);
+    });
+  });
+}
+
+}  // namespace estuary::cluster

@@ -6,7 +6,7 @@ namespace estuary::partition {
 
 namespace {
 
-enum Tag : uint8_t { kClaim = 1, kRelease = 2, kClaimClean = 3 };
+enum Tag : uint8_t { kClaim = 1, kRelease = 2, kClaimClean = 3, kClaimFrom = 4 };
 constexpr uint8_t kSnapshotVersion = 1;
 
 void PutOwner(meta::ByteWriter& out, const ClientOwner& owner) {
@@ -30,9 +30,10 @@ ClientOwner GetOwner(meta::ByteReader& in) {
 std::string EncodeRegistryCommand(const RegistryCommand& command) {
   meta::ByteWriter out;
   if (const auto* claim = std::get_if<ClaimClient>(&command)) {
-    out.U8(claim->clean ? kClaimClean : kClaim);
+    out.U8(claim->only_from != 0 ? kClaimFrom : claim->clean ? kClaimClean : kClaim);
     out.Bytes(claim->client);
     PutOwner(out, claim->owner);
+    if (claim->only_from != 0) out.U32(claim->only_from);  // (a takeover is never a clean start)
   } else {
     const auto& release = std::get<ReleaseClient>(command);
     out.U8(kRelease);
@@ -47,6 +48,11 @@ std::optional<RegistryCommand> DecodeRegistryCommand(std::string_view bytes) {
   const uint8_t tag = in.U8();
   std::string client(in.Bytes());
   ClientOwner owner = GetOwner(in);
+  if (tag == kClaimFrom) {
+    const uint32_t from = in.U32();
+    if (from == 0 || from > 0xFFFF || !in.done()) return std::nullopt;
+    return ClaimClient{std::move(client), owner, false, static_cast<NodeId>(from)};
+  }
   if (!in.done()) return std::nullopt;
   if (tag == kClaim || tag == kClaimClean) return ClaimClient{std::move(client), owner, tag == kClaimClean};
   if (tag == kRelease) return ReleaseClient{std::move(client), owner};
@@ -80,6 +86,10 @@ std::string ClientRegistry::Apply(const raft::Entry& entry) {
 
 std::string ClientRegistry::ApplyCommand(const RegistryCommand& command) {
   if (const auto* claim = std::get_if<ClaimClient>(&command)) {
+    if (claim->only_from != 0) {
+      auto it = owners_.find(claim->client);
+      if (it == owners_.end() || it->second.node != claim->only_from) return {};
+    }
     std::optional<ClientOwner> previous;
     auto [it, inserted] = owners_.try_emplace(claim->client, claim->owner);
     if (!inserted) {

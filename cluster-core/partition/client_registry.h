@@ -9,6 +9,9 @@
 //    owns the id from now on; the result names the owner it replaced, if
 //    any, so the claimer can have that connection closed. `clean` (a clean
 //    start) is encoded as its own tag; the registry treats both alike.
+//    With `only_from` (its own tag too) the claim applies only while that
+//    node owns the id: a survivor taking over a gone node's session never
+//    takes it from a client that has reconnected meanwhile.
 //  - Release{client, owner}: the id is free again, but only if `owner` still
 //    holds it (a late release after a takeover changes nothing).
 //
@@ -39,6 +42,9 @@ struct ClaimClient {
   // A clean start: the client's session ends with the claim (PartitionState
   // drops its replicated session in the same entry).
   bool clean = false;
+  // Not 0: a takeover of a gone node's session; the claim applies only if
+  // that node owns the id now (else nothing changes, the result is empty).
+  NodeId only_from = 0;
 };
 struct ReleaseClient {
   std::string client;
@@ -48,7 +54,8 @@ using RegistryCommand = std::variant<ClaimClient, ReleaseClient>;
 
 std::string EncodeRegistryCommand(const RegistryCommand& command);
 std::optional<RegistryCommand> DecodeRegistryCommand(std::string_view bytes);
-// A Claim's result: the owner it replaced (nullopt: there was none).
+// A Claim's result: the owner it replaced (nullopt: there was none). A
+// conditional claim that did not apply has an empty result.
 std::string EncodeClaimResult(const std::optional<ClientOwner>& previous);
 // nullopt if the bytes are malformed; else the previous owner or none.
 std::optional<std::optional<ClientOwner>> DecodeClaimResult(std::string_view bytes);

@@ -49,9 +49,11 @@ TEST(ClientRegistry, CommandsAndClaimResultsRoundTripAndRefuseMalformedBytes) {
   const RegistryCommand claim = ClaimClient{std::string("id\0x", 4), ClientOwner{0xFFFF, 1ull << 40, 7}};
   const RegistryCommand release = ReleaseClient{"", ClientOwner{1, 0, 0}};
   const RegistryCommand clean = ClaimClient{"c", ClientOwner{2, 1, 1}, /*clean=*/true};
+  const RegistryCommand from = ClaimClient{"c", ClientOwner{2, 1, 1}, false, /*only_from=*/9};
+  EXPECT_EQ(std::get<ClaimClient>(*DecodeRegistryCommand(EncodeRegistryCommand(from))).only_from, 9u);
   EXPECT_TRUE(std::get<ClaimClient>(*DecodeRegistryCommand(EncodeRegistryCommand(clean))).clean);
   EXPECT_FALSE(std::get<ClaimClient>(*DecodeRegistryCommand(EncodeRegistryCommand(claim))).clean);
-  for (const RegistryCommand& command : {claim, release, clean}) {
+  for (const RegistryCommand& command : {claim, release, clean, from}) {
     const std::string bytes = EncodeRegistryCommand(command);
     auto decoded = DecodeRegistryCommand(bytes);
     ASSERT_TRUE(decoded.has_value());

@@ -11,6 +11,7 @@ namespace {
 
 constexpr uint8_t kWriteTag = 0x30;
 constexpr uint8_t kLoadTag = 0x30;
+constexpr uint8_t kOwnedTag = 0x31;
 constexpr uint8_t kSnapshotVersion = 1;
 constexpr char kSessionKeyTags[] = {core::store::kSessionTag, core::store::kSubscriptionTag,
                                     core::store::kQueuedTag, core::store::kInflightTag,
@@ -64,6 +65,17 @@ std::optional<SessionWrite> DecodeSessionWrite(std::string_view bytes) {
   }
   if (!in.done()) return std::nullopt;
   return write;
+}
+
+std::string EncodeSessionsOwnedBy(NodeId node) {
+  meta::ByteWriter out;
+  out.U8(kOwnedTag);
+  out.U32(node);
+  return out.Take();
+}
+
+std::optional<std::vector<std::string>> DecodeClientList(std::string_view bytes) {
+  return DecodeSessionWriteResult(bytes);
 }
 
 std::optional<std::vector<std::string>> DecodeSessionWriteResult(std::string_view bytes) {
@@ -178,7 +190,20 @@ void SessionMachine::Drop(std::string_view client_id) {
 
 std::string SessionMachine::Query(std::string_view query) const {
   meta::ByteReader in(query);
-  if (in.U8() != kLoadTag) return {};
+  const uint8_t query_tag = in.U8();
+  if (query_tag == kOwnedTag) {
+    const uint32_t node = in.U32();
+    if (!in.done()) return {};
+    std::vector<std::string_view> owned;
+    for (const auto& [client, owner] : registry_.owners()) {
+      if (owner.node == node && keys_.count(core::store::SessionKey(client)) != 0) owned.push_back(client);
+    }
+    meta::ByteWriter out;
+    out.U32(static_cast<uint32_t>(owned.size()));
+    for (std::string_view client : owned) out.Bytes(client);
+    return out.Take();
+  }
+  if (query_tag != kLoadTag) return {};
   const std::string client(in.Bytes());
   if (!in.done()) return {};
   std::vector<std::pair<std::string_view, std::string_view>> found;

@@ -32,6 +32,9 @@
 // Queries:
 //   0x30 Load: bytes client id. Result: u32 n, then n x {bytes key, bytes
 //        value}, every key of that client in key order.
+//   0x31 Owned: u32 node. Result: u32 n, then n x bytes: the client ids
+//        that node owns (registry) and that have a session record here
+//        (the sessions a survivor takes over when the node is gone).
 //
 // The state is held in memory (bounded per session by the session limits);
 // the snapshot is every key and value.
@@ -68,6 +71,9 @@ std::optional<SessionWrite> DecodeSessionWrite(std::string_view bytes);
 // The Write's result: the client ids whose changes were refused.
 std::optional<std::vector<std::string>> DecodeSessionWriteResult(std::string_view bytes);
 std::string EncodeSessionLoad(std::string_view client_id);
+std::string EncodeSessionsOwnedBy(NodeId node);
+// The Owned query's result (and the Write's): a list of client ids.
+std::optional<std::vector<std::string>> DecodeClientList(std::string_view bytes);
 // The Load's result: the client's keys and values, in key order.
 std::optional<std::vector<std::pair<std::string, std::string>>> DecodeSessionLoadResult(std::string_view bytes);
 // The client id a session key (or a wipe) belongs to; nullopt if malformed.

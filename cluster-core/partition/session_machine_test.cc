@@ -119,6 +119,34 @@ TEST(SessionMachineTest, ACleanStartsClaimEndsTheSession) {
   EXPECT_EQ(state.registry().owners().at("dev"), (ClientOwner{3, 1, 1}));
 }
 
+// Task transfer (docs/partitions.md "Sessions on partitions"): a survivor
+// lists the sessions a gone node owned and takes each with a claim that
+// applies only while that node still owns the id.
+TEST(SessionMachineTest, ASurvivorFindsAGoneNodesSessionsAndTakesThemOnlyFromIt) {
+  PartitionState state([] { return kNow; });
+  Claim(state, "a", ClientOwner{2, 1, 1});
+  Claim(state, "b", ClientOwner{2, 1, 2});
+  Claim(state, "c", ClientOwner{1, 1, 3});
+  Claim(state, "no-session", ClientOwner{2, 1, 4});
+  Write(state, 2, 1, {Put(store::SessionKey("a"), "r"), Put(store::SessionKey("b"), "r")});
+  Write(state, 1, 1, {Put(store::SessionKey("c"), "r")});
+  auto owned = DecodeClientList(state.Query(EncodeSessionsOwnedBy(2)));
+  ASSERT_TRUE(owned.has_value());
+  EXPECT_EQ(*owned, (std::vector<std::string>{"a", "b"}));
+
+  // "b" reconnected on node 1 meanwhile: the takeover of "b" does not apply.
+  Claim(state, "b", ClientOwner{1, 1, 5});
+  const ClientOwner survivor{3, 7, 1};
+  EXPECT_EQ(state.Apply(EntryOf(EncodeRegistryCommand(ClaimClient{"b", survivor, false, /*only_from=*/2}))), "");
+  EXPECT_EQ(state.registry().owners().at("b").node, 1u);
+  EXPECT_EQ(state.Apply(EntryOf(EncodeRegistryCommand(ClaimClient{"a", survivor, false, /*only_from=*/2}))),
+            EncodeClaimResult(ClientOwner{2, 1, 1}));
+  EXPECT_EQ(state.registry().owners().at("a"), survivor);
+  EXPECT_EQ(Load(state, "a").size(), 1u);  // the session stays for the survivor to read
+  EXPECT_TRUE(DecodeClientList(state.Query(EncodeSessionsOwnedBy(2)))->empty());
+  EXPECT_TRUE(state.Query(std::string("\x31\x00", 2)).empty());  // malformed: no answer
+}
+
 TEST(SessionMachineTest, SnapshotCarriesTheSessionsAndOlderSnapshotsRestoreNone) {
   PartitionState state([] { return kNow; });
   Claim(state, "dev", ClientOwner{1, 1, 1});

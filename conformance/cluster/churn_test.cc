@@ -308,6 +308,61 @@ TEST(ClusterChurnTest, APersistentSessionResumesOnAnotherNodeAfterItsNodeIsKille
   ExpectResumesElsewhere(true, 2);
 }
 
+// Task transfer (issue 7 point 6, docs/partitions.md "Sessions on
+// partitions"): when a node is gone, a survivor takes over its persistent
+// sessions from their partitions, so messages published while their
+// clients are away are queued (not lost with the node), and the will of a
+// client whose connection died with the node is published.
+TEST(ClusterChurnTest, AGoneNodesSessionsAreTakenOverAndQueueUntilTheirClientsReturn) {
+  ClusterProcess::Options options;
+  options.durable = true;
+  auto cluster = StartCluster(options);
+  ASSERT_NE(cluster, nullptr);
+  const std::string topic = UniqueName("churn/transfer/");
+  const std::string will_topic = UniqueName("churn/will/");
+  const std::string client_id = UniqueName("transfer-");
+  auto watcher = ConnectClients(*cluster, {{1, UniqueName("will-watch-")}});
+  watcher[0]->Subscribe(will_topic, 1);
+  {
+    auto session = ConnectClients(*cluster, {{3, client_id}}, /*clean=*/false);
+    session[0]->Subscribe(topic, 1);
+    session[0]->Disconnect();
+  }
+  // A client still connected to node 3 when it dies, with a will.
+  PahoClient willing(cluster->node(3).mqtt_uri(), UniqueName("willing-"), MQTTVERSION_3_1_1);
+  PahoClient::ConnectOptions with_will;
+  with_will.clean = false;
+  with_will.will = paho::will_options(will_topic, std::string("node 3 died"), 1, false);
+  willing.Connect(with_will);
+  std::string why;
+  ASSERT_TRUE(cluster->WaitRoute(3, topic, true, kConverge, &why)) << why;
+  auto publisher = ConnectClients(*cluster, {{1, UniqueName("pub")}});
+  for (int i = 0; i < 10; ++i) publisher[0]->Publish(topic, std::to_string(i), 1);
+
+  cluster->node(3).Kill();
+  ASSERT_TRUE(cluster->WaitMembers({1, 2}, kConverge, &why)) << why;
+  auto will = watcher[0]->Next(kDeliver);
+  ASSERT_NE(will, nullptr) << "the will of a client of the dead node was not published";
+  EXPECT_EQ(will->to_string(), "node 3 died");
+  // A survivor holds the session's route now.
+  bool routed = false;
+  const auto deadline = testing::Clock::now() + kConverge;
+  while (!routed && testing::Clock::now() < deadline) {
+    routed = cluster->WaitRoute(1, topic, true, std::chrono::milliseconds(100)) ||
+             cluster->WaitRoute(2, topic, true, std::chrono::milliseconds(100));
+  }
+  ASSERT_TRUE(routed) << "no survivor took over the session's route";
+  for (int i = 10; i < 30; ++i) publisher[0]->Publish(topic, std::to_string(i), 1);
+
+  auto session = ConnectClients(*cluster, {{1, client_id}}, /*clean=*/false);
+  auto indexes = DrainUntil(*session[0], {}, 30);
+  auto [lost, duplicated] = LostAndDuplicated(indexes, 30);
+  std::printf("[counts] taken over from node 3: acknowledged=30 (20 after its death) delivered=%zu lost=%d "
+              "duplicated=%d\n",
+              indexes.size(), lost, duplicated);
+  EXPECT_EQ(lost, 0);
+}
+
 // One client id per cluster (docs/cluster.md): a CONNECT is accepted only
 // once its claim is committed by a majority of the id's partition. A node
 // left alone by two kill -9s refuses with Server unavailable (0x88), so a

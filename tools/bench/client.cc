@@ -118,6 +118,13 @@ void MqttClient::OnConnected(int status) {
   connect.protocol_name = "MQTT";
   connect.version = config_.version;
   connect.clean_start = true;
+  if (config_.session_expiry_s > 0) {
+    if (config_.version == mqtt::ProtocolVersion::kV5) {
+      connect.properties.session_expiry_interval = config_.session_expiry_s;
+    } else {
+      connect.clean_start = false;  // a fresh client id each run: nothing to resume
+    }
+  }
   connect.keep_alive = config_.keepalive_s;
   connect.client_id = config_.client_id;
   state_ = State::kAwaitingConnack;

@@ -36,6 +36,9 @@ class MqttClient final : public BenchClient, public std::enable_shared_from_this
     uint16_t keepalive_s = 60;
     std::vector<std::string> filters;  // subscribe to these once connected
     int subscribe_qos = 0;
+    // Above 0: a persistent session (MQTT 5: this session expiry; 3.1.1:
+    // clean session 0), so the broker keeps and stores its deliveries.
+    uint32_t session_expiry_s = 0;
     size_t max_queued_bytes = 1 << 20;  // high watermark; low is half
   };
   using Handlers = BenchClient::Handlers;

@@ -59,6 +59,10 @@ void AddFlags(CLI::App& app, Options& o, RawFlags& raw) {
   app.add_option("--threads", o.threads, "Client event loops (threads) the connections are spread over")
       ->capture_default_str();
   app.add_option("-k,--keepalive", raw.keepalive_s, "MQTT keep alive in seconds")->capture_default_str();
+  app.add_option("--session-expiry", o.session_expiry_s,
+                 "MQTT subscribers keep persistent sessions (MQTT 5: this session expiry in seconds; 3.1.1: clean "
+                 "session 0), so a durable broker stores their deliveries; 0: clean sessions")
+      ->capture_default_str();
   app.add_option("--connect-timeout", o.connect_timeout_s, "Seconds to wait for every CONNACK and SUBACK")
       ->capture_default_str();
   app.add_option("--drain-timeout", o.drain_timeout_s, "Seconds to wait at the end for messages in flight")

@@ -37,6 +37,7 @@ struct Options {
   size_t max_queued_bytes = 1 << 20;  // QoS 0: bytes queued per publisher socket
   uint32_t threads = 1;
   uint16_t keepalive_s = 60;
+  uint32_t session_expiry_s = 0;  // MQTT subscribers: persistent sessions when above 0
   double connect_timeout_s = 10;
   double drain_timeout_s = 5;
   uint32_t max_connecting = 256;  // connection attempts in progress per thread

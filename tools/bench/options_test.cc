@@ -27,6 +27,10 @@ TEST(Options, Defaults) {
   EXPECT_EQ(options->duration_s, 10);
   EXPECT_EQ(options->topic_prefix, "estuary-bench/000000ff");
   EXPECT_EQ(options->client_id_prefix, "eb-000000ff-");
+  EXPECT_EQ(options->session_expiry_s, 0u);
+  auto persistent = Parse({"--session-expiry", "600"});
+  ASSERT_TRUE(persistent) << persistent.error().text;
+  EXPECT_EQ(persistent->session_expiry_s, 600u);
 }
 
 TEST(Options, FullWorkload) {

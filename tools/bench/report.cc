@@ -61,6 +61,7 @@ nlohmann::json ConfigJson(const Options& o) {
     config["connections"] = o.connections;
     config["hold_seconds"] = o.duration_s;
     config["keepalive_s"] = o.keepalive_s;
+    config["session_expiry_s"] = o.session_expiry_s;
     return config;
   }
   config.update({{"publishers", o.publishers},

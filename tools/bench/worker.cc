@@ -125,6 +125,7 @@ std::shared_ptr<BenchClient> Worker::MakeMqttClient(const io::Endpoint& broker, 
   config.keepalive_s = options_.keepalive_s;
   config.filters = std::move(filters);
   config.subscribe_qos = options_.qos;
+  if (!config.filters.empty()) config.session_expiry_s = options_.session_expiry_s;
   config.max_queued_bytes = options_.max_queued_bytes;
   return MqttClient::Create(*loop_, std::move(config), std::move(handlers));
 }
