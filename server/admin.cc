@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cluster-core/membership/membership_admin.h"
+#include "cluster-core/partition/partition_admin.h"
 #include "server/node.h"
 
 namespace estuary::server {
@@ -180,7 +181,7 @@ std::string Node::LoadJson() const {
       // Where the balancers send clients, and whether they should.
       {"mqtt", io::Endpoint{config_.mqtt.host, mqtt_port_}.ToString()},
       {"amqp", io::Endpoint{config_.amqp.host, amqp_port_}.ToString()},
-      {"draining", draining_},
+      {"draining", draining_ || (agent_ && agent_->partitions() && agent_->partitions()->draining())},
   };
   previous = now;
   return load.dump();
@@ -191,10 +192,13 @@ io::HttpResponse Node::ServeAdmin(const std::string& method, const std::string& 
   // DELETE off; /api/load reports it and estuary-lb sends no new clients.
   if (path == "/api/drain" && (method == "POST" || method == "DELETE")) {
     draining_ = method == "POST";
+    // The metadata group keeps the drain (it outlives a restart): no
+    // leadership comes here, and the partitions led here move away.
+    if (agent_ != nullptr && agent_->partitions() != nullptr) agent_->partitions()->SetDraining(draining_);
     return {200, "text/plain; charset=utf-8", draining_ ? "draining\n" : "not draining\n"};
   }
-  if (agent_ != nullptr) {  // /api/cluster/members, join, leave, remove (estuaryctl)
-    if (auto response = cluster::ServeMembershipAdmin(*agent_->membership(), method, path)) return *response;
+  if (agent_ != nullptr && agent_->partitions() != nullptr) {  // transfer-leader (estuaryctl)
+    if (auto response = partition::ServePartitionAdmin(*agent_->partitions(), method, path)) return *response;
   }
   if (method != "GET") return {405, "text/plain; charset=utf-8", "method not allowed\n"};
   if (path == "/healthz") {

@@ -18,10 +18,13 @@ enum CommandTag : uint8_t {
   kFreshCleared = 5,
   kNotice = 6,
   kPartitionOpen = 7,
+  kLeaderPin = 8,
+  kDrain = 9,
 };
-// Version 2 appends the open partitions; version 1 (no partitions) is
+// Version 2 appends the open partitions; version 3 each open partition's
+// leader pin and the draining nodes. Versions 1 (no partitions) and 2 are
 // still read.
-constexpr uint8_t kSnapshotVersion = 2;
+constexpr uint8_t kSnapshotVersion = 3;
 
 void PutNodes(ByteWriter& out, const std::vector<NodeId>& nodes) {
   out.U32(static_cast<uint32_t>(nodes.size()));
@@ -112,6 +115,14 @@ std::vector<uint8_t> EncodeCommand(const Command& command) {
     out.U8(kPartitionOpen);
     out.U32(open->partition);
     PutNodes(out, open->replicas);
+  } else if (const auto* pin = std::get_if<PartitionLeaderPin>(&command)) {
+    out.U8(kLeaderPin);
+    out.U32(pin->partition);
+    out.U32(pin->node);
+  } else if (const auto* drain = std::get_if<NodeDrain>(&command)) {
+    out.U8(kDrain);
+    out.U32(drain->node);
+    out.U8(drain->draining ? 1 : 0);
   } else {
     out.U8(kNotice);
   }
@@ -157,6 +168,22 @@ std::optional<Command> DecodeCommand(const std::vector<uint8_t>& bytes) {
       open.partition = in.U32();
       open.replicas = GetNodes(in);
       command = std::move(open);
+      break;
+    }
+    case kLeaderPin: {
+      PartitionLeaderPin pin;
+      pin.partition = in.U32();
+      const uint32_t node = in.U32();
+      if (node > 0xFFFF) in.Fail();  // 0 clears the pin
+      pin.node = static_cast<NodeId>(node);
+      command = pin;
+      break;
+    }
+    case kDrain: {
+      NodeDrain drain;
+      drain.node = GetNode(in);
+      drain.draining = in.Bool();
+      command = drain;
       break;
     }
     default: return std::nullopt;
@@ -259,6 +286,27 @@ bool MetaState::Apply(const PartitionOpen& command) {
   return true;
 }
 
+NodeId MetaState::LeaderPinOf(uint32_t partition) const {
+  auto it = open_partitions_.find(partition);
+  return it == open_partitions_.end() ? 0 : it->second.leader_pin;
+}
+
+bool MetaState::Apply(const PartitionLeaderPin& command) {
+  auto it = open_partitions_.find(command.partition);
+  if (it == open_partitions_.end()) return false;
+  if (it->second.leader_pin == command.node) return true;
+  it->second.leader_pin = command.node;
+  if (partitions_observer_) partitions_observer_();
+  return true;
+}
+
+bool MetaState::Apply(const NodeDrain& command) {
+  if (command.node == 0) return false;
+  const bool changed = command.draining ? draining_.insert(command.node).second : draining_.erase(command.node) > 0;
+  if (changed && partitions_observer_) partitions_observer_();
+  return true;
+}
+
 bool MetaState::Apply(const MemberUpsert& command) {
   if (command.member.node == 0) return false;
   MemberRecord& record = members_[command.member.node];
@@ -272,6 +320,12 @@ bool MetaState::Apply(const MemberGone& command) {
   if (auto it = routes_.find(command.node); it != routes_.end()) {
     Replace(command.node, {});
     routes_.erase(command.node);
+  }
+  // A node that left is neither a leader anyone should prefer nor one
+  // being drained (if it comes back, it comes back undrained).
+  draining_.erase(command.node);
+  for (auto& [partition, open] : open_partitions_) {
+    if (open.leader_pin == command.node) open.leader_pin = 0;
   }
   RecomputePlacement();
   return known;
@@ -334,14 +388,16 @@ std::vector<uint8_t> MetaState::Snapshot() const {
     out.U32(partition);
     PutNodes(out, open.replicas);
     out.U64(open.opened_at);
+    out.U32(open.leader_pin);
   }
+  PutNodes(out, std::vector<NodeId>(draining_.begin(), draining_.end()));
   return ToVector(out.Take());
 }
 
 bool MetaState::Restore(const std::vector<uint8_t>& data) {
   ByteReader in(std::string_view(reinterpret_cast<const char*>(data.data()), data.size()));
   const uint8_t version = in.U8();
-  if (version != 1 && version != kSnapshotVersion) return false;
+  if (version < 1 || version > kSnapshotVersion) return false;
   Placement placement;
   placement.partitions = in.U32();
   placement.replicas = in.U32();
@@ -374,7 +430,16 @@ bool MetaState::Restore(const std::vector<uint8_t>& data) {
       OpenPartition& open = open_partitions[partition];
       open.replicas = GetNodes(in);
       open.opened_at = in.U64();
+      if (version >= 3) {
+        const uint32_t pin = in.U32();
+        if (pin > 0xFFFF) in.Fail();
+        open.leader_pin = static_cast<NodeId>(pin);
+      }
     }
+  }
+  std::set<NodeId> draining;
+  if (version >= 3) {
+    for (NodeId node : GetNodes(in)) draining.insert(node);
   }
   if (!in.done()) return false;
   // Tell the observer what changed, node by node, then take the new state.
@@ -388,6 +453,7 @@ bool MetaState::Restore(const std::vector<uint8_t>& data) {
   routes_ = std::move(routes);
   members_ = std::move(members);
   open_partitions_ = std::move(open_partitions);
+  draining_ = std::move(draining);
   placement_.partitions = placement.partitions;
   placement_.replicas = placement.replicas;
   RecomputePlacement();

@@ -23,6 +23,15 @@
 //    replica starts the group from this one record, so they all bootstrap
 //    the same config however the placement has moved since. The first one
 //    applied wins; later ones for the same partition change nothing.
+//  - PartitionLeaderPin{partition, node}: the operator's choice of leader
+//    for an open partition (estuaryctl transfer-leader); node 0 clears it.
+//    The partition's leader prefers it over the placement's first replica
+//    while it is a caught-up voter that is not draining. Refused for a
+//    partition that is not open.
+//  - NodeDrain{node, draining}: the node is being drained (POST /api/drain)
+//    or no longer is. No leadership is handed to a draining node, and it
+//    hands away the partitions it leads. MemberGone clears the node's pins
+//    and its drain.
 //
 // Encoding is deterministic (ordered containers), so snapshots of equal
 // states are equal bytes. Observers run inside Apply/Restore, on the
@@ -114,10 +123,19 @@ struct PartitionOpen {
 struct OpenPartition {
   std::vector<NodeId> replicas{};
   uint64_t opened_at = 0;
+  NodeId leader_pin = 0;  // PartitionLeaderPin; 0: the placement's first replica
   friend bool operator==(const OpenPartition&, const OpenPartition&) = default;
 };
-using Command =
-    std::variant<RouteReset, RouteDelta, MemberUpsert, MemberGone, FreshCleared, CommitNotice, PartitionOpen>;
+struct PartitionLeaderPin {
+  uint32_t partition = 0;
+  NodeId node = 0;  // 0 clears the pin
+};
+struct NodeDrain {
+  NodeId node = 0;
+  bool draining = false;
+};
+using Command = std::variant<RouteReset, RouteDelta, MemberUpsert, MemberGone, FreshCleared, CommitNotice,
+                             PartitionOpen, PartitionLeaderPin, NodeDrain>;
 
 std::vector<uint8_t> EncodeCommand(const Command& command);
 std::optional<Command> DecodeCommand(const std::vector<uint8_t>& bytes);
@@ -143,8 +161,8 @@ class MetaState final : public StateMachine {
   void set_refused_observer(RefusedObserver fn) { refused_observer_ = std::move(fn); }
   // After every applied command other than CommitNotice.
   void set_applied_observer(std::function<void()> fn) { applied_observer_ = std::move(fn); }
-  // After a command that opened partitions or changed the placement, and
-  // after Restore (the partition layer's cue to reconcile its groups).
+  // After a command that opened partitions, changed the placement, a
+  // leader pin or a drain, and after Restore (the partition layer's cue to reconcile its groups).
   void set_partitions_observer(std::function<void()> fn) { partitions_observer_ = std::move(fn); }
 
   const std::map<NodeId, MemberRecord>& members() const { return members_; }
@@ -153,6 +171,11 @@ class MetaState final : public StateMachine {
   const Placement& placement() const { return placement_; }
   // Open partitions and the config each was opened with.
   const std::map<uint32_t, OpenPartition>& open_partitions() const { return open_partitions_; }
+  // The partition's pinned leader (0: none, or the partition is not open).
+  NodeId LeaderPinOf(uint32_t partition) const;
+  // Nodes being drained (NodeDrain).
+  const std::set<NodeId>& draining() const { return draining_; }
+  bool IsDraining(NodeId node) const { return draining_.count(node) != 0; }
   size_t route_count() const;
   uint64_t refused_commands() const { return refused_; }
 
@@ -164,6 +187,8 @@ class MetaState final : public StateMachine {
   bool Apply(const FreshCleared& command);
   bool Apply(const CommitNotice&) { return true; }
   bool Apply(const PartitionOpen& command);
+  bool Apply(const PartitionLeaderPin& command);
+  bool Apply(const NodeDrain& command);
   void Replace(NodeId node, std::set<RouteKey> routes);
   void RecomputePlacement();
   void Notify(NodeId node, const std::vector<RouteKey>& added, const std::vector<RouteKey>& removed);
@@ -172,6 +197,7 @@ class MetaState final : public StateMachine {
   std::map<NodeId, NodeRoutes> routes_;
   Placement placement_;
   std::map<uint32_t, OpenPartition> open_partitions_;
+  std::set<NodeId> draining_;
   uint64_t applying_index_ = 0;  // the entry being applied (0: outside Apply)
   uint64_t refused_ = 0;
   RouteObserver route_observer_;

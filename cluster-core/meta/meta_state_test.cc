@@ -22,6 +22,11 @@ TEST(MetaState, CommandsRoundTrip) {
       MemberGone{3},
       FreshCleared{2, 7},
       CommitNotice{},
+      PartitionOpen{5, {1, 2, 3}},
+      PartitionLeaderPin{5, 2},
+      PartitionLeaderPin{5, 0},
+      NodeDrain{3, true},
+      NodeDrain{3, false},
   };
   for (const Command& command : commands) {
     auto decoded = DecodeCommand(EncodeCommand(command));
@@ -116,6 +121,66 @@ TEST(MetaState, SnapshotRestoresEqualStateAndTellsTheDifference) {
   auto bytes = a.Snapshot();
   bytes.push_back(0);
   EXPECT_FALSE(b.Restore(bytes));
+}
+
+// Planned leadership moves (docs/partitions.md): a pin needs an open
+// partition, survives snapshots, and dies with its node; so does a drain.
+TEST(MetaState, LeaderPinsAndDrainsFollowTheirRulesAndSurviveSnapshots) {
+  MetaState state(16, 3);
+  for (NodeId node = 1; node <= 3; ++node) state.ApplyCommand(MemberUpsert{{node, "n", 1}});
+  int observed = 0;
+  state.set_partitions_observer([&] { ++observed; });
+  EXPECT_FALSE(state.ApplyCommand(PartitionLeaderPin{4, 2})) << "a pin for a partition not open";
+  EXPECT_EQ(state.LeaderPinOf(4), 0);
+  ASSERT_TRUE(state.ApplyCommand(PartitionOpen{4, {1, 2, 3}}));
+  ASSERT_TRUE(state.ApplyCommand(PartitionOpen{7, {2, 3, 1}}));
+  observed = 0;
+  EXPECT_TRUE(state.ApplyCommand(PartitionLeaderPin{4, 2}));
+  EXPECT_TRUE(state.ApplyCommand(PartitionLeaderPin{7, 3}));
+  EXPECT_TRUE(state.ApplyCommand(NodeDrain{1, true}));
+  EXPECT_TRUE(state.ApplyCommand(NodeDrain{3, true}));
+  EXPECT_TRUE(state.ApplyCommand(NodeDrain{3, true})) << "draining twice is no error";
+  EXPECT_EQ(observed, 4) << "the observer hears every change, not the repeat";
+  EXPECT_FALSE(state.ApplyCommand(NodeDrain{0, true}));
+  EXPECT_EQ(state.LeaderPinOf(4), 2);
+  EXPECT_EQ(state.draining(), (std::set<NodeId>{1, 3}));
+
+  MetaState copy(16, 3);
+  ASSERT_TRUE(copy.Restore(state.Snapshot()));
+  EXPECT_EQ(copy.Snapshot(), state.Snapshot());
+  EXPECT_EQ(copy.LeaderPinOf(4), 2);
+  EXPECT_EQ(copy.LeaderPinOf(7), 3);
+  EXPECT_TRUE(copy.IsDraining(1));
+
+  // The node leaves: its pins and its drain go with it.
+  EXPECT_TRUE(state.ApplyCommand(MemberGone{3}));
+  EXPECT_EQ(state.LeaderPinOf(7), 0);
+  EXPECT_EQ(state.LeaderPinOf(4), 2);
+  EXPECT_EQ(state.draining(), (std::set<NodeId>{1}));
+  EXPECT_TRUE(state.ApplyCommand(NodeDrain{1, false}));
+  EXPECT_TRUE(state.ApplyCommand(PartitionLeaderPin{4, 0}));
+  EXPECT_EQ(state.LeaderPinOf(4), 0);
+  EXPECT_TRUE(state.draining().empty());
+}
+
+// A version 2 snapshot (before pins and drains) is still read.
+TEST(MetaState, AVersionTwoSnapshotIsStillRead) {
+  MetaState state(16, 3);
+  state.ApplyCommand(MemberUpsert{{1, "n1", 1}});
+  state.ApplyCommand(RouteReset{1, 5, 1, false, {R("x")}});
+  state.ApplyCommand(PartitionOpen{3, {1}});
+  std::vector<uint8_t> bytes = state.Snapshot();
+  ASSERT_EQ(bytes[0], 3);
+  // Version 3 adds the open partition's u32 pin, then an empty u32 count of
+  // draining nodes: both at the end here.
+  bytes[0] = 2;
+  bytes.resize(bytes.size() - 8);
+  MetaState old(16, 3);
+  ASSERT_TRUE(old.Restore(bytes));
+  EXPECT_EQ(old.Snapshot(), state.Snapshot());
+  EXPECT_EQ(old.open_partitions().at(3).replicas, (std::vector<NodeId>{1}));
+  bytes[0] = 4;
+  EXPECT_FALSE(old.Restore(bytes)) << "a version from the future";
 }
 
 }  // namespace

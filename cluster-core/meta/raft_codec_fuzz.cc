@@ -1,12 +1,15 @@
 // libFuzzer target for the raft frames (built with -DESTUARY_FUZZ=ON and
 // clang): decode -> encode must give back the same bytes (the decoders are
 // strict, so every accepted input has exactly one encoding), and decoding
-// that again must succeed. The first byte picks the frame type.
+// that again must succeed. The first byte picks the frame type; 5 is the
+// metadata group's commands (meta_state.h), which every node decodes from
+// the replicated log.
 #include <cstddef>
 #include <cstdint>
 #include <cstdlib>
 #include <string_view>
 
+#include "cluster-core/meta/meta_state.h"
 #include "cluster-core/meta/raft_codec.h"
 
 using namespace estuary::meta;
@@ -14,7 +17,7 @@ using namespace estuary::meta;
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (size == 0) return 0;
   std::string_view body(reinterpret_cast<const char*>(data) + 1, size - 1);
-  switch (data[0] % 5) {
+  switch (data[0] % 6) {
     case 0:
       if (auto message = DecodeMessage(body)) {
         const std::string again = EncodeMessage(message->group, message->message);
@@ -39,6 +42,15 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
         if (again != body || DecodeQuiesce(again) != notice) std::abort();
       }
       break;
+    case 5: {
+      const std::vector<uint8_t> bytes(body.begin(), body.end());
+      if (auto command = DecodeCommand(bytes)) {
+        if (EncodeCommand(*command) != bytes) std::abort();
+        MetaState state(64, 3);
+        state.ApplyCommand(*command);  // any decoded command applies or is refused, never crashes
+      }
+      break;
+    }
     default:
       if (auto request = DecodeWake(body)) {
         const std::string again = EncodeWake(*request);

@@ -5,6 +5,8 @@
 
 #include <fstream>
 
+#include "cluster-core/meta/meta_state.h"
+
 namespace estuary::meta {
 namespace {
 
@@ -133,6 +135,19 @@ TEST(RaftCodec, SeedCorpus) {
   write("reply", 2, EncodeProposeReply({0, 1, ProposeStatus::kOk, 5, 1}));
   write("quiesce", 3, EncodeQuiesce({0, 2, 5, 1}));
   write("wake", 4, EncodeWake({0, 2}));
+  auto command = [&](const std::string& name, const Command& c) {
+    const std::vector<uint8_t> bytes = EncodeCommand(c);
+    write("command_" + name, 5, std::string(bytes.begin(), bytes.end()));
+  };
+  command("reset", RouteReset{2, 7, 1, true, {{"a/#", ""}, {"b", "g"}}});
+  command("delta", RouteDelta{2, 7, 2, {{"c", ""}}, {{"a/#", ""}}});
+  command("upsert", MemberUpsert{{3, "127.0.0.1:7000", 5}});
+  command("gone", MemberGone{3});
+  command("fresh_cleared", FreshCleared{2, 7});
+  command("notice", CommitNotice{});
+  command("open", PartitionOpen{5, {1, 2, 3}});
+  command("pin", PartitionLeaderPin{5, 2});
+  command("drain", NodeDrain{3, true});
 }
 
 }  // namespace

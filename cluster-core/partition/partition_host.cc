@@ -9,6 +9,7 @@
 #include <utility>
 
 #include "cluster-core/partition/partition_frames.h"
+#include "cluster-core/partition/partition_replica.h"
 #include "cluster-core/ring/ring.h"
 
 namespace estuary::partition {
@@ -35,59 +36,6 @@ bool Contains(const std::vector<NodeId>& nodes, raft::NodeId node) {
 
 }  // namespace
 
-// One partition's group on this node: the machine, the results of recent
-// entries, and the callbacks waiting for an index to be applied here.
-class PartitionHost::Replica final : public meta::StateMachine {
- public:
-  Replica(PartitionHost& host, std::unique_ptr<PartitionMachine> machine) : host_(host), machine_(std::move(machine)) {}
-
-  void Apply(const raft::Entry& entry) override {
-    std::string result = machine_->Apply(entry);
-    // Kept by write id: a write retried across a leader change may be
-    // answered with the index of its de-duplicated copy, never applied.
-    if (entry.write_id.producer != 0 || entry.write_id.sequence != 0) {
-      results_.emplace_back(entry.write_id, std::move(result));
-      if (results_.size() > kResultsKept) results_.pop_front();
-    }
-    Fire(entry.index);
-  }
-  std::vector<uint8_t> Snapshot() const override { return machine_->Snapshot(); }
-  bool Restore(const std::vector<uint8_t>& data) override {
-    results_.clear();
-    return machine_->Restore(data);
-  }
-
-  std::optional<std::string> ResultOf(const raft::WriteId& id) const {
-    for (auto it = results_.rbegin(); it != results_.rend(); ++it) {
-      if (it->first == id) return it->second;
-    }
-    return std::nullopt;
-  }
-  // `fn` runs on the loop once `index` is applied here.
-  void WhenApplied(raft::Index index, std::function<void()> fn) {
-    waiters_.emplace(index, std::move(fn));
-    Fire(group->applied());
-  }
-  // Entries that never reach Apply (config changes, de-duplicated
-  // retries) still move applied().
-  void Sweep() { Fire(group->applied()); }
-
-  PartitionMachine& machine() { return *machine_; }
-  meta::RaftGroup* group = nullptr;
-
- private:
-  void Fire(raft::Index applied) {
-    while (!waiters_.empty() && waiters_.begin()->first <= applied) {
-      host_.host_.loop().Post(std::move(waiters_.begin()->second));
-      waiters_.erase(waiters_.begin());
-    }
-  }
-
-  PartitionHost& host_;
-  std::unique_ptr<PartitionMachine> machine_;
-  std::deque<std::pair<raft::WriteId, std::string>> results_;
-  std::multimap<raft::Index, std::function<void()>> waiters_;
-};
 
 PartitionHost::PartitionHost(meta::RaftHost& host, cluster::Transport& transport, meta::MetaGroup& meta,
                              persistence::StorageEngine& engine, PartitionHostConfig config, MachineFactory factory)
@@ -107,8 +55,9 @@ void PartitionHost::Start() {
   started_ = true;
   meta_.state().set_partitions_observer([this, alive = std::weak_ptr<int>(lifetime_)] {
     // Inside the meta group's apply: start groups on the next iteration.
+    // A pin or a drain is acted on at once, not at the next reconcile.
     host_.loop().Post([this, alive] {
-      if (!alive.expired()) StartGroups();
+      if (!alive.expired()) Reconcile();
     });
   });
   StartGroups();
@@ -181,7 +130,9 @@ void PartitionHost::StartGroups() {
     // A new group's preferred leader (the record's first replica) stands at
     // once instead of after an election timeout (500-1000 ms): the write
     // that opened the partition is waiting for it.
-    if (named && record.replicas.front() == config_.self && (*added)->started_empty()) (*added)->CampaignNow();
+    if (named && record.replicas.front() == config_.self && (*added)->started_empty() && !draining()) {
+      (*added)->CampaignNow();
+    }
     replicas_.emplace(partition, std::move(replica));
     ++counters_.groups_started;
     spdlog::debug("partition {}: group started (replicas {})", partition, fmt::join(record.replicas, ","));
@@ -201,15 +152,24 @@ void PartitionHost::Reconcile() {
   const auto& open = meta_.state().open_partitions();
   for (auto& [partition, replica] : replicas_) {
     replica->Sweep();
+    ReleaseStranded(*replica);  // leadership lost some other way (an election)
     // A new group's preferred leader stands again while the group never had
     // a leader: its first PreVotes may have reached replicas that had not
     // started the group yet (PreVote keeps this from disturbing a leader).
     const raft::Raft& raft = replica->group->raft();
     if (raft.term() <= 1 && raft.leader() == raft::kNoNode && raft.log().LastIndex() == 0) {
       auto record = open.find(partition);
-      if (record != open.end() && record->second.replicas.front() == config_.self) replica->group->CampaignNow();
+      if (record != open.end() && record->second.replicas.front() == config_.self && !draining()) {
+        replica->group->CampaignNow();
+      }
     }
-    if (replica->group->raft().role() == raft::Role::kLeader) ManageConfig(partition, *replica);
+    if (replica->group->raft().role() == raft::Role::kLeader) {
+      if (replica->led_term != replica->group->raft().term()) {
+        replica->led_term = replica->group->raft().term();
+        replica->led_since_ms = host_.loop().NowMs();
+      }
+      ManageConfig(partition, *replica);
+    }
   }
 }
 
@@ -248,12 +208,7 @@ void PartitionHost::ManageConfig(PartitionId partition, Replica& replica) {
       if (!Contains(*placed, node)) return change(raft::ConfigChangeType::kRemove, node);
     }
   }
-  // The preferred leader, once it can take over without a gap (a leader
-  // the placement no longer names hands over the same way before it goes).
-  const NodeId preferred = placed->front();
-  if (preferred != config_.self && config.IsVoter(preferred) && caught_up(preferred) && members.count(preferred) != 0) {
-    if (replica.group->TransferLeadership(preferred)) ++counters_.leader_transfers;
-  }
+  ManageLeadership(partition, replica, *placed);
 }
 
 // --- proposals ----------------------------------------------------------
@@ -406,17 +361,33 @@ void PartitionHost::ProposeLocal(PartitionId partition, std::string data, raft::
     host_.loop().Post([done = std::move(done)] { done({meta::ProposeStatus::kNotLeader, 0, std::nullopt}); });
     return;
   }
+  // Answered once: by the group, or by ReleaseStranded if leadership moves first.
+  auto once = std::make_shared<PartitionCallback>(std::move(done));
+  auto answer = [once](PartitionResult result) {
+    if (!*once) return;
+    PartitionCallback call = std::move(*once);
+    *once = nullptr;
+    call(std::move(result));
+  };
+  const raft::Raft& raft = replica.group->raft();
+  if (replica.stranded.size() >= 2 * replica.stranded_pruned_at + 64) {
+    std::erase_if(replica.stranded, [](const Replica::Stranded& entry) { return entry.once.expired(); });
+    replica.stranded_pruned_at = replica.stranded.size();
+  }
+  replica.stranded.push_back({once, raft.term(), raft.role(), raft.leader()});
+  // Not the leader: a campaign may be holding it; watch for the outcome.
+  if (raft.role() != raft::Role::kLeader) WatchStranded();
   replica.group->Propose(std::vector<uint8_t>(data.begin(), data.end()), id,
-                         [this, partition, id, done = std::move(done),
+                         [this, partition, id, answer = std::move(answer),
                           alive = std::weak_ptr<int>(lifetime_)](meta::ProposeResult result) mutable {
                            if (alive.expired()) return;
                            Replica& target = *replicas_.at(partition);
                            if (result.status != meta::ProposeStatus::kOk) {
-                             return done({result.status, result.index, std::nullopt});
+                             return answer({result.status, result.index, std::nullopt});
                            }
                            const raft::Index index = result.index;
-                           target.WhenApplied(index, [&target, index, id, done = std::move(done)] {
-                             done({meta::ProposeStatus::kOk, index, target.ResultOf(id)});
+                           target.WhenApplied(index, [&target, index, id, answer = std::move(answer)] {
+                             answer({meta::ProposeStatus::kOk, index, target.ResultOf(id)});
                            });
                          });
 }
@@ -567,6 +538,7 @@ std::string PartitionHost::StatusJson() const {
     nlohmann::json entry;
     entry["partition"] = partition;
     entry["opened_with"] = record.replicas;
+    if (record.leader_pin != 0) entry["pin"] = record.leader_pin;
     if (const std::vector<NodeId>* placed = PlacedReplicas(partition)) entry["placed"] = *placed;
     if (auto it = replicas_.find(partition); it != replicas_.end()) {
       const raft::Raft& raft = it->second->group->raft();
@@ -589,6 +561,8 @@ std::string PartitionHost::StatusJson() const {
     open.push_back(std::move(entry));
   }
   out["open"] = std::move(open);
+  out["leading"] = leading();
+  out["draining"] = std::vector<NodeId>(meta_.state().draining().begin(), meta_.state().draining().end());
   return out.dump();
 }
 
@@ -597,10 +571,7 @@ std::string PartitionHost::MetricsText() const {
   auto series = [&out](const char* name, const char* type, const char* help, uint64_t value) {
     out += fmt::format("# HELP {} {}\n# TYPE {} {}\n{} {}\n", name, help, name, type, name, value);
   };
-  size_t leading = 0;
-  for (const auto& [partition, replica] : replicas_) {
-    leading += replica->group->raft().role() == raft::Role::kLeader ? 1 : 0;
-  }
+  const size_t leading = this->leading();
   series("estuary_partition_open", "gauge", "Partitions opened in the cluster (raft groups).",
          meta_.state().open_partitions().size());
   series("estuary_partition_groups", "gauge", "Partition groups this node holds a replica of.", replicas_.size());
@@ -621,8 +592,14 @@ std::string PartitionHost::MetricsText() const {
          counters_.reads_failed);
   series("estuary_partition_config_changes_total", "counter", "Config changes this node's leaders made.",
          counters_.config_changes);
-  series("estuary_partition_leader_transfers_total", "counter", "Leadership handed to the preferred replica.",
+  series("estuary_partition_leader_transfers_total", "counter",
+         "Leadership handed to the preferred replica (the pin, else the placement's first).",
          counters_.leader_transfers);
+  series("estuary_partition_drain_transfers_total", "counter", "Leadership handed away while this node drains.",
+         counters_.drain_transfers);
+  series("estuary_partition_transfer_requests_total", "counter", "Leadership moves requested here (transfer-leader).",
+         counters_.transfer_requests);
+  series("estuary_partition_draining", "gauge", "1 while this node is being drained.", draining() ? 1 : 0);
   return out;
 }
 

@@ -18,9 +18,15 @@
 // joins as a learner, a caught-up learner named by the placement is
 // promoted, a voter no longer named (or gone) is removed once the config
 // holds at least as many voters named by the placement as it should; and
-// leadership goes to the placement's preferred leader (its first replica)
-// once that one is a caught-up voter (hot switching in timestamp mode:
-// writes are held, not failed).
+// leadership goes to the preferred leader once that one is a caught-up
+// voter (hot switching in timestamp mode: writes are held, not failed).
+// The preferred leader is the operator's pin (PartitionLeaderPin in the
+// metadata, set by RequestLeader: estuaryctl transfer-leader) while the
+// pinned node is a voter, a member and not draining, else the placement's
+// first replica. No leadership goes to a draining node (NodeDrain, set by
+// SetDraining: POST /api/drain), and a draining leader hands each of its
+// partitions to another caught-up voter (docs/partitions.md "Planned
+// leadership moves").
 //
 // Propose from any node: on a replica through its RaftGroup (which
 // forwards to the leader); elsewhere in a frame (0x50) to the replica most
@@ -88,6 +94,28 @@ struct PartitionResult {
 };
 using PartitionCallback = std::function<void(PartitionResult)>;
 
+// Why RequestLeader refused (the admin API maps each to an HTTP status).
+enum class TransferError : uint8_t {
+  kUnknownPartition,  // beyond the cluster's partition count
+  kNotOpen,           // never written: no group, no leader
+  kNoReplica,         // this node holds no replica: ask one of `replicas`
+  kNotLeader,         // ask `leader` (0: none known now, an election is under way)
+  kNotVoter,          // the target is not a voter of the group, or not a member
+  kNotCaughtUp,       // the target is far behind (probing, or receiving a snapshot)
+  kDraining,          // the target is being drained
+  kNoTarget,          // no other caught-up voter to hand over to
+};
+struct TransferRefusal {
+  TransferError error = TransferError::kNotLeader;
+  std::string message{};
+  NodeId leader = 0;               // kNotLeader: the leader this node knows
+  std::vector<NodeId> replicas{};  // kNoReplica: where to ask instead
+};
+struct TransferAccepted {
+  NodeId from = 0;  // the leader now (this node)
+  NodeId to = 0;    // the pinned leader-to-be
+};
+
 struct PartitionHostConfig {
   NodeId self = 1;
   uint64_t boot_id = 1;  // with self: the producer of this process's write ids
@@ -96,6 +124,11 @@ struct PartitionHostConfig {
   uint32_t attempt_timeout_ms = 1000;  // one attempt's (then another replica or leader is tried)
   uint32_t retry_ms = 20;              // between attempts of one proposal
   uint64_t snapshot_every = 1024;
+  // A new leader keeps its leadership this long before handing it to the
+  // preferred replica (not when it drains): time for a pin that moved
+  // leadership here to reach this node's metadata copy, so that it does not
+  // hand leadership straight back to the placement's choice.
+  uint32_t leader_settle_ms = 250;
   bool quiesce = true;   // idle groups stop ticking (needs RaftHost::OnPeerDown/OnPeerUp from the owner)
   raft::Options raft{};  // timeouts; mode is timestamp
 };
@@ -109,7 +142,9 @@ struct PartitionCounters {
   uint64_t proposals_failed = 0;  // answered with a status other than ok
   uint64_t retries = 0;
   uint64_t config_changes = 0;
-  uint64_t leader_transfers = 0;
+  uint64_t leader_transfers = 0;  // handed to the preferred replica (pin or placement)
+  uint64_t drain_transfers = 0;   // handed away by a draining leader
+  uint64_t transfer_requests = 0;  // RequestLeader calls accepted
   uint64_t bad_frames = 0;
   uint64_t reads = 0;
   uint64_t reads_remote = 0;  // read attempts sent to another node
@@ -152,6 +187,25 @@ class PartitionHost {
   // unless `open_elsewhere` says the caller knows it is open (that copy may
   // lag): then the read goes to the placement's replicas until one leads.
   void Read(PartitionId partition, std::string query, PartitionCallback done, bool open_elsewhere = false);
+
+  // Planned leadership moves (docs/partitions.md "Planned leadership
+  // moves"). On the partition's leader: checks `to` (0: picks another
+  // caught-up voter, placement order first) and proposes
+  // PartitionLeaderPin{partition, to} to the metadata group; once applied,
+  // the leader hands over (a hot switch) and every later leader prefers
+  // `to` while it is a caught-up voter that is not draining. Elsewhere it
+  // refuses, naming the leader (kNotLeader) or the replicas (kNoReplica).
+  // The answer comes before the pin commits: watch the leader change.
+  Expected<TransferAccepted, TransferRefusal> RequestLeader(PartitionId partition, NodeId to);
+  // Drops the partition's pin (from any node): the placement decides again.
+  Expected<void, TransferRefusal> ClearLeaderPin(PartitionId partition);
+  // Proposes NodeDrain{self, draining} to the metadata group (POST and
+  // DELETE /api/drain). Kept there, so a drain outlives a restart.
+  void SetDraining(bool draining);
+  // This node is being drained, as this node's metadata copy says.
+  bool draining() const;
+  // Partition groups this node leads now.
+  size_t leading() const;
 
   // Frames 0x50-0x5F from the Transport's handler.
   void OnFrame(NodeId from, uint8_t type, std::string_view body);
@@ -201,6 +255,14 @@ class PartitionHost {
   void Reconcile();
   void StartGroups();
   void ManageConfig(PartitionId partition, Replica& replica);
+  void ManageLeadership(PartitionId partition, Replica& replica, const std::vector<NodeId>& placed);
+  NodeId WantedLeader(PartitionId partition, const raft::Raft& raft, const std::vector<NodeId>& placed) const;
+  bool CaughtUp(const raft::Raft& raft, NodeId node) const;
+  bool MayLead(const raft::Raft& raft, NodeId node) const;
+  NodeId AnotherLeader(const raft::Raft& raft, const std::vector<NodeId>* placed) const;
+  void ProposeMeta(meta::Command command, std::string what);
+  void ReleaseStranded(Replica& replica);
+  void WatchStranded();
   const std::vector<NodeId>* PlacedReplicas(PartitionId partition) const;
 
   meta::RaftHost& host_;
@@ -217,6 +279,8 @@ class PartitionHost {
   uint64_t next_sequence_ = 1;
   PartitionCounters counters_;
   io::TimerId reconcile_timer_ = 0;
+  bool watching_ = false;  // WatchStranded's timer is armed
+  int64_t watch_until_ms_ = 0;
   bool started_ = false;
   std::shared_ptr<int> lifetime_ = std::make_shared<int>(0);
 };

@@ -6,6 +6,7 @@
 #include <ostream>
 
 #include "io/uv/cli_options.h"
+#include "tools/ctl/ctl_leadership.h"
 #include "tools/ctl/http_client.h"
 
 namespace estuary::ctl {
@@ -126,14 +127,19 @@ std::string FormatPartitions(const nlohmann::json& body) {
     }
     auto field = [&entry](const char* key) { return entry.contains(key) ? Scalar(entry[key]) : std::string("-"); };
     rows.push_back({field("partition"), Nodes(entry, "placed"), Nodes(entry, "voters"), field("role"),
-                    field("leader"), field("term"), field("commit"), field("applied"), lag.empty() ? "-" : lag});
+                    field("leader"), field("pin"), field("term"), field("commit"), field("applied"),
+                    lag.empty() ? "-" : lag});
   }
   std::string out = fmt::format("node {}: {} of {} partitions open (placement epoch {})\n",
                                 Scalar(body.value("node", nlohmann::json(""))), rows.size(),
                                 Scalar(body.value("partitions", nlohmann::json(0))),
                                 Scalar(body.value("placement_epoch", nlohmann::json(0))));
-  out += Table({"PARTITION", "PLACED", "VOTERS", "ROLE", "LEADER", "TERM", "COMMIT", "APPLIED", "LAG"}, rows);
-  out += "(role, term, commit and applied as this node sees them; '-' where it holds no replica)\n";
+  out += Table({"PARTITION", "PLACED", "VOTERS", "ROLE", "LEADER", "PIN", "TERM", "COMMIT", "APPLIED", "LAG"}, rows);
+  out += "(role, term, commit and applied as this node sees them; '-' where it holds no replica;\n"
+         " PIN: the leader chosen by transfer-leader)\n";
+  if (body.contains("draining") && body["draining"].is_array() && !body["draining"].empty()) {
+    out += fmt::format("draining: nodes {}\n", Nodes(body, "draining"));
+  }
   return out;
 }
 
@@ -206,6 +212,18 @@ int RunCtl(int argc, const char* const* argv, std::ostream& out, std::ostream& e
   app.add_subcommand("partitions",
                      "show the open partitions: replicas, voters, role, leader, term, commit index, followers' lag");
   app.add_subcommand("load", "show the node's load report");
+  TransferOptions transfer;
+  auto* transfer_command = app.add_subcommand(
+      "transfer-leader",
+      "move a partition's leadership (a hot switch: writes are held, not failed) and pin it there");
+  transfer_command->add_option("--partition", transfer.partition, "the partition number")->required();
+  transfer_command->add_option("--to", transfer.to, "the node to lead it (default: another caught-up voter)")
+      ->check(CLI::Range(1, 65535));
+  transfer_command->add_flag("--clear", transfer.clear, "drop the pin: the placement's first replica leads again");
+  bool no_wait = false;
+  app.add_subcommand("drain", "drain the node: no new clients, its partition leaderships move away (waits)")
+      ->add_flag("--no-wait", no_wait, "do not wait until the node leads no partition");
+  app.add_subcommand("undrain", "end the node's drain");
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp&) {
@@ -216,6 +234,15 @@ int RunCtl(int argc, const char* const* argv, std::ostream& out, std::ostream& e
     return 2;
   }
   const std::string command = app.get_subcommands().at(0)->get_name();
+  if (command == "transfer-leader" || command == "drain" || command == "undrain") {
+    try {
+      if (command == "transfer-leader") return RunTransfer(admin, transfer, json, timeout_ms, out, err);
+      return RunDrain(admin, command == "undrain", !no_wait, json, timeout_ms, out, err);
+    } catch (const nlohmann::json::exception& error) {  // a field of an unexpected type
+      err << "estuaryctl: malformed answer from the node: " << error.what() << "\n";
+      return 1;
+    }
+  }
   std::string method = "GET", target;
   if (command == "members") target = "/api/cluster/members";
   if (command == "join") method = "POST", target = "/api/cluster/join?address=" + Escape(address);

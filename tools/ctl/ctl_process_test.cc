@@ -1,7 +1,10 @@
 // estuaryctl against real estuaryd processes (two nodes on loopback, port
 // 0 everywhere, in-memory storage, a cluster secret file). Skips the
 // membership checks while estuaryd does not serve /api/cluster/members.
+#include <arpa/inet.h>
 #include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -10,6 +13,8 @@
 #include <filesystem>
 #include <fstream>
 #include <functional>
+#include <iostream>
+#include <map>
 #include <memory>
 
 #include <fmt/format.h>
@@ -104,6 +109,103 @@ TEST_F(CtlProcessTest, LoadMembersJoinAndRemoveOnRealNodes) {
   auto join = Ctl({"--admin", admin2, "join", cluster1});
   ASSERT_EQ(join.status, 0) << join.err;
   EXPECT_TRUE(WaitMembers(admin1, [](const nlohmann::json& body) { return CountInState(body, "up") == 2; }));
+}
+
+// An MQTT 3.1.1 CONNECT (clean session) to `endpoint` ("host:port"), which
+// claims the client id in its partition and so opens that partition. True
+// on a CONNACK accepting it. The socket is closed again.
+bool MqttConnect(const std::string& endpoint, const std::string& client) {
+  const size_t colon = endpoint.rfind(':');
+  sockaddr_in address{};
+  address.sin_family = AF_INET;
+  address.sin_port = htons(static_cast<uint16_t>(std::stoi(endpoint.substr(colon + 1))));
+  ::inet_pton(AF_INET, endpoint.substr(0, colon).c_str(), &address.sin_addr);
+  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  timeval timeout{10, 0};
+  ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, sizeof timeout);
+  bool accepted = false;
+  if (::connect(fd, reinterpret_cast<sockaddr*>(&address), sizeof address) == 0) {
+    std::string variable = std::string("\0\4MQTT\4\2\0\x3c", 10);
+    variable += static_cast<char>(client.size() >> 8);
+    variable += static_cast<char>(client.size() & 0xFF);
+    variable += client;
+    const std::string packet = std::string("\x10") + static_cast<char>(variable.size()) + variable;
+    unsigned char connack[4] = {};
+    accepted = ::write(fd, packet.data(), packet.size()) == static_cast<ssize_t>(packet.size()) &&
+               ::recv(fd, connack, sizeof connack, MSG_WAITALL) == 4 && connack[0] == 0x20 && connack[3] == 0;
+  }
+  ::close(fd);
+  return accepted;
+}
+
+// issue 7 point 6 on real processes: transfer-leader moves an open
+// partition's leadership to the node asked for (through a node that does
+// not lead it), `partitions` shows the new leader and its pin, and a drain
+// moves every leadership off the drained node.
+TEST_F(CtlProcessTest, TransferLeaderAndDrainOnThreeNodes) {
+  const std::string first = StartNode(1, "");
+  ASSERT_FALSE(first.empty()) << "estuaryd did not start; see " << dir_;
+  const std::string cluster1 = launcher::WordValue(first, "cluster");
+  std::map<unsigned, std::string> admin{{1, launcher::WordValue(first, "admin")}};
+  for (int id : {2, 3}) {
+    const std::string line = StartNode(id, cluster1);
+    ASSERT_FALSE(line.empty());
+    admin[id] = launcher::WordValue(line, "admin");
+  }
+  ASSERT_TRUE(WaitMembers(admin[1], [](const nlohmann::json& body) { return CountInState(body, "up") == 3; }));
+  ASSERT_TRUE(MqttConnect(launcher::WordValue(first, "mqtt"), "ctl-transfer")) << "CONNECT refused; see " << dir_;
+
+  // The opened partition, once it has three voters and a leader.
+  nlohmann::json row;
+  auto settled = [&] {
+    auto partitions = Ctl({"--admin", admin[1], "--json", "partitions"});
+    if (partitions.status != 0) return false;
+    for (const auto& entry : nlohmann::json::parse(partitions.out).value("open", nlohmann::json::array())) {
+      if (entry.value("voters", nlohmann::json::array()).size() == 3 && entry.value("leader", 0u) != 0) {
+        row = entry;
+        return true;
+      }
+    }
+    return false;
+  };
+  ASSERT_TRUE(WaitUntil(settled, std::chrono::seconds(20), std::chrono::milliseconds(50)));
+  const unsigned partition = row["partition"];
+  const unsigned leader = row["leader"];
+  const unsigned target = leader == 3 ? 2 : 3;
+  const unsigned asked = 6 - leader - target;  // the third node: not the leader
+
+  auto moved = Ctl({"--admin", admin[asked], "--timeout-ms", "10000", "transfer-leader", "--partition",
+                    std::to_string(partition), "--to", std::to_string(target)});
+  ASSERT_EQ(moved.status, 0) << moved.err;
+  EXPECT_NE(moved.out.find(fmt::format("leader {} -> {}", leader, target)), std::string::npos) << moved.out;
+  std::cout << "[ figures  ] " << moved.out;
+  auto view = Ctl({"--admin", admin[target], "partitions"});
+  ASSERT_EQ(view.status, 0) << view.err;
+  EXPECT_NE(view.out.find(fmt::format("leader  {}       {}", target, target)), std::string::npos)
+      << "the new leader and its pin: " << view.out;
+
+  auto drained = Ctl({"--admin", admin[target], "--timeout-ms", "10000", "drain"});
+  ASSERT_EQ(drained.status, 0) << drained.err;
+  std::cout << "[ figures  ] " << drained.out;
+  auto after = Ctl({"--admin", admin[target], "--json", "partitions"});
+  ASSERT_EQ(after.status, 0);
+  const auto body = nlohmann::json::parse(after.out);
+  EXPECT_EQ(body.value("leading", 1u), 0u);
+  EXPECT_EQ(body.value("draining", nlohmann::json::array()), nlohmann::json::array({target}));
+  auto load = Ctl({"--admin", admin[target], "--json", "load"});
+  EXPECT_EQ(nlohmann::json::parse(load.out).value("draining", false), true);
+  EXPECT_EQ(Ctl({"--admin", admin[target], "undrain"}).status, 0);
+  // Undrained, the pin brings the partition back.
+  EXPECT_TRUE(WaitUntil(
+      [&] {
+        auto partitions = Ctl({"--admin", admin[target], "--json", "partitions"});
+        if (partitions.status != 0) return false;
+        for (const auto& entry : nlohmann::json::parse(partitions.out).value("open", nlohmann::json::array())) {
+          if (entry.value("partition", ~0u) == partition) return entry.value("leader", 0u) == target;
+        }
+        return false;
+      },
+      std::chrono::seconds(10), std::chrono::milliseconds(50)));
 }
 
 }  // namespace

@@ -19,6 +19,7 @@
 #include "cluster-core/membership/memory_transport.h"
 #include "io/uv/http_server.h"
 #include "io/uv/test_util.h"
+#include "tools/ctl/ctl_leadership.h"
 #include "tools/ctl/ctl_test_support.h"
 
 namespace estuary::ctl {
@@ -201,6 +202,83 @@ TEST(CtlBinary, ExitStatuses) {
   EXPECT_EQ(run("--help"), 0);
   EXPECT_EQ(run("--nope"), 2);
   EXPECT_EQ(run("--admin 127.0.0.1:1 --timeout-ms 2000 members"), 1);
+}
+
+TEST(CtlFormat, PartitionsShowThePinAndTheDrainingNodes) {
+  auto text = FormatPartitions(nlohmann::json::parse(
+      R"({"node":2,"partitions":64,"placement_epoch":3,"leading":1,"draining":[3],"open":[
+          {"partition":17,"opened_with":[1,2,3],"placed":[1,2,3],"voters":[1,2,3],"role":"leader",
+           "leader":2,"pin":2,"term":4,"commit":40,"applied":40}]})"));
+  EXPECT_NE(text.find("PIN"), std::string::npos) << text;
+  EXPECT_NE(text.find("leader  2       2"), std::string::npos) << text;
+  EXPECT_NE(text.find("draining: nodes 3"), std::string::npos) << text;
+  EXPECT_EQ(FormatTransfer(17, 1, 3, 42), "partition 17: leader 1 -> 3 (pinned there; took 42ms)\n");
+  EXPECT_EQ(FormatTransfer(17, 3, 3, 0), "partition 17: node 3 leads and is now pinned there\n");
+  EXPECT_EQ(FormatDrain(2, 5, 120), "node 2 is draining: leads no partition now (5 moved away in 120ms)\n");
+  EXPECT_EQ(Ctl({"transfer-leader"}).status, 2) << "--partition is required";
+  EXPECT_EQ(Ctl({"transfer-leader", "--partition", "1", "--to", "0"}).status, 2);
+  EXPECT_EQ(Ctl({"transfer-leader", "--help"}).status, 0);
+}
+
+// transfer-leader against two fake admin servers: the first is not the
+// leader and names node 2, whose admin address the member table gives;
+// node 2 accepts, and its partition view shows node 3 leading after a few
+// asks. Then the refusals: an error line and exit status 1.
+TEST(CtlTransfer, FollowsTheLeaderAndWatchesTheMove) {
+  io::testing::LoopThread loop;
+  std::unique_ptr<io::HttpServer> follower, leader;
+  int views = 0;
+  std::string transfer_target;
+  loop.RunSync([&](io::UvLoop& uv) {
+    auto second = io::HttpServer::Start(uv, {"127.0.0.1", 0}, [&](const std::string& method, const std::string& path) {
+      if (method == "POST" && path.starts_with("/api/cluster/partitions/transfer")) {
+        transfer_target = path;
+        return io::HttpResponse{202, "application/json", R"({"partition":17,"from":2,"to":3})"};
+      }
+      if (path == "/api/cluster/partitions") {
+        const int leader_now = ++views < 3 ? 2 : 3;
+        return io::HttpResponse{200, "application/json",
+                                fmt::format(R"({{"node":2,"open":[{{"partition":17,"leader":{}}}]}})", leader_now)};
+      }
+      return io::HttpResponse{404, "text/plain", "not found\n"};
+    });
+    ASSERT_TRUE(second);
+    leader = std::move(*second);
+    const uint16_t leader_port = leader->port();
+    auto first = io::HttpServer::Start(uv, {"127.0.0.1", 0}, [leader_port](const std::string& method,
+                                                                          const std::string& path) {
+      if (method == "POST" && path.find("partition=99") != std::string::npos) {
+        return io::HttpResponse{409, "application/json", R"({"error":"node 4 is not a voter of partition 99"})"};
+      }
+      if (method == "POST") {
+        return io::HttpResponse{421, "application/json", R"({"error":"node 2 leads partition 17","leader":2})"};
+      }
+      if (path == "/api/cluster/members") {
+        return io::HttpResponse{
+            200, "application/json",
+            fmt::format(R"({{"self":1,"members":[{{"node":1,"admin_address":"127.0.0.1:1"}},)"
+                        R"({{"node":2,"admin_address":"127.0.0.1:{}"}}]}})",
+                        leader_port)};
+      }
+      return io::HttpResponse{404, "text/plain", "not found\n"};
+    });
+    ASSERT_TRUE(first);
+    follower = std::move(*first);
+  });
+  const std::string admin = fmt::format("127.0.0.1:{}", follower->port());
+  auto moved = Ctl({"--admin", admin, "transfer-leader", "--partition", "17", "--to", "3"});
+  EXPECT_EQ(moved.status, 0) << moved.err;
+  EXPECT_EQ(moved.out.rfind("partition 17: leader 2 -> 3 (pinned there; took ", 0), 0u) << moved.out;
+  EXPECT_EQ(transfer_target, "/api/cluster/partitions/transfer?partition=17&to=3");
+  EXPECT_GE(views, 3);
+
+  auto refused = Ctl({"--admin", admin, "transfer-leader", "--partition", "99", "--to", "4"});
+  EXPECT_EQ(refused.status, 1);
+  EXPECT_EQ(refused.err, "estuaryctl: node 4 is not a voter of partition 99 (HTTP 409)\n");
+  loop.RunSync([&](io::UvLoop&) {
+    follower.reset();
+    leader.reset();
+  });
 }
 
 }  // namespace
