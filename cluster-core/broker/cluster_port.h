@@ -72,6 +72,9 @@ class ClusterPort {
                                  std::function<void()> done) {
     done();
   }
+  // Recovered sessions of `shard` (ShardBroker::TakeUnconfirmed) to check
+  // with the registry; the answers come back as ConfirmRecovered on it.
+  virtual void ConfirmRecovered(uint16_t /*shard*/, std::vector<std::string> /*client_ids*/) {}
   // A client attached on this node: peers close their connection for the id.
   virtual void ClientAttached(const std::string& client_id) = 0;
   // Deliveries for a forward received from `origin` (DeliverFromNode) are

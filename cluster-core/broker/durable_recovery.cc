@@ -98,7 +98,8 @@ Expected<ShardBroker::RecoveryCounts, std::string> ShardBroker::Recover() {
     return MakeError(fmt::format("shard {}: reading the store: {}", config_.shard_id, loaded.error().message));
   }
   counts.skipped = loaded->skipped_records;
-  for (store::RecoveredSession& recovered : loaded->sessions) RestoreSession(recovered, counts);
+  // In a cluster the registry decides whether they are still this node's.
+  for (store::RecoveredSession& recovered : loaded->sessions) RestoreSession(recovered, counts, cluster_ != nullptr);
   const int64_t now = loop_.clock().WallMs();
   for (MessagePtr& message : loaded->retained) {
     const bool expired = message->properties.expiry_at_ms && *message->properties.expiry_at_ms <= now;
@@ -117,7 +118,7 @@ Expected<ShardBroker::RecoveryCounts, std::string> ShardBroker::Recover() {
   return counts;
 }
 
-void ShardBroker::RestoreSession(store::RecoveredSession& recovered, RecoveryCounts& counts) {
+void ShardBroker::RestoreSession(store::RecoveredSession& recovered, RecoveryCounts& counts, bool hold_will) {
   auto owned = std::make_unique<Session>(recovered.client_id);
   Session& session = *owned;
   sessions_.emplace(recovered.client_id, std::move(owned));
@@ -152,6 +153,10 @@ void ShardBroker::RestoreSession(store::RecoveredSession& recovered, RecoveryCou
     ++counts.wills;
     will_delay_ms = std::max<int64_t>(0, disconnected_at + int64_t{session.will()->delay_seconds} * 1000 - now);
   }
+  if (hold_will) {
+    unconfirmed_.push_back(recovered.client_id);
+    will_delay_ms = -1;  // armed by ConfirmRecovered
+  }
   std::optional<int64_t> expiry_ms;
   if (session.expiry_interval() != UINT32_MAX) {
     expiry_ms = std::max<int64_t>(0, disconnected_at + int64_t{session.expiry_interval()} * 1000 - now);
@@ -167,6 +172,25 @@ void ShardBroker::RestoreSession(store::RecoveredSession& recovered, RecoveryCou
     if (will_delay_ms >= 0) ScheduleWill(*current, will_delay_ms);
     if (expiry_ms) ScheduleExpiry(*current, expiry_ms);
   });
+}
+
+void ShardBroker::ConfirmRecovered(const std::string& client_id, bool ours) {
+  Session* session = FindSession(client_id);
+  if (session == nullptr || session->connected()) return;  // gone, or its client is back
+  if (ours) {
+    if (session->will()) {
+      const int64_t now = loop_.clock().WallMs();
+      const int64_t due = session->disconnected_at_ms() + int64_t{session->will()->delay_seconds} * 1000;
+      ScheduleWill(*session, std::max<int64_t>(0, due - now));
+    }
+    return;
+  }
+  session->NextGeneration();
+  session->will().reset();
+  session->set_store(nullptr);  // the partition's copy is another node's
+  RemoveSession(session);
+  if (store_) store_->DeleteSession(client_id, /*replicate=*/false);
+  ShardMetrics::Add(metrics_.sessions_stale_dropped);
 }
 
 }  // namespace estuary::core

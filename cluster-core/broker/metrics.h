@@ -26,6 +26,7 @@ struct ShardMetrics {
   std::atomic<uint64_t> client_id_claims_refused{0};  // of those, refused: no quorum, or no answer in time
   std::atomic<uint64_t> sessions_adopted{0};          // sessions read from their partition on a CONNECT
   std::atomic<uint64_t> sessions_taken_over{0};       // sessions of a gone node served here until their client returns
+  std::atomic<uint64_t> sessions_stale_dropped{0};    // recovered sessions another node owned by then
 
   static void Add(std::atomic<uint64_t>& counter, uint64_t n = 1) {
     counter.store(counter.load(std::memory_order_relaxed) + n, std::memory_order_relaxed);

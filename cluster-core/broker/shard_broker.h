@@ -111,6 +111,15 @@ class ShardBroker {
   // its node) is published after its delay and its expiry runs.
   void AdoptSession(const std::string& client_id, const std::vector<std::pair<std::string, std::string>>& keys,
                     bool taken_over = false);
+  // A cluster node's recovered persistent sessions may have been taken
+  // over or resumed elsewhere while it was down: until the registry says
+  // this node still owns each, its will is held (not published). The
+  // client ids recovered and not confirmed yet (taken once).
+  std::vector<std::string> TakeUnconfirmed() { return std::exchange(unconfirmed_, {}); }
+  // The registry's answer: `ours`, the will waits out the rest of its
+  // delay; otherwise the copy here is stale and dropped (nothing published,
+  // the partition untouched).
+  void ConfirmRecovered(const std::string& client_id, bool ours);
   size_t session_count() const { return sessions_.size(); }
 
   // --- publish ------------------------------------------------------------
@@ -247,7 +256,7 @@ class ShardBroker {
   void PersistRetained(const Message& message);
   uint64_t BeginSafe(std::function<void()> on_safe);
   void AddSafeStep(uint64_t token);
-  void RestoreSession(store::RecoveredSession& recovered, RecoveryCounts& counts);
+  void RestoreSession(store::RecoveredSession& recovered, RecoveryCounts& counts, bool hold_will = false);
   void RemoveAllSubscriptions(Session& session);
   void ApplyLocalRouteChange(const std::optional<RouteUpdate>& update);
   Destination PickSharedDestination(const std::string& key, std::vector<Destination>& destinations);
@@ -287,6 +296,7 @@ class ShardBroker {
   // Durability: the store, and publishes waiting for durable writes here and
   // on the shards they were forwarded to (token -> steps left, on_safe).
   std::unique_ptr<store::ShardStore> store_;
+  std::vector<std::string> unconfirmed_;  // recovered, held until ConfirmRecovered
   std::unordered_map<uint64_t, std::pair<uint32_t, std::function<void()>>> safe_waiters_;
   uint64_t next_safe_token_ = 1;
 };

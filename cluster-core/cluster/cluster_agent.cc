@@ -52,6 +52,11 @@ class ClusterAgent::Port final : public core::ClusterPort {
       agent.OnReplicateSessions(shard, std::move(changes), std::move(done));
     });
   }
+  void ConfirmRecovered(uint16_t shard, std::vector<std::string> client_ids) override {
+    Run([shard, client_ids = std::move(client_ids)](ClusterAgent& agent) mutable {
+      for (const std::string& client : client_ids) agent.ConfirmRecoveredSession(shard, client, 0);
+    });
+  }
   void set_sessions_on_partitions(bool on) { sessions_on_partitions_.store(on, std::memory_order_release); }
   void ClientAttached(const std::string& client_id) override {
     Run([client_id](ClusterAgent& agent) { agent.OnClientAttached(client_id); });

@@ -99,6 +99,7 @@ struct ClusterCounters {
   uint64_t session_loads_failed = 0;     // not read in time: the CONNECT was refused
   uint64_t sessions_taken_over = 0;      // a gone node's sessions claimed and served here
   uint64_t session_takeovers_failed = 0; // listings, claims or reads that did not succeed
+  uint64_t recovered_sessions_stale = 0; // recovered here, owned by another node by then
   uint64_t bad_frames = 0;
 };
 
@@ -268,6 +269,10 @@ class ClusterAgent final : public LinkHandler {
   void TakeOverSessionsOf(NodeId gone, uint32_t attempt = 0);
   void TakeOverSession(const std::string& client_id, NodeId gone, uint32_t attempt = 0);
   void AdoptTakenOver(const std::string& client_id, uint64_t serial, uint32_t attempt);
+  // A session this node recovered from its store: still this node's in the
+  // registry? The answer goes to `shard` (ShardBroker::ConfirmRecovered).
+  void ConfirmRecoveredSession(uint16_t shard, const std::string& client_id, uint32_t attempt);
+  void CheckRecoveredSessions();
   void OpenRetainedIndex();
   void WriteRetainedAttempt(const MessagePtr& message, std::function<void()> done, uint32_t attempt);
   void ReadRetainedPartitions(const std::string& filter, std::vector<partition::PartitionId> partitions,

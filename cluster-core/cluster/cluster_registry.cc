@@ -25,6 +25,7 @@ Expected<void, std::string> ClusterAgent::EnablePartitions(partition::PartitionH
   SetRetainedOnPartitions(true);
   SetSessionsOnPartitions(true);
   OpenRetainedIndex();
+  CheckRecoveredSessions();
   return {};
 }
 

@@ -111,6 +111,9 @@ std::string ClusterAgent::MetricsText() const {
          c.sessions_taken_over);
   series("estuary_cluster_session_takeovers_failed_total", "counter",
          "Listings, claims or reads of a gone node's sessions that did not succeed.", c.session_takeovers_failed);
+  series("estuary_cluster_recovered_sessions_stale_total", "counter",
+         "Sessions recovered from this node's store that another node served by then (dropped here).",
+         c.recovered_sessions_stale);
   series("estuary_cluster_client_takeovers_out_total", "counter",
          "Committed claims that told another node to close the client's connection.", c.client_takeovers_out);
   series("estuary_cluster_takeovers_total", "counter", "Sessions ended here because their client attached elsewhere.",

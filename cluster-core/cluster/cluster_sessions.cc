@@ -255,4 +255,51 @@ void ClusterAgent::AdoptTakenOver(const std::string& client_id, uint64_t serial,
   });
 }
 
+// Sessions a restarted node recovered from its own store may have been
+// taken over (task transfer) or resumed elsewhere while it was down. Each
+// shard hands over the ids it recovered (their wills held); the registry
+// says whether this node still owns each.
+void ClusterAgent::CheckRecoveredSessions() {
+  for (uint16_t shard = 0; shard < config_.shard_count; ++shard) {
+    PostToShard(shard, [port = &port()](core::ShardBroker& broker) {
+      auto ids = broker.TakeUnconfirmed();
+      if (!ids.empty()) port->ConfirmRecovered(broker.config().shard_id, std::move(ids));
+    });
+  }
+}
+
+void ClusterAgent::ConfirmRecoveredSession(uint16_t shard, const std::string& client_id, uint32_t attempt) {
+  partitions_->Read(
+      partitions_->PartitionOf(client_id), partition::EncodeRegistryOwnerQuery(client_id),
+      [this, shard, client_id, attempt, alive = std::weak_ptr<int>(lifetime_)](partition::PartitionResult result) {
+        if (alive.expired()) return;
+        std::optional<std::optional<partition::ClientOwner>> owner;
+        if (result.status == meta::ProposeStatus::kOk) {
+          // No result: this node's metadata copy does not show the partition
+          // open; nothing says the session is another node's: kept.
+          owner = result.result ? partition::DecodeClaimResult(*result.result)
+                                : std::optional<std::optional<partition::ClientOwner>>(
+                                      partition::ClientOwner{config_.self, 0, 0});
+        }
+        if (!owner) {
+          // Asked again while the partition elects; after 30 s the node
+          // keeps what it recovered (as without partitions).
+          if (attempt < 30) {
+            loop_.AddTimer(1000, [this, shard, client_id, attempt, alive] {
+              if (!alive.expired()) ConfirmRecoveredSession(shard, client_id, attempt + 1);
+            });
+            return;
+          }
+          owner = std::optional<partition::ClientOwner>(partition::ClientOwner{config_.self, 0, 0});
+        }
+        const bool ours = owner->has_value() && (*owner)->node == config_.self;
+        if (!ours) {
+          ++counters_.recovered_sessions_stale;
+          spdlog::info("cluster: the session of '{}' recovered here is served by {} now: dropped here", client_id,
+                       owner->has_value() ? "node " + std::to_string((*owner)->node) : std::string("nobody"));
+        }
+        PostToShard(shard, [client_id, ours](core::ShardBroker& broker) { broker.ConfirmRecovered(client_id, ours); });
+      });
+}
+
 }  // namespace estuary::cluster

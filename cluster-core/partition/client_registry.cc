@@ -59,6 +59,22 @@ std::optional<RegistryCommand> DecodeRegistryCommand(std::string_view bytes) {
   return std::nullopt;
 }
 
+std::string EncodeRegistryOwnerQuery(std::string_view client) {
+  meta::ByteWriter out;
+  out.U8(kClaim);
+  out.Bytes(client);
+  return out.Take();
+}
+
+std::string ClientRegistry::Query(std::string_view query) const {
+  meta::ByteReader in(query);
+  if (in.U8() != kClaim) return {};
+  const std::string client(in.Bytes());
+  if (!in.done()) return {};
+  auto it = owners_.find(client);
+  return EncodeClaimResult(it == owners_.end() ? std::nullopt : std::optional<ClientOwner>(it->second));
+}
+
 std::string EncodeClaimResult(const std::optional<ClientOwner>& previous) {
   meta::ByteWriter out;
   out.U8(previous ? 1 : 0);

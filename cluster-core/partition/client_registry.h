@@ -54,6 +54,9 @@ using RegistryCommand = std::variant<ClaimClient, ReleaseClient>;
 
 std::string EncodeRegistryCommand(const RegistryCommand& command);
 std::optional<RegistryCommand> DecodeRegistryCommand(std::string_view bytes);
+// Query 0x01 Owner{client}: the id's owner now, as a Claim's result
+// (EncodeClaimResult: none, or the owner).
+std::string EncodeRegistryOwnerQuery(std::string_view client);
 // A Claim's result: the owner it replaced (nullopt: there was none). A
 // conditional claim that did not apply has an empty result.
 std::string EncodeClaimResult(const std::optional<ClientOwner>& previous);
@@ -65,6 +68,7 @@ class ClientRegistry final : public PartitionMachine {
   std::string Apply(const raft::Entry& entry) override;
   std::vector<uint8_t> Snapshot() const override;
   bool Restore(const std::vector<uint8_t>& data) override;
+  std::string Query(std::string_view query) const override;
 
   // Applies one command and returns its result (Claim: EncodeClaimResult;
   // Release: "1" if released, "0" if not).

@@ -144,6 +144,9 @@ TEST(SessionMachineTest, ASurvivorFindsAGoneNodesSessionsAndTakesThemOnlyFromIt)
   EXPECT_EQ(state.registry().owners().at("a"), survivor);
   EXPECT_EQ(Load(state, "a").size(), 1u);  // the session stays for the survivor to read
   EXPECT_TRUE(DecodeClientList(state.Query(EncodeSessionsOwnedBy(2)))->empty());
+  // Who owns an id now (a restarted node asks before it serves what it recovered).
+  EXPECT_EQ(DecodeClaimResult(state.Query(EncodeRegistryOwnerQuery("a"))).value(), survivor);
+  EXPECT_EQ(DecodeClaimResult(state.Query(EncodeRegistryOwnerQuery("nobody"))).value(), std::nullopt);
   EXPECT_TRUE(state.Query(std::string("\x31\x00", 2)).empty());  // malformed: no answer
 }
 

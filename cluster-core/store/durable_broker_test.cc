@@ -80,6 +80,7 @@ class DurableBrokerTest : public ::testing::Test {
       config.shard_id = i;
       config.shard_count = shard_count_;
       brokers_.push_back(std::make_unique<ShardBroker>(config, loop_, link_, metrics_[i]));
+      if (boot_port_ != nullptr) brokers_.back()->set_cluster(boot_port_);  // a cluster node
       link_.shards.push_back(brokers_.back().get());
       brokers_.back()->AttachStore(*engines_[i]);
     }
@@ -168,6 +169,7 @@ class DurableBrokerTest : public ::testing::Test {
   std::vector<ShardMetrics> metrics_;
   std::vector<std::unique_ptr<ShardBroker>> brokers_;
   NullSink sink_;
+  ClusterPort* boot_port_ = nullptr;
 };
 
 TEST_F(DurableBrokerTest, PersistentSessionQueueAndRoutesSurviveRestart) {
@@ -748,6 +750,56 @@ TEST_F(SessionReplicationTest, AStaleLocalCopyIsReplacedWithoutTouchingThePartit
   ASSERT_NE(session, nullptr);
   EXPECT_EQ(session->subscriptions().count("new/#"), 1u);
   EXPECT_EQ(session->subscriptions().count("old/#"), 0u);
+}
+
+// A cluster node restarted after its sessions were taken over elsewhere:
+// the wills of what it recovered wait for the registry's word; a session
+// still its own publishes its will, a stale copy is dropped silently.
+TEST_F(SessionReplicationTest, ARestartedNodeHoldsRecoveredWillsUntilTheRegistryAnswers) {
+  StartNode();
+  OfflineSubscriber("watcher", "will/#");
+  for (const std::string id : {"mine", "moved"}) {
+    Session* session = brokers_[0]->Attach(id, false, &sink_).session;
+    session->set_expiry_interval(600);
+    WillMessage will;
+    auto message = std::make_shared<Message>();
+    message->topic = "will/" + id;
+    message->payload = MakePayload(id);
+    message->qos = QoS::kAtLeastOnce;
+    will.message = message;
+    session->set_will(will);  // connected when the node dies
+  }
+  Settle();
+  port_.ReleaseAll();
+  boot_port_ = &port_;
+  auto counts = Restart();  // (the brokers go as a killed process would: nothing more is written)
+  EXPECT_EQ(counts.wills, 2u);
+  loop_.AdvanceBy(5'000);
+  Session* watcher = brokers_[0]->FindSession("watcher");
+  ASSERT_NE(watcher, nullptr);
+  EXPECT_EQ(watcher->queued_messages(), 0u);  // held
+  auto unconfirmed = brokers_[0]->TakeUnconfirmed();
+  std::sort(unconfirmed.begin(), unconfirmed.end());
+  EXPECT_EQ(unconfirmed, (std::vector<std::string>{"mine", "moved", "watcher"}));
+  EXPECT_TRUE(brokers_[0]->TakeUnconfirmed().empty());
+
+  const size_t changes_before = port_.changes_seen.size();
+  brokers_[0]->ConfirmRecovered("watcher", true);
+  brokers_[0]->ConfirmRecovered("moved", false);
+  brokers_[0]->ConfirmRecovered("mine", true);
+  loop_.AdvanceBy(10);  // the will's delay (0) had passed: it goes at once
+  Settle();
+  EXPECT_EQ(QueuedPayloads(watcher), (std::vector<std::string>{"mine"}));
+  EXPECT_EQ(brokers_[0]->FindSession("moved"), nullptr);
+  EXPECT_NE(brokers_[0]->FindSession("mine"), nullptr);
+  EXPECT_EQ(metrics_[0].sessions_stale_dropped.load(), 1u);
+  for (size_t i = changes_before; i < port_.changes_seen.size(); ++i) {
+    EXPECT_EQ(port_.changes_seen[i].key.find("moved"), std::string::npos) << "the partition's copy was touched";
+  }
+  // Gone from this node's store too.
+  boot_port_ = nullptr;
+  Restart();
+  EXPECT_EQ(brokers_[0]->FindSession("moved"), nullptr);
 }
 
 TEST_F(SessionReplicationTest, ASessionThatEndsIsWipedFromThePartition) {

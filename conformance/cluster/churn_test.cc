@@ -7,6 +7,7 @@
 #include <optional>
 
 #include "conformance/cluster/cluster_fixture.h"
+#include "conformance/support/wait_for.h"
 
 namespace estuary::conformance {
 namespace {
@@ -361,6 +362,25 @@ TEST(ClusterChurnTest, AGoneNodesSessionsAreTakenOverAndQueueUntilTheirClientsRe
               "duplicated=%d\n",
               indexes.size(), lost, duplicated);
   EXPECT_EQ(lost, 0);
+
+  // Node 3 comes back with its store: its copies of both sessions are
+  // stale (served elsewhere now) and are dropped, the will not published
+  // again, and later messages reach the client once.
+  std::string error;
+  ASSERT_NE(cluster->Restart(3, &error), nullptr) << error;
+  ASSERT_TRUE(cluster->WaitMembersUp(kConverge, &why)) << why;
+  const bool dropped = testing::WaitFor(
+      [&] {
+        auto metrics = testing::AdminGet(cluster->node(3).admin_port(), "/metrics");
+        return metrics && metrics->body.find("estuary_cluster_recovered_sessions_stale_total{node=\"3\"} 2") !=
+                              std::string::npos;
+      },
+      kConverge, std::chrono::milliseconds(50));
+  EXPECT_TRUE(dropped) << "node 3 kept its stale copies";
+  EXPECT_EQ(watcher[0]->Next(std::chrono::milliseconds(1000)), nullptr) << "the will was published again";
+  publisher[0]->Publish(topic, "30", 1);
+  EXPECT_EQ(TakeIndexes(*session[0], 1), (std::vector<int>{30}));
+  EXPECT_EQ(session[0]->Next(std::chrono::milliseconds(500)), nullptr) << "a second copy arrived";
 }
 
 // One client id per cluster (docs/cluster.md): a CONNECT is accepted only
