@@ -96,12 +96,14 @@ class StorageEngine {
  public:
   virtual ~StorageEngine() = default;
 
-  Status Put(std::string_view key, std::string_view value) {
+  // One put or delete: Write of a batch of one. An engine may override them
+  // to encode straight from the caller's bytes, sparing the batch's copy.
+  virtual Status Put(std::string_view key, std::string_view value) {
     WriteBatch batch;
     batch.Put(key, value);
     return Write(batch);
   }
-  Status Delete(std::string_view key) {
+  virtual Status Delete(std::string_view key) {
     WriteBatch batch;
     batch.Delete(key);
     return Write(batch);

@@ -140,6 +140,10 @@ Expected<std::unique_ptr<persistence::StorageEngine>, std::string> OpenEngineIn(
   options.sync = SyncPolicyOf(config.sync);
   options.loop = &loop;
   options.log = log;
+  // Unlinks, a merge's final renames, rotation hints and the write-behind
+  // sync run on the engine's own thread, off the shard's loop
+  // (docs/storage.md).
+  options.background_file_work = true;
   auto engine = persistence::bitcask::BitcaskEngine::Open(io::PosixFileSystem::Instance(), dir, options);
   if (!engine) return MakeError(fmt::format("bitcask {}: {}", dir, engine.error().message));
   return std::unique_ptr<persistence::StorageEngine>(std::move(*engine));

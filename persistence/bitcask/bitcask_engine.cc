@@ -17,6 +17,7 @@ constexpr uint64_t kMaxFileSize = std::numeric_limits<uint32_t>::max();
 
 BitcaskEngine::BitcaskEngine(io::FileSystem& fs, std::string dir, BitcaskOptions options)
     : fs_(fs), dir_(std::move(dir)), options_(std::move(options)),
+      janitor_(std::make_unique<FileJanitor>(options_.background_file_work)),
       self_(std::make_shared<BitcaskEngine*>(this)) {
   if (options_.max_file_size > kMaxFileSize) options_.max_file_size = kMaxFileSize;
 }
@@ -84,16 +85,65 @@ Status BitcaskEngine::AppendBatch(const WriteBatch& batch) {
     AppendRecord(&bytes, seq++, now, op.is_delete ? kTombstone : 0, op.key,
                  op.is_delete ? std::string_view() : std::string_view(op.value));
   }
-  Status status = AppendEncoded(bytes, batch, first_seq, now);
+  auto offset = WriteEncoded(bytes, first_seq);
+  if (offset) {
+    uint64_t at = *offset + (has_header ? RecordSize(0, kBatchHeaderValueSize) : 0);
+    seq = first_seq;
+    for (const WriteBatch::Op& op : batch.ops()) {
+      uint32_t value_size = op.is_delete ? 0 : static_cast<uint32_t>(op.value.size());
+      ApplyRecord(op.key, value_size, op.is_delete, seq++, at, now);
+      at += RecordSize(op.key.size(), value_size);
+    }
+    next_seq_ = seq;
+    if (maintenance_wanted_) ScheduleMaintenance();
+  }
   constexpr size_t kKeepBufferBytes = 4u << 20;
   if (bytes.capacity() > kKeepBufferBytes) std::string().swap(bytes);
-  return status;
+  if (!offset) return MakeError(offset.error());
+  return {};
 }
 
-Status BitcaskEngine::AppendEncoded(const std::string& bytes, const WriteBatch& batch,
-                                    uint64_t first_seq, int64_t timestamp_ms) {
+Status BitcaskEngine::Put(std::string_view key, std::string_view value) {
+  if (auto s = AppendOne(key, value, false); !s) return s;
+  if (options_.sync == SyncPolicy::kAlways) return SyncActive();
+  return {};
+}
+
+Status BitcaskEngine::Delete(std::string_view key) {
+  if (auto s = AppendOne(key, {}, true); !s) return s;
+  if (options_.sync == SyncPolicy::kAlways) return SyncActive();
+  return {};
+}
+
+// Write of a batch of one, encoded from the caller's bytes (a record has no
+// batch header).
+Status BitcaskEngine::AppendOne(std::string_view key, std::string_view value, bool is_delete) {
+  if (auto s = CheckWritable(); !s) return s;
+  if (key.size() > kMaxFileSize || value.size() > kMaxFileSize ||
+      RecordSize(key.size(), value.size()) > kMaxFileSize) {
+    return Fail(Errc::kInvalidArgument, "key or value too large");
+  }
+  std::string& bytes = append_buffer_;
+  bytes.clear();
+  bytes.reserve(RecordSize(key.size(), value.size()));
+  uint64_t seq = next_seq_;
+  int64_t now = NowWallMs();
+  AppendRecord(&bytes, seq, now, is_delete ? kTombstone : 0, key, value);
+  auto offset = WriteEncoded(bytes, seq);
+  if (offset) {
+    ApplyRecord(key, static_cast<uint32_t>(value.size()), is_delete, seq, *offset, now);
+    next_seq_ = seq + 1;
+    if (maintenance_wanted_) ScheduleMaintenance();
+  }
+  constexpr size_t kKeepBufferBytes = 4u << 20;
+  if (bytes.capacity() > kKeepBufferBytes) std::string().swap(bytes);
+  if (!offset) return MakeError(offset.error());
+  return {};
+}
+
+Result<uint64_t> BitcaskEngine::WriteEncoded(const std::string& bytes, uint64_t first_seq) {
   if (active_->size > 0 && active_->size + bytes.size() > options_.max_file_size) {
-    if (auto s = Rotate(); !s) return s;
+    if (auto s = Rotate(); !s) return MakeError(s.error());
   }
   DataFile& active = *active_;
   uint64_t offset = active.size;
@@ -104,15 +154,30 @@ Status BitcaskEngine::AppendEncoded(const std::string& bytes, const WriteBatch& 
       failed_ = Error{Errc::kIo, "append failed and could not be undone: " + cut.error().message};
     }
     active.allocated = offset;
-    return appended;
+    return MakeError(appended.error());
   }
   active.size += bytes.size();
+  active.min_seq = std::min(active.min_seq, first_seq);
   dirty_ = true;
-  bool has_header = batch.size() > 1;
-  uint64_t first_offset = offset + (has_header ? RecordSize(0, kBatchHeaderValueSize) : 0);
-  ApplyToKeyDir(batch, first_seq, first_offset, timestamp_ms);
-  next_seq_ = first_seq + batch.size();
-  return {};
+  WriteBehind(bytes.size());
+  return offset;
+}
+
+void BitcaskEngine::WriteBehind(uint64_t appended) {
+  if (!janitor_->threaded() || options_.sync == SyncPolicy::kAlways) return;
+  write_behind_bytes_ += appended;
+  if (write_behind_bytes_ < kWriteBehindBytes) return;
+  write_behind_bytes_ = 0;
+  // fdatasync through a handle of the janitor's own: the owner keeps
+  // appending through its handle meanwhile. Syncing more than the policy asks
+  // is always allowed.
+  janitor_->Submit([fs = &fs_, path = PathOf(DataFileName(active_id_))]()
+                       -> std::optional<std::string> {
+    auto file = fs->OpenRead(path);
+    if (!file) return file.error().message;
+    if (auto s = (*file)->Sync(); !s) return s.error().message;
+    return std::nullopt;
+  });
 }
 
 Status BitcaskEngine::WriteActive(DataFile& active, const std::string& bytes) {
@@ -160,41 +225,36 @@ Status BitcaskEngine::TrimActive() {
   return {};
 }
 
-void BitcaskEngine::ApplyToKeyDir(const WriteBatch& batch, uint64_t first_seq,
-                                  uint64_t first_offset, int64_t timestamp_ms) {
-  uint64_t offset = first_offset;
-  uint64_t seq = first_seq;
-  for (const WriteBatch::Op& op : batch.ops()) {
-    uint32_t value_size = op.is_delete ? 0 : static_cast<uint32_t>(op.value.size());
-    if (op.is_delete) {
-      active_->has_tombstones = true;
-      auto it = keydir_.find(op.key);
-      if (it != keydir_.end()) {
-        FileOf(it->second.file_id).live_bytes -= RecordSize(op.key.size(), it->second.value_size);
-        keydir_.erase(it);
-      }
-    } else {
-      AddRecordToKeyDir(op.key, KeyEntry{active_id_, static_cast<uint32_t>(offset), value_size,
-                                         seq});
+void BitcaskEngine::ApplyRecord(std::string_view key, uint32_t value_size, bool is_delete,
+                                uint64_t seq, uint64_t offset, int64_t timestamp_ms) {
+  if (is_delete) {
+    active_->max_tombstone_seq = seq;
+    active_->tombstone_bytes += RecordSize(key.size(), 0);
+    auto it = keydir_.find(key);
+    if (it != keydir_.end()) {
+      if (it->second.file_id != active_id_) maintenance_wanted_ = true;
+      FileOf(it->second.file_id).live_bytes -= RecordSize(key.size(), it->second.value_size);
+      keydir_.erase(it);
     }
-    if (active_hint_complete_) {
-      // The same entry ScanDataFile would find for this record.
-      AppendHintEntry(&active_hint_, seq, timestamp_ms, static_cast<uint32_t>(offset), op.key,
-                      value_size, op.is_delete ? kTombstone : 0);
-      ++active_hint_count_;
-      if (active_hint_.size() > kMaxActiveHintBytes) {
-        active_hint_complete_ = false;
-        std::string().swap(active_hint_);
-      }
+  } else {
+    AddRecordToKeyDir(key, KeyEntry{active_id_, static_cast<uint32_t>(offset), value_size, seq});
+  }
+  if (active_hint_complete_) {
+    // The same entry ScanDataFile would find for this record.
+    AppendHintEntry(&active_hint_, seq, timestamp_ms, static_cast<uint32_t>(offset), key,
+                    value_size, is_delete ? kTombstone : 0);
+    ++active_hint_count_;
+    if (active_hint_.size() > kMaxActiveHintBytes) {
+      active_hint_complete_ = false;
+      std::string().swap(active_hint_);
     }
-    offset += RecordSize(op.key.size(), value_size);
-    ++seq;
   }
 }
 
-void BitcaskEngine::AddRecordToKeyDir(const std::string& key, KeyEntry entry) {
+void BitcaskEngine::AddRecordToKeyDir(std::string_view key, KeyEntry entry) {
   auto [it, inserted] = EmplaceKey(key, entry);
   if (!inserted) {
+    if (it->second.file_id != active_id_) maintenance_wanted_ = true;
     FileOf(it->second.file_id).live_bytes -= RecordSize(key.size(), it->second.value_size);
     it->second = entry;
   }
@@ -350,19 +410,12 @@ Status BitcaskEngine::Tick(int64_t now_ms) {
     last_sync_ms_ = now_ms;
     if (auto s = SyncActive(); !s) return s;
   }
-  if (!merge_ && options_.merge_dead_ratio > 0) {
-    if (auto s = DropDeadFiles(); !s) return s;
-    Stats stats = GetStats();
-    bool live_falling = last_tick_live_bytes_ && stats.live_bytes < *last_tick_live_bytes_;
-    last_tick_live_bytes_ = stats.live_bytes;
-    uint64_t total = stats.live_bytes + stats.dead_bytes;
-    double dead = static_cast<double>(stats.dead_bytes);
-    double threshold = options_.merge_dead_ratio;
-    if (live_falling) threshold = std::max(threshold, options_.merge_defer_ratio);
-    if (stats.dead_bytes >= options_.merge_min_dead_bytes && total > 0 &&
-        dead >= threshold * static_cast<double>(total)) {
-      if (auto s = StartMerge(); !s) return s;
-    }
+  if (auto s = CheckJanitor(); !s) return s;
+  // With a Loop, maintenance runs on its timer, never inside this call.
+  if (options_.loop != nullptr) {
+    ScheduleMaintenance();
+  } else if (auto s = Maintain(); !s) {
+    return s;
   }
   // With a Loop the merge advances on its own timer.
   if (merge_ && options_.loop == nullptr) return MergeStep(options_.merge_step_bytes);
@@ -407,6 +460,8 @@ Status BitcaskEngine::Rotate() {
   dirty_ = true;
   if (auto s = SyncActive(); !s) return s;
   if (auto s = WriteActiveHint(); !s) Log("hint write failed: " + s.error().message);
+  active_->live_at_last_pass = active_->live_bytes;
+  if (active_->live_bytes < active_->size) maintenance_wanted_ = true;
   return StartActiveFile();
 }
 
@@ -415,6 +470,7 @@ Status BitcaskEngine::Close() {
   if (options_.loop != nullptr) {
     if (interval_timer_ != 0) options_.loop->CancelTimer(interval_timer_);
     if (merge_timer_ != 0) options_.loop->CancelTimer(merge_timer_);
+    if (maintenance_timer_ != 0) options_.loop->CancelTimer(maintenance_timer_);
   }
   AbandonMerge("engine closing");
   FlushGroup();
@@ -422,6 +478,10 @@ Status BitcaskEngine::Close() {
   if (status) status = SyncActive();
   if (status && files_.count(active_id_) && files_[active_id_].size > 0) {
     if (auto s = WriteActiveHint(); !s) Log("hint write failed: " + s.error().message);
+  }
+  // Dropped files and a merge's last renames: done before Close returns.
+  if (auto failure = janitor_->Drain(); failure && status) {
+    status = Fail(Errc::kIo, "file maintenance failed (reopen completes it): " + *failure);
   }
   closed_ = true;
   files_.clear();

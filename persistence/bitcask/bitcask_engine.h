@@ -8,21 +8,26 @@
 //   file from its hint (or scans the data when the hint is bad), truncates a
 //   torn tail (logged), skips corrupt records in the middle (logged), and
 //   starts a fresh active file.
-// - A merge rewrites the live records of every immutable file into new
-//   files and deletes the old ones; a crash at any point loses nothing (the
-//   merge commits by renaming a manifest). It runs incrementally, at most
-//   merge_step_bytes per step, between writes (StartMerge/MergeStep); Tick()
-//   starts one when dead bytes pass merge_dead_ratio; Merge() runs one to
-//   the end at once.
+// - A merge rewrites the live records of immutable files into new files
+//   and deletes the old ones; a crash at any point loses nothing (the merge
+//   commits by renaming a manifest). It runs incrementally, at most
+//   merge_step_bytes per step, between writes (StartMerge/MergeStep);
+//   Merge() runs one over every immutable file to the end at once.
+// - Maintenance (the Loop's timer, or Tick() without a Loop) drops files
+//   with nothing live and merges the files past merge_dead_ratio that are
+//   not being drained; unlinks and a merge's last renames run on the
+//   FileJanitor (its own thread with background_file_work).
 // - Group commit: under kAlways, WriteAsync appends at once and shares one
 //   fdatasync among all writes of the current loop iteration (a Post on the
 //   injected Loop); Write() syncs before it returns.
 //
-// Threading: one owner thread (StorageEngine). The FileSystem, Loop and
-// Clock must outlive the engine.
+// Threading: one owner thread (StorageEngine), plus the janitor's thread
+// with background_file_work (file-system calls only). The FileSystem, Loop
+// and Clock must outlive the engine.
 #include <functional>
 #include <iterator>
 #include <map>
+#include <set>
 #include <memory>
 #include <string>
 #include <utility>
@@ -31,6 +36,7 @@
 #include "io/clock.h"
 #include "io/file_system.h"
 #include "io/loop.h"
+#include "persistence/bitcask/file_janitor.h"
 #include "persistence/bitcask/format.h"
 #include "persistence/storage_engine.h"
 
@@ -40,15 +46,24 @@ struct BitcaskOptions {
   SyncPolicy sync = SyncPolicy::kAlways;
   int64_t sync_interval_ms = 100;
   uint64_t max_file_size = 64ull << 20;  // capped below 4 GiB (u32 offsets)
-  // Tick() starts a merge when dead/(live+dead) >= ratio and dead >= min
-  // bytes.
-  // A ratio <= 0 turns automatic merging off.
+  // Maintenance merges the immutable files whose own dead bytes reach this
+  // share of the file (tombstones it must keep count as live), once their
+  // dead bytes add up to merge_min_dead_bytes. A file whose live bytes fell
+  // since the last maintenance pass (acks consuming a queue) waits: it is
+  // on its way to holding nothing live, when it is deleted without a copy.
+  // A ratio <= 0 turns automatic merging and dropping off.
   double merge_dead_ratio = 0.5;
   uint64_t merge_min_dead_bytes = 16ull << 20;
-  // While live bytes fall from one Tick to the next (acks consuming a
-  // queue), that merge waits until dead/(live+dead) reaches this ratio: a
-  // merge now would copy records about to die. <= merge_dead_ratio: no wait.
-  double merge_defer_ratio = 0.9;
+  // With a Loop, maintenance (dropping dead files, choosing and starting
+  // merges) runs on a timer this long after a write makes bytes in an
+  // immutable file dead, never inside Write or Tick; without one, Tick runs
+  // it.
+  int64_t maintenance_delay_ms = 100;
+  // Unlinking dropped files and finishing a committed merge on disk (renames,
+  // removals, directory syncs) on a thread of the engine's own instead of the
+  // owner's. The FileSystem must allow calls from that thread:
+  // PosixFileSystem does, SimFileSystem does not.
+  bool background_file_work = false;
   // Live bytes copied per merge step: bounds how long one step blocks.
   uint64_t merge_step_bytes = 4ull << 20;
   // Under kAlways the active file is zero-filled this far ahead of its data
@@ -75,6 +90,9 @@ class BitcaskEngine final : public StorageEngine {
   BitcaskEngine& operator=(const BitcaskEngine&) = delete;
 
   Status Write(const WriteBatch& batch) override;
+  // Encoded straight from `key` and `value` (no WriteBatch copy).
+  Status Put(std::string_view key, std::string_view value) override;
+  Status Delete(std::string_view key) override;
   void WriteAsync(const WriteBatch& batch, std::function<void(Status)> done) override;
   Result<std::optional<std::string>> Get(std::string_view key) override;
   Status Scan(std::string_view prefix, std::string_view start, const ScanVisitor& visit) override;
@@ -95,6 +113,10 @@ class BitcaskEngine final : public StorageEngine {
   // copied. A no-op when no merge runs.
   Status MergeStep(uint64_t byte_budget);
   bool merging() const { return merge_ != nullptr; }
+  // Returns once the janitor has done every file job handed to it so far
+  // (dropped files unlinked, a merge's renames): for tests and the bench's
+  // disk figures. Its failure, if one happened.
+  Status WaitForFileWork();
   // Closes the active file and starts a new one (tests and merge).
   Status Rotate();
 
@@ -112,7 +134,10 @@ class BitcaskEngine final : public StorageEngine {
     uint64_t size = 0;  // end of the data
     uint64_t live_bytes = 0;
     uint64_t allocated = 0;  // the active file's length with its zero-filled tail
-    bool has_tombstones = false;
+    uint64_t min_seq = UINT64_MAX;   // its oldest record, put or tombstone
+    uint64_t max_tombstone_seq = 0;  // its newest tombstone; 0: none
+    uint64_t tombstone_bytes = 0;
+    uint64_t live_at_last_pass = 0;  // maintenance: is it being drained?
   };
 
   using KeyDir = std::map<std::string, KeyEntry, std::less<>>;
@@ -131,13 +156,27 @@ class BitcaskEngine final : public StorageEngine {
   Status FlushMergeOutput(MergeOutput& out);
   Status SealMergeOutputs(MergeJob& job);
   Status CommitMerge(MergeJob& job);
-  // Deletes immutable files holding neither live records nor tombstones
-  // (every record superseded): reclaimed without copying anything.
+  // Deletes immutable files holding no live record whose tombstones no
+  // other file needs (every record superseded): reclaimed without copying.
   Status DropDeadFiles();
+  // Drops dead files and starts a merge of the files past the dead ratio.
+  Status Maintain();
+  void ScheduleMaintenance();
+  Status StartMergeOf(std::vector<uint32_t> ids);
+  // The oldest sequence number in any file not in `excluded`: a
+  // tombstone older than it deletes nothing elsewhere and may be dropped.
+  uint64_t OldestSeqOutside(const std::set<uint32_t>& excluded) const;
+  Status CopyTombstones(MergeJob& job);
+  Result<MergeOutput*> OutputFor(MergeJob& job, uint64_t record_size);
+  // A file's entries from its hint, or by scanning it when the hint is bad.
+  Result<std::vector<RecordEntry>> ReadEntries(uint32_t id);
+  // A janitor failure makes the engine refuse writes (reopen repairs).
+  Status CheckJanitor();
 
   // Recovery (bitcask_recovery.cc).
   Status Recover();
   Status FinishCommittedMerge();
+  static void NoteEntries(DataFile& file, const std::vector<RecordEntry>& entries);
   Status LoadFile(uint32_t id);
   void ApplyLoaded(uint32_t id, std::vector<RecordEntry>& entries);  // moves the keys out
   Status WriteHint(uint32_t id, const std::string& suffix);  // rescans the data file
@@ -148,12 +187,16 @@ class BitcaskEngine final : public StorageEngine {
   // Writing (bitcask_engine.cc).
   Status CheckWritable() const;
   Status AppendBatch(const WriteBatch& batch);  // Write without the sync
-  Status AppendEncoded(const std::string& bytes, const WriteBatch& batch, uint64_t first_seq,
-                       int64_t timestamp_ms);
-  // Updates the key directory and the active file's hint for an appended batch.
-  void ApplyToKeyDir(const WriteBatch& batch, uint64_t first_seq, uint64_t first_offset,
-                     int64_t timestamp_ms);
-  void AddRecordToKeyDir(const std::string& key, KeyEntry entry);
+  // Put or Delete of one record, without the sync.
+  Status AppendOne(std::string_view key, std::string_view value, bool is_delete);
+  // Writes encoded records at the end of the active file (rotating first when
+  // full); returns where they start.
+  Result<uint64_t> WriteEncoded(const std::string& bytes, uint64_t first_seq);
+  // Updates the key directory and the active file's hint for one appended
+  // record.
+  void ApplyRecord(std::string_view key, uint32_t value_size, bool is_delete, uint64_t seq,
+                   uint64_t offset, int64_t timestamp_ms);
+  void AddRecordToKeyDir(std::string_view key, KeyEntry entry);
   // Inserts a new key; keys arriving in ascending order (queues) take the
   // O(1) end-hinted path instead of a tree search.
   template <typename Key>
@@ -163,6 +206,13 @@ class BitcaskEngine final : public StorageEngine {
     }
     return keydir_.try_emplace(std::forward<Key>(key), entry);
   }
+  std::pair<KeyDir::iterator, bool> EmplaceKey(std::string_view key, const KeyEntry& entry) {
+    auto at = keydir_.empty() || std::prev(keydir_.end())->first < key ? keydir_.end()
+                                                                       : keydir_.lower_bound(key);
+    if (at != keydir_.end() && at->first == key) return {at, false};
+    return {keydir_.emplace_hint(at, std::string(key), entry), true};
+  }
+  void WriteBehind(uint64_t appended);
   // Writes an encoded batch at the end of the active file's data.
   Status WriteActive(DataFile& active, const std::string& bytes);
   // Cuts the active file's zero-filled tail (before rotation and Close).
@@ -204,7 +254,14 @@ class BitcaskEngine final : public StorageEngine {
   bool closed_ = false;
   std::optional<Error> failed_;  // a failed sync or append: writes refused
   int64_t last_sync_ms_ = 0;
-  std::optional<uint64_t> last_tick_live_bytes_;  // Tick's merge deferral
+  std::unique_ptr<FileJanitor> janitor_;
+  // Write-behind (none/interval with background_file_work): bytes appended
+  // since the janitor was last asked to sync the active file, so rotation's
+  // sync of a 64 MiB file finds little left to flush.
+  static constexpr uint64_t kWriteBehindBytes = 1u << 20;
+  uint64_t write_behind_bytes_ = 0;
+  io::TimerId maintenance_timer_ = 0;
+  bool maintenance_wanted_ = false;  // a write made bytes of an immutable file dead
   io::TimerId interval_timer_ = 0;
   std::vector<std::function<void(Status)>> group_;  // waiting for FlushGroup
   bool group_flush_posted_ = false;

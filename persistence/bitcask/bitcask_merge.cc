@@ -1,5 +1,6 @@
 // BitcaskEngine::Merge and the merge manifest (docs/bitcask_format.md,
 // "Merge").
+#include <algorithm>
 #include <set>
 #include <sstream>
 
@@ -59,30 +60,6 @@ std::optional<MergeManifest> DecodeMergeManifest(std::string_view text) {
   return manifest;
 }
 
-Status BitcaskEngine::DropDeadFiles() {
-  if (merge_) return {};
-  std::vector<uint32_t> dead;
-  for (const auto& [id, file] : files_) {
-    if (id != active_id_ && file.live_bytes == 0 && !file.has_tombstones) dead.push_back(id);
-  }
-  if (dead.empty()) return {};
-  // What superseded these records may be unsynced in the active file (under
-  // none/interval): durable first, or a crash would lose both versions.
-  if (auto s = SyncActive(); !s) return s;
-  for (uint32_t id : dead) {
-    // The hint first: a data file without its hint is scanned, a hint
-    // without its data file would be litter.
-    if (fs_.Exists(PathOf(HintFileName(id)))) {
-      if (auto s = fs_.Remove(PathOf(HintFileName(id))); !s) return Fault(s.error());
-    }
-    if (auto s = fs_.Remove(PathOf(DataFileName(id))); !s) return Fault(s.error());
-    files_.erase(id);
-  }
-  if (auto s = fs_.SyncDir(dir_); !s) return Fault(s.error());
-  Log("dropped " + std::to_string(dead.size()) + " files with no live records");
-  return {};
-}
-
 Status BitcaskEngine::Merge() {
   if (auto s = StartMerge(); !s) return s;
   while (merge_) {
@@ -95,13 +72,24 @@ Status BitcaskEngine::StartMerge() {
   if (auto s = CheckWritable(); !s) return s;
   if (merge_) return {};
   if (auto s = Rotate(); !s) return s;
-  auto job = std::make_unique<MergeJob>();
+  std::vector<uint32_t> ids;
   for (const auto& [id, file] : files_) {
-    if (id == active_id_) continue;
+    if (id != active_id_) ids.push_back(id);
+  }
+  return StartMergeOf(std::move(ids));
+}
+
+Status BitcaskEngine::StartMergeOf(std::vector<uint32_t> ids) {
+  if (auto s = CheckWritable(); !s) return s;
+  if (merge_ || ids.empty()) return {};
+  auto job = std::make_unique<MergeJob>();
+  for (uint32_t id : ids) {
     job->manifest.obsolete.push_back(id);
     job->obsolete.insert(id);
   }
-  if (job->obsolete.empty()) return {};
+  // Files outside the merge only get newer records from now on (and fewer
+  // files), so this bound stays safe until the commit.
+  job->keep_tombstones_from = OldestSeqOutside(job->obsolete);
   merge_ = std::move(job);
   ScheduleMergeStep();
   return {};
@@ -129,6 +117,7 @@ Status BitcaskEngine::MergeStep(uint64_t byte_budget) {
   if (!merge_) return {};
   if (auto s = CheckWritable(); !s) return s;
   Status status = merge_->copied_all ? Status{} : CopyLiveRecords(*merge_, byte_budget);
+  if (status && merge_->copied_all) status = CopyTombstones(*merge_);
   if (status && merge_->copied_all) {
     status = SealMergeOutputs(*merge_);
     if (status) {
@@ -183,25 +172,71 @@ Status BitcaskEngine::CopyLiveRecords(MergeJob& job, uint64_t byte_budget) {
 
 Status BitcaskEngine::CopyRecord(MergeJob& job, const std::string& key, const KeyEntry& entry,
                                  const DecodedRecord& record, const std::string& bytes) {
-  if (job.outputs.empty() || job.outputs.back().size + record.size > options_.max_file_size) {
-    if (!job.outputs.empty()) {
-      if (auto s = FlushMergeOutput(job.outputs.back()); !s) return s;
-    }
-    MergeOutput out;
-    out.id = next_file_id_++;
-    auto file = fs_.OpenAppend(PathOf(DataFileName(out.id)) + ".merge");
-    if (!file) return Fault(file.error());
-    out.file = std::move(*file);
-    job.outputs.push_back(std::move(out));
-  }
-  MergeOutput& out = job.outputs.back();
+  auto output = OutputFor(job, record.size);
+  if (!output) return MakeError(output.error());
+  MergeOutput& out = **output;
   uint32_t offset = static_cast<uint32_t>(out.size);
   out.pending.append(bytes);
   out.size += record.size;
+  out.min_seq = std::min(out.min_seq, record.seq);
   out.entries.push_back(RecordEntry{record.seq, record.timestamp_ms, offset, entry.value_size,
                                     record.flags, key});
   job.moves.push_back(MergeMove{key, entry, KeyEntry{out.id, offset, entry.value_size, entry.seq}});
   if (out.pending.size() >= kOutputBufferBytes) return FlushMergeOutput(out);
+  return {};
+}
+
+Result<BitcaskEngine::MergeOutput*> BitcaskEngine::OutputFor(MergeJob& job,
+                                                             uint64_t record_size) {
+  if (job.outputs.empty() || job.outputs.back().size + record_size > options_.max_file_size) {
+    if (!job.outputs.empty()) {
+      if (auto s = FlushMergeOutput(job.outputs.back()); !s) return MakeError(s.error());
+    }
+    MergeOutput out;
+    out.id = next_file_id_++;
+    auto file = fs_.OpenAppend(PathOf(DataFileName(out.id)) + ".merge");
+    if (!file) return MakeError(Fault(file.error()).error());
+    out.file = std::move(*file);
+    job.outputs.push_back(std::move(out));
+  }
+  return &job.outputs.back();
+}
+
+// A merge of some files only (not all immutable ones) keeps their tombstones
+// that may still delete a put in a file left out: those not older than every
+// record outside the merge, unless a newer put of the key supersedes them.
+Status BitcaskEngine::CopyTombstones(MergeJob& job) {
+  if (job.copied_tombstones) return {};
+  job.copied_tombstones = true;
+  for (uint32_t id : job.manifest.obsolete) {
+    auto file = files_.find(id);
+    if (file == files_.end() || file->second.max_tombstone_seq < job.keep_tombstones_from) {
+      continue;
+    }
+    auto entries = ReadEntries(id);
+    if (!entries) return MakeError(entries.error());
+    for (RecordEntry& entry : *entries) {
+      if (!(entry.flags & kTombstone) || entry.seq < job.keep_tombstones_from) continue;
+      auto live = keydir_.find(entry.key);
+      if (live != keydir_.end() && live->second.seq > entry.seq) continue;
+      uint64_t size = RecordSize(entry.key.size(), 0);
+      auto output = OutputFor(job, size);
+      if (!output) return MakeError(output.error());
+      MergeOutput& out = **output;
+      uint32_t offset = static_cast<uint32_t>(out.size);
+      AppendRecord(&out.pending, entry.seq, entry.timestamp_ms, kTombstone, entry.key, {});
+      out.size += size;
+      out.min_seq = std::min(out.min_seq, entry.seq);
+      out.max_tombstone_seq = std::max(out.max_tombstone_seq, entry.seq);
+      out.tombstone_bytes += size;
+      entry.offset = offset;
+      entry.value_size = 0;
+      out.entries.push_back(std::move(entry));
+      if (out.pending.size() >= kOutputBufferBytes) {
+        if (auto s = FlushMergeOutput(out); !s) return s;
+      }
+    }
+  }
   return {};
 }
 
@@ -215,6 +250,9 @@ Status BitcaskEngine::FlushMergeOutput(MergeOutput& out) {
 // Makes the outputs and their hints durable, then writes the manifest and
 // renames it into place (made durable by CommitMerge's directory sync).
 Status BitcaskEngine::SealMergeOutputs(MergeJob& job) {
+  // Files dropped before must be gone for good first: a tombstone this merge
+  // leaves out may delete a put in one of them.
+  if (auto failure = janitor_->Drain()) return Fail(Errc::kIo, *failure);
   for (MergeOutput& out : job.outputs) {
     job.manifest.outputs.push_back(out.id);
     if (auto s = FlushMergeOutput(out); !s) return s;
@@ -262,12 +300,21 @@ Status BitcaskEngine::CommitMerge(MergeJob& job) {
   }
   for (uint32_t id : job.manifest.obsolete) files_.erase(id);
   for (MergeOutput& out : job.outputs) {
-    files_[out.id] = DataFile{std::move(out.file), out.size, live[out.id]};
+    DataFile& file = files_[out.id];
+    file = DataFile{std::move(out.file), out.size, live[out.id]};
+    file.min_seq = out.min_seq;
+    file.max_tombstone_seq = out.max_tombstone_seq;
+    file.tombstone_bytes = out.tombstone_bytes;
+    file.live_at_last_pass = file.live_bytes;
   }
-  if (auto s = FinishCommittedMerge(); !s) {
-    failed_ = Error{Errc::kIo, "merge finish failed (reopen completes it): " + s.error().message};
-    return MakeError(*failed_);
-  }
+  // The outputs' renames and the inputs' removals: the janitor's (recovery
+  // finishes them after a crash).
+  io::FileSystem* fs = &fs_;
+  janitor_->Submit([fs, dir = dir_]() -> std::optional<std::string> {
+    if (auto s = FinishMergeOnDisk(*fs, dir); !s) return "merge finish: " + s.error().message;
+    return std::nullopt;
+  });
+  if (auto s = CheckJanitor(); !s) return s;
   Log("merged " + std::to_string(job.manifest.obsolete.size()) + " files into " +
       std::to_string(job.manifest.outputs.size()));
   return {};

@@ -19,10 +19,15 @@ using Model = std::map<std::string, std::string>;
 
 class ModelRun {
  public:
-  ModelRun(uint64_t seed, SyncPolicy policy) : h_(seed), random_(seed) {
+  ModelRun(uint64_t seed, SyncPolicy policy, bool maintenance)
+      : h_(seed), random_(seed), maintenance_(maintenance) {
     h_.options.sync = policy;
     h_.options.max_file_size = 512 + random_() % 4096;
-    h_.options.merge_dead_ratio = 0;
+    // With maintenance, Tick drops dead files and merges files past the
+    // ratio (some files only, keeping tombstones other files need).
+    h_.options.merge_dead_ratio = maintenance ? 0.3 : 0;
+    h_.options.merge_min_dead_bytes = 1;
+    h_.options.merge_step_bytes = 1000;
     engine_ = h_.Open();
     history_.push_back(model_);
   }
@@ -62,11 +67,20 @@ class ModelRun {
       Reopen(true);
     }
     if (!batch.empty()) Apply(batch);
+    if (maintenance_ && !h_.fs.dead() && random_() % 3 == 0) {
+      Status ticked = engine_->Tick(0);
+      ASSERT_TRUE(ticked || h_.fs.dead()) << ticked.error().message;
+    }
     if (!h_.fs.dead() && engine_->merging()) (void)engine_->MergeStep(random_() % 2000);
     if (h_.fs.dead()) Reopen(true);
   }
 
   void Check() { EXPECT_EQ(Dump(*engine_), model_); }
+  size_t Logged(const std::string& needle) const {
+    size_t n = 0;
+    for (const auto& line : h_.logs) n += line.find(needle) != std::string::npos ? 1 : 0;
+    return n;
+  }
 
  private:
   std::string RandomKey() { return "k" + std::to_string(random_() % 64); }
@@ -143,6 +157,7 @@ class ModelRun {
 
   Harness h_;
   std::mt19937_64 random_;
+  bool maintenance_;
   std::unique_ptr<BitcaskEngine> engine_;
   Model model_;
   std::vector<Model> history_;  // states that may survive a crash
@@ -161,13 +176,17 @@ std::vector<uint64_t> Seeds() {
   return seeds;
 }
 
-void RunModel(SyncPolicy policy, const char* name) {
+void RunModel(SyncPolicy policy, const char* name, bool maintenance = false) {
   for (uint64_t seed : Seeds()) {
     std::cout << "bitcask model " << name << " seed " << seed << " (replay: ESTUARY_SEED="
               << seed << ")\n";
-    ModelRun run(seed, policy);
+    ModelRun run(seed, policy, maintenance);
     for (int step = 0; step < 400 && !::testing::Test::HasFatalFailure(); ++step) run.Step();
     run.Check();
+    if (maintenance) {
+      std::cout << "  drops " << run.Logged("dropped") << ", merges " << run.Logged("merged")
+                << "\n";
+    }
     if (::testing::Test::HasFailure()) {
       FAIL() << "failing seed " << seed;
     }
@@ -177,6 +196,15 @@ void RunModel(SyncPolicy policy, const char* name) {
 TEST(BitcaskModel, SyncAlwaysKeepsEveryAcknowledgedWrite) { RunModel(SyncPolicy::kAlways, "always"); }
 
 TEST(BitcaskModel, SyncNoneLosesOnlyASuffixNeverCorrupts) { RunModel(SyncPolicy::kNone, "none"); }
+
+// Issue 4 (batched acks): drops and merges of some files chosen by Tick.
+TEST(BitcaskModel, MaintenanceByTickKeepsEveryAcknowledgedWrite) {
+  RunModel(SyncPolicy::kAlways, "always+maintenance", true);
+}
+
+TEST(BitcaskModel, MaintenanceByTickUnderNoneLosesOnlyASuffix) {
+  RunModel(SyncPolicy::kNone, "none+maintenance", true);
+}
 
 }  // namespace
 }  // namespace estuary::persistence::bitcask

@@ -10,12 +10,6 @@ namespace {
 
 constexpr uint32_t kLoadTombstone = UINT32_MAX;
 
-bool HasTombstone(const std::vector<RecordEntry>& entries) {
-  for (const RecordEntry& entry : entries) {
-    if (entry.flags & kTombstone) return true;
-  }
-  return false;
-}
 
 bool EndsWith(std::string_view name, std::string_view suffix) {
   return name.size() >= suffix.size() && name.substr(name.size() - suffix.size()) == suffix;
@@ -62,6 +56,7 @@ Status BitcaskEngine::Recover() {
   for (const auto& [key, entry] : keydir_) {
     files_[entry.file_id].live_bytes += RecordSize(key.size(), entry.value_size);
   }
+  for (auto& [id, file] : files_) file.live_at_last_pass = file.live_bytes;
   return StartActiveFile();
 }
 
@@ -79,9 +74,9 @@ Status BitcaskEngine::LoadFile(uint32_t id) {
       auto hint = (*hint_file)->ReadAt(0, *hint_size);
       if (hint) {
         if (auto entries = DecodeHint(*hint, *size)) {
-          ApplyLoaded(id, *entries);
           files_[id] = DataFile{std::move(*file), *size, 0};
-          files_[id].has_tombstones = HasTombstone(*entries);
+          NoteEntries(files_[id], *entries);
+          ApplyLoaded(id, *entries);
           return {};
         }
       }
@@ -114,11 +109,39 @@ Status BitcaskEngine::LoadFile(uint32_t id) {
   // The hint comes from the scan just made (before ApplyLoaded takes the
   // keys), not from reading the file a second time.
   std::string hint = EncodeHint(scan.entries, *size);
-  ApplyLoaded(id, scan.entries);
   files_[id] = DataFile{std::move(*file), *size, 0};
-  files_[id].has_tombstones = HasTombstone(scan.entries);
+  NoteEntries(files_[id], scan.entries);
+  ApplyLoaded(id, scan.entries);
   if (auto s = WriteHintBytes(id, "", hint); !s) Log("hint write failed: " + s.error().message);
   return {};
+}
+
+void BitcaskEngine::NoteEntries(DataFile& file, const std::vector<RecordEntry>& entries) {
+  for (const RecordEntry& entry : entries) {
+    file.min_seq = std::min(file.min_seq, entry.seq);
+    if (entry.flags & kTombstone) {
+      file.max_tombstone_seq = std::max(file.max_tombstone_seq, entry.seq);
+      file.tombstone_bytes += RecordSize(entry.key.size(), 0);
+    }
+  }
+}
+
+Result<std::vector<RecordEntry>> BitcaskEngine::ReadEntries(uint32_t id) {
+  const DataFile& data = files_[id];
+  std::string hint_path = PathOf(HintFileName(id));
+  if (fs_.Exists(hint_path)) {
+    auto hint_file = fs_.OpenRead(hint_path);
+    auto hint_size = fs_.FileSize(hint_path);
+    if (hint_file && hint_size) {
+      auto hint = (*hint_file)->ReadAt(0, *hint_size);
+      if (hint) {
+        if (auto entries = DecodeHint(*hint, data.size)) return std::move(*entries);
+      }
+    }
+  }
+  auto bytes = data.file->ReadAt(0, data.size);
+  if (!bytes) return MakeError(Fault(bytes.error()).error());
+  return std::move(ScanDataFile(*bytes).entries);
 }
 
 void BitcaskEngine::ApplyLoaded(uint32_t id, std::vector<RecordEntry>& entries) {
@@ -154,6 +177,20 @@ Status BitcaskEngine::WriteActiveHint() {
   // can be retried (by Close) with a complete hint.
   size_t entries_end = active_hint_.size();
   AppendHintTrailer(&active_hint_, active_hint_count_, active.size);
+  if (janitor_->threaded() && !closed_) {
+    // Rotation: the janitor writes it (the data file is synced already). A
+    // hint is optional: one missing, torn or failed (its trailer's CRC)
+    // only means a scan at Open, so its errors stop nothing.
+    janitor_->Submit([fs = &fs_, path = PathOf(HintFileName(active_id_)),
+                      hint = active_hint_]() -> std::optional<std::string> {
+      if (fs->Exists(path) && !fs->Remove(path)) return std::nullopt;
+      auto file = fs->OpenAppend(path);
+      if (file && (*file)->Append(hint)) (void)(*file)->Sync();
+      return std::nullopt;
+    });
+    active_hint_.resize(entries_end);
+    return {};
+  }
   Status status = WriteHintBytes(active_id_, "", active_hint_);
   active_hint_.resize(entries_end);
   return status;
@@ -195,11 +232,17 @@ Status BitcaskEngine::StartActiveFile() {
   return {};
 }
 
-Status BitcaskEngine::FinishCommittedMerge() {
+Status BitcaskEngine::FinishCommittedMerge() { return FinishMergeOnDisk(fs_, dir_); }
+
+Status FinishMergeOnDisk(io::FileSystem& fs, const std::string& dir) {
+  auto PathOf = [&dir](const std::string& name) { return dir + "/" + name; };
+  auto Fault = [](const io::FsError& error) -> Status {
+    return Fail(error.code == io::FsErrc::kNoSpace ? Errc::kNoSpace : Errc::kIo, error.message);
+  };
   std::string path = PathOf(kMergeManifestName);
-  auto size = fs_.FileSize(path);
+  auto size = fs.FileSize(path);
   if (!size) return Fault(size.error());
-  auto file = fs_.OpenRead(path);
+  auto file = fs.OpenRead(path);
   if (!file) return Fault(file.error());
   auto text = (*file)->ReadAt(0, *size);
   if (!text) return Fault(text.error());
@@ -210,22 +253,22 @@ Status BitcaskEngine::FinishCommittedMerge() {
   }
   for (uint32_t id : manifest->outputs) {
     for (const std::string& name : {DataFileName(id), HintFileName(id)}) {
-      if (fs_.Exists(PathOf(name) + ".merge")) {
-        if (auto s = fs_.Rename(PathOf(name) + ".merge", PathOf(name)); !s) return Fault(s.error());
+      if (fs.Exists(PathOf(name) + ".merge")) {
+        if (auto s = fs.Rename(PathOf(name) + ".merge", PathOf(name)); !s) return Fault(s.error());
       }
     }
   }
-  if (auto s = fs_.SyncDir(dir_); !s) return Fault(s.error());
+  if (auto s = fs.SyncDir(dir); !s) return Fault(s.error());
   for (uint32_t id : manifest->obsolete) {
     for (const std::string& name : {DataFileName(id), HintFileName(id)}) {
-      if (fs_.Exists(PathOf(name))) {
-        if (auto s = fs_.Remove(PathOf(name)); !s) return Fault(s.error());
+      if (fs.Exists(PathOf(name))) {
+        if (auto s = fs.Remove(PathOf(name)); !s) return Fault(s.error());
       }
     }
   }
-  if (auto s = fs_.SyncDir(dir_); !s) return Fault(s.error());
-  if (auto s = fs_.Remove(path); !s) return Fault(s.error());
-  if (auto s = fs_.SyncDir(dir_); !s) return Fault(s.error());
+  if (auto s = fs.SyncDir(dir); !s) return Fault(s.error());
+  if (auto s = fs.Remove(path); !s) return Fault(s.error());
+  if (auto s = fs.SyncDir(dir); !s) return Fault(s.error());
   return {};
 }
 

@@ -19,6 +19,9 @@ struct BitcaskEngine::MergeOutput {
   uint64_t size = 0;    // bytes written plus buffered
   std::string pending;  // not yet appended
   std::vector<RecordEntry> entries;
+  uint64_t min_seq = UINT64_MAX;
+  uint64_t max_tombstone_seq = 0;
+  uint64_t tombstone_bytes = 0;
 };
 
 // A record copied (or found unreadable); applied at commit only if the key
@@ -34,8 +37,15 @@ struct BitcaskEngine::MergeJob {
   std::set<uint32_t> obsolete;
   std::string cursor;  // the next key to look at
   bool copied_all = false;
+  bool copied_tombstones = false;
+  // Tombstones at least this new are kept (CopyTombstones).
+  uint64_t keep_tombstones_from = 0;
   std::vector<MergeOutput> outputs;
   std::vector<MergeMove> moves;
 };
+
+// Renames a committed merge's outputs into place and removes its inputs and
+// the manifest (Open after a crash, or the janitor). Touches only `fs`.
+Status FinishMergeOnDisk(io::FileSystem& fs, const std::string& dir);
 
 }  // namespace estuary::persistence::bitcask

@@ -48,6 +48,10 @@ rocksdb::Options QueueWorkloadOptions(const RocksDbOptions& options) {
   o.manual_wal_flush = false;  // each Write reaches the kernel: kill -9 safe
   // No WAL recycling (recycle_log_file_num): RocksDB 7.8 silently turns it
   // off under point-in-time recovery (a known hole in recovered data).
+  if (options.recycle_log_file_num > 0) {
+    o.recycle_log_file_num = options.recycle_log_file_num;
+    o.wal_recovery_mode = rocksdb::WALRecoveryMode::kTolerateCorruptedTailRecords;
+  }
   o.write_buffer_size = options.write_buffer_size;
   o.max_write_buffer_number = 3;
   o.max_background_jobs = 2;

@@ -62,6 +62,12 @@ struct RocksDbOptions {
   size_t deletion_window = 1024;
   size_t deletion_trigger = 512;
   double deletion_ratio = 0.5;
+  // Measurement only (the storage bench's --rocksdb-recycle-logs): > 0 sets
+  // recycle_log_file_num, reusing old WAL files so a sync under `always`
+  // overwrites allocated blocks, as Bitcask's preallocation does. RocksDB
+  // turns recycling off under kPointInTimeRecovery, so this also switches
+  // to kTolerateCorruptedTailRecords, which is not the engine contract.
+  size_t recycle_log_file_num = 0;
   // Optional: drives interval syncs (a timer) and group commit (Post).
   io::Loop* loop = nullptr;
   // Tests: RocksDB's file IO goes through this Env (e.g. one made by

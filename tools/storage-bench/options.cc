@@ -65,6 +65,15 @@ Parsed ParseOptions(int argc, char** argv) {
   app.add_option("--bitcask-preallocate", o.bitcask_preallocate,
                  "Bitcask's zero-filled step ahead of the active file under always (bytes; 0: "
                  "plain appends, as format version 1; default: the engine's)");
+  app.add_option("--bitcask-background", o.bitcask_background,
+                 "Bitcask: unlink dropped files and finish merges on a thread of the engine's "
+                 "own (1, the default) or on the caller's (0)")
+      ->capture_default_str();
+  app.add_option("--rocksdb-recycle-logs", o.rocksdb_recycle_logs,
+                 "RocksDB recycle_log_file_num (0: off, the engine's setting; > 0 also switches "
+                 "to kTolerateCorruptedTailRecords recovery, outside the engine contract: "
+                 "measurement only)")
+      ->capture_default_str();
   app.add_option("--dir", o.dir,
                  "Parent directory for the engines' data (default: a new /tmp dir)");
   app.add_flag("--json", o.json, "Print JSON instead of the tables");

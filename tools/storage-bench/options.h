@@ -22,6 +22,8 @@ struct Options {
   int64_t sync_interval_ms = 100;
   uint64_t seed = 1;  // payload bytes (random, so compression gains nothing)
   int64_t bitcask_preallocate = -1;  // >= 0: BitcaskOptions::preallocate_bytes
+  bool bitcask_background = true;    // BitcaskOptions::background_file_work
+  size_t rocksdb_recycle_logs = 0;   // RocksDbOptions::recycle_log_file_num
   std::string dir;    // a fresh directory under /tmp when empty
   bool json = false;
   bool keep = false;  // keep the data directories

@@ -29,6 +29,8 @@ struct RunConfig {
   std::string dir;  // the engine's directory; removed first
   uint64_t depth = 1000;  // messages queued during the steady phase
   int64_t bitcask_preallocate = -1;  // >= 0: BitcaskOptions::preallocate_bytes
+  bool bitcask_background = true;    // BitcaskOptions::background_file_work
+  size_t rocksdb_recycle_logs = 0;   // RocksDbOptions::recycle_log_file_num
 };
 
 // One phase: operations are write batches, fetches or acks of `batch`
