@@ -167,9 +167,10 @@ void ClusterAgent::TakeOverSessionsOf(NodeId gone, uint32_t attempt) {
   if (!partitions_ || !meta_) return;
   const meta::MetaState& state = meta_->state();
   const meta::Placement& placement = state.placement();
-  for (const auto& [partition, open] : state.open_partitions()) {
+  for (const auto& [open_id, open] : state.open_partitions()) {
+    const partition::PartitionId id = open_id;
     const std::vector<NodeId>* placed =
-        partition < placement.assignment.size() ? &placement.assignment[partition] : &open.replicas;
+        id < placement.assignment.size() ? &placement.assignment[id] : &open.replicas;
     NodeId chosen = 0;
     for (NodeId node : *placed) {
       if (node != gone && (node == config_.self || !PeerUnreachable(node))) {
@@ -179,8 +180,8 @@ void ClusterAgent::TakeOverSessionsOf(NodeId gone, uint32_t attempt) {
     }
     if (chosen != config_.self) continue;
     partitions_->Read(
-        partition, partition::EncodeSessionsOwnedBy(gone),
-        [this, gone, partition, attempt, alive = std::weak_ptr<int>(lifetime_)](partition::PartitionResult result) {
+        id, partition::EncodeSessionsOwnedBy(gone),
+        [this, gone, id, attempt, alive = std::weak_ptr<int>(lifetime_)](partition::PartitionResult result) {
           if (alive.expired()) return;
           std::optional<std::vector<std::string>> owned;
           if (result.status == meta::ProposeStatus::kOk) {
@@ -189,7 +190,7 @@ void ClusterAgent::TakeOverSessionsOf(NodeId gone, uint32_t attempt) {
           if (!owned) {
             ++counters_.session_takeovers_failed;
             spdlog::warn("cluster: the sessions node {} held in partition {} could not be listed (status {})", gone,
-                         partition, static_cast<int>(result.status));
+                         id, static_cast<int>(result.status));
             // The whole listing again later: claims that applied already do
             // not apply twice (the node no longer owns those ids).
             if (attempt < 10) {
@@ -200,8 +201,7 @@ void ClusterAgent::TakeOverSessionsOf(NodeId gone, uint32_t attempt) {
             return;
           }
           if (!owned->empty()) {
-            spdlog::info("cluster: taking over {} session(s) of node {} from partition {}", owned->size(), gone,
-                         partition);
+            spdlog::info("cluster: taking over {} session(s) of node {} from partition {}", owned->size(), gone, id);
           }
           for (const std::string& client : *owned) TakeOverSession(client, gone);
         });
