@@ -200,6 +200,18 @@ io::HttpResponse Node::ServeAdmin(const std::string& method, const std::string& 
     if (agent_ != nullptr && agent_->partitions() != nullptr) agent_->partitions()->SetDraining(draining_);
     return {200, "text/plain; charset=utf-8", draining_ ? "draining\n" : "not draining\n"};
   }
+  // Fault injection (--fault-injection, docs/reliability.md): POST cuts the
+  // node off from every peer, DELETE heals. Same loop as the transport.
+  if (path == "/api/fault/isolate" && (method == "POST" || method == "DELETE")) {
+    if (!config_.fault_injection || !transport_) {
+      return {404, "text/plain; charset=utf-8", "fault injection is off (start with --fault-injection and a cluster)\n"};
+    }
+    transport_->SetIsolated(method == "POST");
+    return {200, "text/plain; charset=utf-8", transport_->isolated() ? "isolated\n" : "healed\n"};
+  }
+  if (agent_ != nullptr) {  // /api/cluster/members, join, leave, remove (estuaryctl)
+    if (auto response = cluster::ServeMembershipAdmin(*agent_->membership(), method, path)) return *response;
+  }
   if (agent_ != nullptr && agent_->partitions() != nullptr) {  // transfer-leader (estuaryctl)
     if (auto response = partition::ServePartitionAdmin(*agent_->partitions(), method, path)) return *response;
   }

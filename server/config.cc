@@ -111,6 +111,8 @@ void BuildApp(CLI::App& app, NodeConfig& config) {
         const bool numeric = inet_pton(AF_INET, ip.c_str(), &address) == 1 || inet_pton(AF_INET6, ip.c_str(), &address) == 1;
         return numeric ? std::string() : "\"" + ip + "\" is not a numeric IPv4 or IPv6 address";
       });
+  app.add_flag("--fault-injection", config.fault_injection,
+               "Enable test fault switches on the admin API (POST/DELETE /api/fault/isolate)");
   AddLimits(app, config.limits);
 }
 

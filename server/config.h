@@ -45,6 +45,9 @@ struct NodeConfig {
   // (--proxy-from, docs/balancer.md); empty: no header is accepted.
   std::vector<std::string> proxy_from;
   core::BrokerLimits limits;
+  // Test switches on the admin API (POST/DELETE /api/fault/isolate:
+  // docs/reliability.md); off in production.
+  bool fault_injection = false;
 };
 
 // What the command line asks for: run with a config, or exit with a status

@@ -144,7 +144,7 @@ void UvTransport::RemovePeer(NodeId node) {
 // The node behind an address is skipped while it is connected through
 // another link (it dialled us): one link per pair.
 void UvTransport::Dial(Dialer& dialer) {
-  if (closed_ || dialer.link || dialer.leads_to_self) return;
+  if (closed_ || isolated_ || dialer.link || dialer.leads_to_self) return;
   if (dialer.node != 0 && connected(dialer.node)) return;
   auto link = std::make_shared<Link>();
   std::weak_ptr<Link> weak = link;
@@ -173,6 +173,7 @@ void UvTransport::Accept(int fd) {
   auto link = std::make_shared<Link>();
   link->connection = io::TcpConnection::Adopt(loop_, fd);
   if (!link->connection) return;
+  if (isolated_) return link->connection->Abort();  // SetIsolated: refused with a reset
   link->remote = link->connection->peer_address();
   link->state = LinkState::kAwaitHello;
   StartLink(link);
@@ -537,6 +538,27 @@ void UvTransport::Tick() {
     }
   }
   if (!closed_) tick_timer_ = loop_.AddTimer(interval, [this] { Tick(); });
+}
+
+// ---- fault injection -----------------------------------------------------------
+
+void UvTransport::SetIsolated(bool isolated) {
+  if (closed_ || isolated_ == isolated) return;
+  isolated_ = isolated;
+  if (isolated) {
+    spdlog::warn("links: fault injection: isolated (every link dropped, none accepted or dialled)");
+    std::vector<LinkPtr> snapshot;
+    for (auto& [id, link] : links_) snapshot.push_back(link);
+    for (const LinkPtr& link : snapshot) DropLink(link, true);  // a dialer's redial finds isolated_ set
+    return;
+  }
+  spdlog::warn("links: fault injection: isolation healed, redialling {} address(es)", dialers_.size());
+  for (auto& [address, dialer] : dialers_) {
+    loop_.CancelTimer(dialer->timer);
+    dialer->timer = 0;
+    dialer->attempts = 0;
+    Dial(*dialer);
+  }
 }
 
 // ---- queries -----------------------------------------------------------------

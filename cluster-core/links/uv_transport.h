@@ -79,6 +79,15 @@ class UvTransport final : public Transport {
   // metrics.
   uint64_t refused() const { return refused_; }
   size_t open_links() const { return links_.size(); }  // in handshake or up
+
+  // Fault injection (estuaryd --fault-injection, docs/reliability.md): while
+  // isolated, every link is dropped at once (RST, queued frames lost, as a
+  // cut cable loses them), accepted connections are reset, and nothing is
+  // dialled, so the node is cut off from every peer in both directions while
+  // its clients still connect. Un-isolating redials every known address at
+  // once. Idempotent.
+  void SetIsolated(bool isolated);
+  bool isolated() const { return isolated_; }
   const std::string& advertised_address() const { return config_.advertised_address; }
 
  private:
@@ -117,6 +126,7 @@ class UvTransport final : public Transport {
   uint64_t next_link_id_ = 1;
   uint64_t refused_ = 0;
   bool closed_ = false;
+  bool isolated_ = false;  // SetIsolated
 };
 
 }  // namespace estuary::cluster

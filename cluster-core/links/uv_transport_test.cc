@@ -542,5 +542,47 @@ TEST(UvTransportTest, OwnAddressAmongTheSeedsIsIgnored) {
   EXPECT_TRUE(a->handler.ups.empty());
 }
 
+// The fault switch (estuaryd --fault-injection, docs/reliability.md): an
+// isolated node drops its links, refuses new ones and dials none, both
+// ways, while the others keep theirs; healing brings every link back.
+TEST(UvTransportTest, AnIsolatedNodeHasNoLinksUntilHealed) {
+  io::UvLoop loop;
+  std::vector<std::unique_ptr<Node>> nodes;
+  for (NodeId id = 1; id <= 3; ++id) nodes.push_back(StartNode(loop, TestConfig(id)));
+  for (auto& from : nodes) {
+    for (auto& to : nodes) from->transport->AddPeerAddress(to->address());
+  }
+  auto meshed = [&] {
+    for (auto& node : nodes) {
+      if (node->transport->peers().size() != 2) return false;
+    }
+    return true;
+  };
+  ASSERT_TRUE(RunUntil(loop, meshed));
+  UvTransport& isolated = *nodes[1]->transport;  // node 2
+  isolated.SetIsolated(true);
+  isolated.SetIsolated(true);  // idempotent
+  ASSERT_TRUE(RunUntil(loop, [&] {
+    return !nodes[0]->transport->connected(2) && !nodes[2]->transport->connected(2) && isolated.peers().empty();
+  }));
+  // Several redial backoffs later (10-100 ms here) it is still cut off,
+  // and nodes 1 and 3 still reach each other.
+  RunFor(loop, 400);
+  EXPECT_TRUE(isolated.peers().empty());
+  EXPECT_EQ(isolated.open_links(), 0u);
+  EXPECT_FALSE(nodes[0]->transport->connected(2));
+  EXPECT_TRUE(nodes[0]->transport->connected(3));
+  EXPECT_EQ(isolated.Send(1, 0x20, "x"), SendResult::kNoLink);
+  EXPECT_EQ(nodes[2]->transport->Send(2, 0x20, "x"), SendResult::kNoLink);
+  EXPECT_EQ(nodes[0]->handler.downs, std::vector<NodeId>{2});
+
+  isolated.SetIsolated(false);
+  EXPECT_FALSE(isolated.isolated());
+  ASSERT_TRUE(RunUntil(loop, meshed));
+  ASSERT_EQ(nodes[0]->transport->Send(2, 0x20, "healed"), SendResult::kQueued);
+  ASSERT_TRUE(RunUntil(loop, [&] { return !nodes[1]->handler.frames.empty(); }));
+  EXPECT_EQ(nodes[1]->handler.frames.back().body, "healed");
+}
+
 }  // namespace
 }  // namespace estuary::cluster
