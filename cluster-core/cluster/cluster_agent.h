@@ -268,6 +268,7 @@ class ClusterAgent final : public LinkHandler {
   // `gone`) and served here until their clients return.
   void TakeOverSessionsOf(NodeId gone, uint32_t attempt = 0);
   void TakeOverSession(const std::string& client_id, NodeId gone, uint32_t attempt = 0);
+  bool StillGone(NodeId node) const;
   void AdoptTakenOver(const std::string& client_id, uint64_t serial, uint32_t attempt);
   // A session this node recovered from its store: still this node's in the
   // registry? The answer goes to `shard` (ShardBroker::ConfirmRecovered).

@@ -158,6 +158,15 @@ void ClusterAgent::LoadSession(const std::string& client_id, std::function<void(
 
 namespace estuary::cluster {
 
+// As far as this node can tell, `node` is still gone: membership says it
+// is suspect, down or left, or no longer lists it (without membership, as
+// in unit tests, whoever called knows).
+bool ClusterAgent::StillGone(NodeId node) const {
+  if (!membership_owned_) return true;
+  const Member* member = membership_owned_->Find(node);
+  return member == nullptr || PeerUnreachable(node);
+}
+
 // Task transfer (docs/partitions.md "Sessions on partitions"). Each open
 // partition's sessions of the gone node are taken over by one survivor:
 // the first replica of the partition's placement that is neither the gone
@@ -165,6 +174,10 @@ namespace estuary::cluster {
 // who that is; the conditional claim (only from `gone`) lets one win.
 void ClusterAgent::TakeOverSessionsOf(NodeId gone, uint32_t attempt) {
   if (!partitions_ || !meta_) return;
+  // Only while the node is still gone as far as this node can tell: an
+  // isolated node that declared the others gone must not take their
+  // sessions once the cut heals and its retries start to succeed.
+  if (!StillGone(gone)) return;
   const meta::MetaState& state = meta_->state();
   const meta::Placement& placement = state.placement();
   for (const auto& [open_id, open] : state.open_partitions()) {
@@ -200,6 +213,7 @@ void ClusterAgent::TakeOverSessionsOf(NodeId gone, uint32_t attempt) {
             }
             return;
           }
+          if (!StillGone(gone)) return;  // it came back meanwhile
           if (!owned->empty()) {
             spdlog::info("cluster: taking over {} session(s) of node {} from partition {}", owned->size(), gone, id);
           }
@@ -209,6 +223,7 @@ void ClusterAgent::TakeOverSessionsOf(NodeId gone, uint32_t attempt) {
 }
 
 void ClusterAgent::TakeOverSession(const std::string& client_id, NodeId gone, uint32_t attempt) {
+  if (!StillGone(gone)) return;  // back (or never gone from here): its sessions stay its own
   const uint64_t serial = next_claim_++;
   const partition::ClientOwner owner{config_.self, boot_id_, serial};
   const std::string command =
