@@ -6,7 +6,8 @@
 //   2: a snapshot from another replica: Restore either refuses it and
 //      changes nothing, or the state snapshots and restores to itself;
 //   3: a run of commands (u8 length, bytes) applied in order, checked
-//      against a plain map of owners, then a snapshot round trip.
+//      against a plain map of owners (a conditional claim changes it only
+//      while its `only_from` node owns the id), then a snapshot round trip.
 #include <cstddef>
 #include <cstdint>
 #include <cstdlib>
@@ -82,6 +83,11 @@ void Run(std::string_view body) {
       auto it = model.find(claim->client);
       const std::optional<ClientOwner> previous =
           it == model.end() ? std::nullopt : std::optional<ClientOwner>(it->second);
+      if (claim->only_from != 0 && (!previous || previous->node != claim->only_from)) {
+        Check(result.empty());  // a takeover claim applies only while that node owns the id
+        Check(registry.owners() == model);
+        continue;
+      }
       Check(DecodeClaimResult(result) == std::optional<std::optional<ClientOwner>>(previous));
       model[claim->client] = claim->owner;
     } else {
