@@ -266,7 +266,8 @@ class ClusterAgent final : public LinkHandler {
   // Task transfer: the persistent sessions `gone` owned, in the partitions
   // this node is the first live placed replica of, claimed (only from
   // `gone`) and served here until their clients return.
-  void TakeOverSessionsOf(NodeId gone, uint32_t attempt = 0);
+  void TakeOverSessionsOf(NodeId gone);
+  void TakeOverPartition(NodeId gone, partition::PartitionId id, uint32_t attempt);
   void TakeOverSession(const std::string& client_id, NodeId gone, uint32_t attempt = 0);
   bool StillGone(NodeId node) const;
   void AdoptTakenOver(const std::string& client_id, uint64_t serial, uint32_t attempt);

@@ -172,54 +172,59 @@ bool ClusterAgent::StillGone(NodeId node) const {
 // the first replica of the partition's placement that is neither the gone
 // node nor unreachable from here. Nodes may disagree for a moment about
 // who that is; the conditional claim (only from `gone`) lets one win.
-void ClusterAgent::TakeOverSessionsOf(NodeId gone, uint32_t attempt) {
+void ClusterAgent::TakeOverSessionsOf(NodeId gone) {
   if (!partitions_ || !meta_) return;
+  for (const auto& [open_id, open] : meta_->state().open_partitions()) TakeOverPartition(gone, open_id, 0);
+}
+
+// One partition's share of TakeOverSessionsOf, retried alone (every second,
+// up to 10 times) while its sessions cannot be listed.
+void ClusterAgent::TakeOverPartition(NodeId gone, partition::PartitionId id, uint32_t attempt) {
   // Only while the node is still gone as far as this node can tell: an
   // isolated node that declared the others gone must not take their
   // sessions once the cut heals and its retries start to succeed.
   if (!StillGone(gone)) return;
   const meta::MetaState& state = meta_->state();
+  const auto open = state.open_partitions().find(id);
+  if (open == state.open_partitions().end()) return;
   const meta::Placement& placement = state.placement();
-  for (const auto& [open_id, open] : state.open_partitions()) {
-    const partition::PartitionId id = open_id;
-    const std::vector<NodeId>* placed =
-        id < placement.assignment.size() ? &placement.assignment[id] : &open.replicas;
-    NodeId chosen = 0;
-    for (NodeId node : *placed) {
-      if (node != gone && (node == config_.self || !PeerUnreachable(node))) {
-        chosen = node;
-        break;
-      }
+  const std::vector<NodeId>* placed =
+      id < placement.assignment.size() ? &placement.assignment[id] : &open->second.replicas;
+  NodeId chosen = 0;
+  for (NodeId node : *placed) {
+    if (node != gone && (node == config_.self || !PeerUnreachable(node))) {
+      chosen = node;
+      break;
     }
-    if (chosen != config_.self) continue;
-    partitions_->Read(
-        id, partition::EncodeSessionsOwnedBy(gone),
-        [this, gone, id, attempt, alive = std::weak_ptr<int>(lifetime_)](partition::PartitionResult result) {
-          if (alive.expired()) return;
-          std::optional<std::vector<std::string>> owned;
-          if (result.status == meta::ProposeStatus::kOk) {
-            owned = result.result ? partition::DecodeClientList(*result.result) : std::vector<std::string>{};
-          }
-          if (!owned) {
-            ++counters_.session_takeovers_failed;
-            spdlog::warn("cluster: the sessions node {} held in partition {} could not be listed (status {})", gone,
-                         id, static_cast<int>(result.status));
-            // The whole listing again later: claims that applied already do
-            // not apply twice (the node no longer owns those ids).
-            if (attempt < 10) {
-              loop_.AddTimer(1000, [this, gone, attempt, alive] {
-                if (!alive.expired()) TakeOverSessionsOf(gone, attempt + 1);
-              });
-            }
-            return;
-          }
-          if (!StillGone(gone)) return;  // it came back meanwhile
-          if (!owned->empty()) {
-            spdlog::info("cluster: taking over {} session(s) of node {} from partition {}", owned->size(), gone, id);
-          }
-          for (const std::string& client : *owned) TakeOverSession(client, gone);
-        });
   }
+  if (chosen != config_.self) return;
+  partitions_->Read(
+      id, partition::EncodeSessionsOwnedBy(gone),
+      [this, gone, id, attempt, alive = std::weak_ptr<int>(lifetime_)](partition::PartitionResult result) {
+        if (alive.expired()) return;
+        std::optional<std::vector<std::string>> owned;
+        if (result.status == meta::ProposeStatus::kOk) {
+          owned = result.result ? partition::DecodeClientList(*result.result) : std::vector<std::string>{};
+        }
+        if (!owned) {
+          ++counters_.session_takeovers_failed;
+          spdlog::warn("cluster: the sessions node {} held in partition {} could not be listed (status {}, attempt {})",
+                       gone, id, static_cast<int>(result.status), attempt + 1);
+          // The partition's listing again later: claims that applied
+          // already do not apply twice (the node no longer owns those ids).
+          if (attempt < 10) {
+            loop_.AddTimer(1000, [this, gone, id, attempt, alive] {
+              if (!alive.expired()) TakeOverPartition(gone, id, attempt + 1);
+            });
+          }
+          return;
+        }
+        if (!StillGone(gone)) return;  // it came back meanwhile
+        if (!owned->empty()) {
+          spdlog::info("cluster: taking over {} session(s) of node {} from partition {}", owned->size(), gone, id);
+        }
+        for (const std::string& client : *owned) TakeOverSession(client, gone);
+      });
 }
 
 void ClusterAgent::TakeOverSession(const std::string& client_id, NodeId gone, uint32_t attempt) {

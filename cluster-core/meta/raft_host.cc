@@ -47,6 +47,10 @@ persistence::Status RaftGroup::Start() {
     }
     applied_ = storage.snapshot.index;
   }
+  // The lost-state rule (raft_host.h): a store that starts empty with no
+  // config of its own waits for a leader and votes only once caught up.
+  storage.lost_state = config_.refuse_votes_when_empty && started_empty_ && storage.bootstrap.voters.empty();
+  bootstrapped_ = !storage.bootstrap.voters.empty();
   config_.raft.id = host_.self();
   raft_ = std::make_unique<raft::Raft>(config_.raft, std::move(storage),
                                        static_cast<uint64_t>(host_.loop_.NowMs()));
@@ -307,8 +311,9 @@ void RaftGroup::OnMessage(cluster::NodeId from, raft::Message message) {
     ++counters_.bad_frames;
     return;
   }
-  if (config_.refuse_votes_when_empty && IsVoteRequest(message.type) &&
-      raft_->log().LastIndex() == 0) {
+  if (IsVoteRequest(message.type) &&
+      (raft_->votes_barred() ||
+       (config_.refuse_votes_when_empty && !bootstrapped_ && raft_->log().LastIndex() == 0))) {
     ++counters_.votes_refused;
     return;
   }

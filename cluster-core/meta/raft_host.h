@@ -19,7 +19,11 @@
 // crashed; if it voted again for another candidate after restart, two
 // leaders could win the same term. Only a node that has never been part of
 // a config (or lost its state) has an empty log; the leader re-adds such a
-// node as a learner.
+// node as a learner. A group that starts empty without a bootstrap config
+// keeps refusing (and never stands) until it holds a commit of its
+// leader's term, not just the first entries (raft::Storage::lost_state): a
+// partial log could otherwise vote for a candidate that misses an entry
+// this node had helped commit before it lost its store.
 //
 // Quiescence (GroupConfig::quiesce; docs/raft.md, "Quiescence"): a leader
 // whose group has been idle for a heartbeat interval, with everything
@@ -207,6 +211,7 @@ class RaftGroup {
   std::unique_ptr<raft::Raft> raft_;
   raft::Index applied_ = 0;
   bool started_empty_ = false;
+  bool bootstrapped_ = false;  // the store holds a bootstrap config (its own first start)
   std::deque<raft::Ready> queue_;
   bool draining_ = false;
   std::map<raft::Index, Waiting> waiting_;

@@ -114,9 +114,20 @@ void PartitionHost::StartGroups() {
     group.raft = config_.raft;
     group.snapshot_every = config_.snapshot_every;
     group.propose_timeout_ms = config_.attempt_timeout_ms;
-    // Every replica named by the open record starts from the same config.
-    if (named) group.bootstrap.voters.assign(record.replicas.begin(), record.replicas.end());
-    group.refuse_votes_when_empty = *may_have_voted;
+    // A new partition's replicas (named by its open record) all start from
+    // the record's config. A replica that may have voted in it before its
+    // store was lost waits for the group's leader instead, and neither votes
+    // nor stands until it has caught up (raft::Storage::lost_state). So does
+    // the only replica of a record that the placement has grown past: the
+    // group's config has moved on without it (it was opened while this node
+    // was the whole cluster), and the record's config alone would let this
+    // node elect itself on a fork of the group. (A partition whose only
+    // replica lost its store, and still has no other, starts again empty.)
+    const bool outgrown = record.replicas.size() == 1 && record.replicas.front() == config_.self &&
+                          placed != nullptr && placed->size() > 1;
+    const bool lost = *may_have_voted || outgrown;
+    if (named && !lost) group.bootstrap.voters.assign(record.replicas.begin(), record.replicas.end());
+    group.refuse_votes_when_empty = lost;
     // Idle partitions send nothing: node-level liveness (the owner calls
     // RaftHost::OnPeerDown/OnPeerUp) stands in for their heartbeats.
     group.quiesce = config_.quiesce;
@@ -130,11 +141,15 @@ void PartitionHost::StartGroups() {
     // A new group's preferred leader (the record's first replica) stands at
     // once instead of after an election timeout (500-1000 ms): the write
     // that opened the partition is waiting for it.
-    if (named && record.replicas.front() == config_.self && (*added)->started_empty() && !draining()) {
+    if (named && !lost && record.replicas.front() == config_.self && (*added)->started_empty() && !draining()) {
       (*added)->CampaignNow();
     }
     replicas_.emplace(partition, std::move(replica));
     ++counters_.groups_started;
+    // A replica that lost its store waits for the leader, which may be
+    // idle (quiescent) and not heartbeating: an empty read wakes it, and
+    // its heartbeats then reach this node, which is caught up from there.
+    if (lost) Read(partition, std::string(), nullptr, /*open_elsewhere=*/true);
     spdlog::debug("partition {}: group started (replicas {})", partition, fmt::join(record.replicas, ","));
   }
 }
@@ -281,13 +296,16 @@ void PartitionHost::Attempt(uint64_t key) {
   auto local = replicas_.find(pending.partition);
   const bool leading = local != replicas_.end() && local->second->group->raft().role() == raft::Role::kLeader;
   const bool leader_known = local != replicas_.end() && local->second->group->raft().leader() != raft::kNoNode;
+  // A replica that lost its store and has not heard from the leader yet
+  // has no config to campaign with: the write goes to the likely leader.
+  const bool barred = local != replicas_.end() && local->second->group->raft().votes_barred();
   auto answered = [this, key, alive = std::weak_ptr<int>(lifetime_)](PartitionResult result) {
     if (alive.expired()) return;
     if (result.status == meta::ProposeStatus::kOk) return Finish(key, std::move(result));
     Retry(key, std::move(result));
   };
   if (pending.read && placed_here && leading) return ReadLocal(pending.partition, pending.data, std::move(answered));
-  if (!pending.read && placed_here && local != replicas_.end() && (leading || !leader_known)) {
+  if (!pending.read && placed_here && local != replicas_.end() && (leading || (!leader_known && !barred))) {
     ProposeLocal(pending.partition, pending.data, pending.id,
                  [this, key, alive = std::weak_ptr<int>(lifetime_)](PartitionResult result) {
                    if (alive.expired()) return;

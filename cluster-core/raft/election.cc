@@ -37,7 +37,7 @@ void Raft::ResetElectionTimer() {
 
 void Raft::TickElection() {
   if (now_ < election_deadline_) return;
-  if (!IsVoter()) {  // learners and removed nodes never stand
+  if (!IsVoter() || votes_barred_) {  // learners, removed nodes and lost stores never stand
     ResetElectionTimer();
     return;
   }
@@ -101,6 +101,14 @@ void Raft::HandleVoteRequest(const Message& message) {
   const bool pre = message.type == MessageType::kPreVote;
   const bool up_to_date = log_.IsUpToDateWith(message.log_index, message.log_term);
   bool grant = false;
+  if (votes_barred_) {  // Storage::lost_state: this node's vote may already be spent
+    Send(Message{.type = pre ? MessageType::kPreVoteResponse : MessageType::kVoteResponse,
+                 .to = message.from,
+                 .term = term_,
+                 .reject = true,
+                 .send_time = message.send_time});
+    return;
+  }
   if (pre) {
     grant = message.term > term_ && up_to_date && !HeardFromLeaderRecently();
     // Timestamp mode: two backups whose timeouts fire together would both
@@ -208,8 +216,15 @@ void Raft::AcceptHeld() {
 }
 
 void Raft::HandleTimeoutNow(const Message& message) {
+  // The leader sends only a commit we hold (as on a heartbeat).
+  const Index commit = std::min(message.commit, log_.LastIndex());
+  if (commit > commit_) {
+    commit_ = commit;
+    SaveHardState();
+    EmitCommitted();
+  }
   for (const Write& write : message.writes) held_.push_back(write);
-  if (role_ == Role::kLeader || !IsVoter()) {
+  if (role_ == Role::kLeader || !IsVoter() || votes_barred_) {
     ReleaseHeld(role_ == Role::kLeader ? options_.id : message.from);
     return;
   }

@@ -111,7 +111,10 @@ void Raft::MaybeSendTimeoutNow() {
   // soon as it wins, without waiting for this node to learn of it. What we
   // hold so far rides in the TimeoutNow itself; a write sent separately
   // could overtake it and be bounced back as if to a follower.
-  Message timeout_now{.type = MessageType::kTimeoutNow, .to = transfer_target_};
+  // With the commit it holds, so that a target that lost its store learns
+  // it has caught up (Storage::lost_state) before it decides to stand.
+  Message timeout_now{.type = MessageType::kTimeoutNow, .to = transfer_target_,
+                      .commit = std::min(commit_, it->second.match)};
   if (options_.mode == Mode::kTimestamp) timeout_now.writes = std::exchange(held_, {});
   Send(std::move(timeout_now));
 }

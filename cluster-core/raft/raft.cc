@@ -27,6 +27,7 @@ Raft::Raft(Options options, Storage storage, uint64_t now)
   term_ = storage.hard_state.term;
   vote_ = storage.hard_state.vote;
   commit_ = std::clamp(storage.hard_state.commit, applied_, log_.LastIndex());
+  votes_barred_ = storage.lost_state;
   saved_hard_state_ = HardState{term_, vote_, commit_};
   // A restarted node may have promised a lease to a leader before it
   // crashed; it forgot when, so it assumes just now.
@@ -46,7 +47,9 @@ Ready Raft::CampaignNow(uint64_t now) {
   now_ = std::max(now_, now);
   // A pre-candidate asks again (a PreVote round changes no term): its first
   // requests may have reached voters that had not started the group yet.
-  if ((role_ == Role::kFollower || role_ == Role::kPreCandidate) && IsVoter()) election_deadline_ = now_;
+  if ((role_ == Role::kFollower || role_ == Role::kPreCandidate) && IsVoter() && !votes_barred_) {
+    election_deadline_ = now_;
+  }
   return Tick(now);
 }
 
@@ -205,6 +208,13 @@ void Raft::EmitCommitted() {
     ready_.committed.push_back(entry);
   }
   applied_ = std::max(applied_, commit_);
+  MaybeLiftVoteBar();
+}
+
+// Storage::lost_state: once an entry of the current leader's term is
+// committed here, everything committed before it is in our log.
+void Raft::MaybeLiftVoteBar() {
+  if (votes_barred_ && commit_ > 0 && log_.TermAt(commit_) == term_) votes_barred_ = false;
 }
 
 bool Raft::HeardFromLeaderRecently() const {

@@ -56,6 +56,14 @@ struct Storage {
   Snapshot snapshot{};
   std::vector<Entry> entries{};  // after snapshot.index
   Config bootstrap{};
+  // The node's store was lost after it may have voted in this group (it
+  // restarted empty and the group is older than the restart). Raft's safety
+  // rests on each voter's log and vote surviving, so such a node neither
+  // votes nor stands (not even on TimeoutNow) until it holds a commit of
+  // the term it follows: an entry the current leader made. Every entry
+  // committed before the loss is then in its log again (leader completeness),
+  // and it counts like any other voter. Until then it only follows.
+  bool lost_state = false;
 };
 
 enum class Role { kFollower, kPreCandidate, kCandidate, kLeader };
@@ -128,6 +136,8 @@ class Raft {
   Term term() const { return term_; }
   NodeId leader() const { return leader_; }
   Index commit() const { return commit_; }
+  // Storage::lost_state and not yet caught up: refuses votes, never stands.
+  bool votes_barred() const { return votes_barred_; }
   Index applied() const { return applied_; }
   const RaftLog& log() const { return log_; }
   const Config& config() const { return log_.config(); }
@@ -145,6 +155,7 @@ class Raft {
   void BecomeFollower(Term term, NodeId leader);
   void SaveHardState();
   void EmitCommitted();
+  void MaybeLiftVoteBar();
   bool IsVoter() const { return log_.config().IsVoter(options_.id); }
   bool HandleTerm(const Message& message);
   void StepByType(const Message& message);
@@ -219,6 +230,7 @@ class Raft {
   uint64_t leader_timestamp_ = 0;  // newest commit timestamp a leader reported
   std::vector<Write> held_;  // writes held during a transfer
   bool transfer_campaign_ = false;  // this campaign was started by TimeoutNow
+  bool votes_barred_ = false;        // Storage::lost_state, until caught up
   bool vote_persisted_ = false;     // candidate: Advance reported its own vote durable
   std::map<NodeId, uint64_t> vote_acks_;  // transfer campaign: granted votes' send times
   DedupWindow dedup_;

@@ -152,6 +152,51 @@ TEST(Raft, CampaignNowStandsWithoutWaitingForTheTimeout) {
   EXPECT_EQ(learner.role(), Role::kFollower);
 }
 
+// Storage::lost_state: a voter that lost its store may have spent its vote
+// and helped commit entries it no longer has. It neither stands (on a
+// timeout, CampaignNow or TimeoutNow) nor grants a vote until it holds a
+// commit of its leader's own term; an older term's commit is not enough.
+TEST(Raft, ALostStoreNeitherVotesNorStandsUntilItHoldsACommitOfItsLeadersTerm) {
+  Options options;
+  options.id = 1;
+  Raft raft(options, Storage{.bootstrap = Config{.voters = {1, 2, 3}}, .lost_state = true}, 0);
+  EXPECT_TRUE(raft.votes_barred());
+  EXPECT_TRUE(raft.CampaignNow(1).messages.empty());
+  EXPECT_TRUE(raft.Tick(10'000).messages.empty()) << "no PreVote after any timeout";
+  EXPECT_EQ(raft.role(), Role::kFollower);
+  auto vote_from = [&](NodeId from, Term term, Index index, Term log_term, uint64_t now) {
+    Ready ready = raft.Step(Message{.type = MessageType::kVote, .from = from, .to = 1, .term = term,
+                                    .log_index = index, .log_term = log_term},
+                            now);
+    for (const Message& message : ready.messages) {
+      if (message.type == MessageType::kVoteResponse) return !message.reject;
+    }
+    ADD_FAILURE() << "no vote response";
+    return false;
+  };
+  EXPECT_FALSE(vote_from(2, 4, 10, 3, 10'001)) << "a vote while the store is lost";
+  // Leader 3 of term 5 sends an entry of term 4 and commits it: still barred.
+  Message append{.type = MessageType::kAppend, .from = 3, .to = 1, .term = 5, .log_index = 0, .log_term = 0};
+  append.entries = {Entry{.term = 4, .index = 1}};
+  append.commit = 1;
+  raft.Step(append, 10'002);
+  EXPECT_EQ(raft.commit(), 1u);
+  EXPECT_TRUE(raft.votes_barred()) << "a commit of an older term may miss entries this node helped commit";
+  Message timeout_now{.type = MessageType::kTimeoutNow, .from = 3, .to = 1, .term = 5};
+  timeout_now.commit = 1;
+  raft.Step(timeout_now, 10'003);
+  EXPECT_EQ(raft.role(), Role::kFollower) << "TimeoutNow made a barred node stand";
+  // The leader's own term committed here: everything before it is in the log.
+  append.log_index = 1;
+  append.log_term = 4;
+  append.entries = {Entry{.term = 5, .index = 2}};
+  append.commit = 2;
+  raft.Step(append, 10'004);
+  EXPECT_EQ(raft.commit(), 2u);
+  EXPECT_FALSE(raft.votes_barred());
+  EXPECT_TRUE(vote_from(2, 6, 2, 5, 20'000)) << "caught up, it votes like any voter";
+}
+
 TEST(Raft, FollowerRejectsProposals) {
   Options options = SingleNodeOptions();
   Raft raft(options, Storage{.bootstrap = Config{.voters = {1, 2, 3}}}, 0);

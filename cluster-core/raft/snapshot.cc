@@ -108,6 +108,7 @@ void Raft::InstallSnapshot(const Snapshot& snapshot) {
   ready_.committed.clear();
   ready_.duplicates.clear();
   dedup_.Restore(snapshot.dedup);
+  MaybeLiftVoteBar();
   SaveHardState();
 }
 
