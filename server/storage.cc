@@ -144,6 +144,7 @@ Expected<std::unique_ptr<persistence::StorageEngine>, std::string> OpenEngineIn(
   // sync run on the engine's own thread, off the shard's loop
   // (docs/storage.md).
   options.background_file_work = true;
+  options.rotate_ahead = true;  // the janitor prepares the next data file and finishes the rotated one
   auto engine = persistence::bitcask::BitcaskEngine::Open(io::PosixFileSystem::Instance(), dir, options);
   if (!engine) return MakeError(fmt::format("bitcask {}: {}", dir, engine.error().message));
   return std::unique_ptr<persistence::StorageEngine>(std::move(*engine));

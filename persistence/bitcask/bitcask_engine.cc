@@ -17,7 +17,10 @@ constexpr uint64_t kMaxFileSize = std::numeric_limits<uint32_t>::max();
 
 BitcaskEngine::BitcaskEngine(io::FileSystem& fs, std::string dir, BitcaskOptions options)
     : fs_(fs), dir_(std::move(dir)), options_(std::move(options)),
-      janitor_(std::make_unique<FileJanitor>(options_.background_file_work)),
+      janitor_(std::make_unique<FileJanitor>(
+          options_.defer_file_work_for_tests ? FileJanitor::Mode::kDeferred
+          : options_.background_file_work    ? FileJanitor::Mode::kThread
+                                             : FileJanitor::Mode::kInline)),
       self_(std::make_shared<BitcaskEngine*>(this)) {
   if (options_.max_file_size > kMaxFileSize) options_.max_file_size = kMaxFileSize;
 }
@@ -166,7 +169,12 @@ Result<uint64_t> BitcaskEngine::WriteEncoded(const std::string& bytes, uint64_t 
 void BitcaskEngine::WriteBehind(uint64_t appended) {
   if (!janitor_->threaded() || options_.sync == SyncPolicy::kAlways) return;
   write_behind_bytes_ += appended;
-  if (write_behind_bytes_ < kWriteBehindBytes) return;
+  // In the file's last MiB, smaller steps: rotation syncs what is left on
+  // the writer's path.
+  uint64_t step = active_->size + kWriteBehindBytes >= options_.max_file_size
+                      ? kWriteBehindTailBytes
+                      : kWriteBehindBytes;
+  if (write_behind_bytes_ < step) return;
   write_behind_bytes_ = 0;
   // fdatasync through a handle of the janitor's own: the owner keeps
   // appending through its handle meanwhile. Syncing more than the policy asks
@@ -320,7 +328,7 @@ Result<std::optional<std::string>> BitcaskEngine::Get(std::string_view key) {
   return std::optional<std::string>(std::move(*value));
 }
 
-Result<std::string> BitcaskEngine::ReadValue(const std::string& key, const KeyEntry& entry) {
+Result<std::string> BitcaskEngine::ReadValue(std::string_view key, const KeyEntry& entry) {
   auto file = files_.find(entry.file_id);
   if (file == files_.end()) return Fail(Errc::kIo, "missing data file");
   auto bytes = file->second.file->ReadAt(entry.offset, RecordSize(key.size(), entry.value_size));
@@ -453,6 +461,7 @@ Stats BitcaskEngine::GetStats() const {
 Status BitcaskEngine::Rotate() {
   if (auto s = CheckWritable(); !s) return s;
   if (files_[active_id_].size == 0) return {};
+  if (options_.rotate_ahead) return RotateAhead();
   // Immutable files are always synced whole, so a torn tail can only be in
   // the newest file; the hint then lets the next start skip the scan. An
   // immutable file holds no zero-filled tail.
@@ -480,6 +489,7 @@ Status BitcaskEngine::Close() {
     if (auto s = WriteActiveHint(); !s) Log("hint write failed: " + s.error().message);
   }
   // Dropped files and a merge's last renames: done before Close returns.
+  DiscardPreparedFile();
   if (auto failure = janitor_->Drain(); failure && status) {
     status = Fail(Errc::kIo, "file maintenance failed (reopen completes it): " + *failure);
   }

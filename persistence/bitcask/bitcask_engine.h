@@ -17,6 +17,9 @@
 //   with nothing live and merges the files past merge_dead_ratio that are
 //   not being drained; unlinks and a merge's last renames run on the
 //   FileJanitor (its own thread with background_file_work).
+// - With rotate_ahead the janitor also prepares the next data file and
+//   trims and hints a rotated one, so rotation on the writer's path is at
+//   most one fdatasync of the old file's unsynced records.
 // - Group commit: under kAlways, WriteAsync appends at once and shares one
 //   fdatasync among all writes of the current loop iteration (a Post on the
 //   injected Loop); Write() syncs before it returns.
@@ -24,12 +27,14 @@
 // Threading: one owner thread (StorageEngine), plus the janitor's thread
 // with background_file_work (file-system calls only). The FileSystem, Loop
 // and Clock must outlive the engine.
+#include <atomic>
 #include <functional>
 #include <iterator>
 #include <map>
 #include <set>
 #include <memory>
 #include <string>
+#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -38,6 +43,7 @@
 #include "io/loop.h"
 #include "persistence/bitcask/file_janitor.h"
 #include "persistence/bitcask/format.h"
+#include "persistence/bitcask/key_dir_key.h"
 #include "persistence/storage_engine.h"
 
 namespace estuary::persistence::bitcask {
@@ -64,6 +70,18 @@ struct BitcaskOptions {
   // owner's. The FileSystem must allow calls from that thread:
   // PosixFileSystem does, SimFileSystem does not.
   bool background_file_work = false;
+  // Rotation off the writer's path: the janitor creates the next data file
+  // ahead (under kAlways zero-filled and synced, with its directory entry)
+  // and finishes a rotated file (trims its zero-filled tail, writes its
+  // hint) after the writer has moved on. Records not yet synced (under
+  // none/interval: since the last write-behind) are still synced by the
+  // writer before it moves on, so a crash leaves a prefix. With an inline
+  // janitor (no background_file_work) the same jobs run at once.
+  bool rotate_ahead = false;
+  // Tests: file jobs wait in the janitor's queue until WaitForFileWork(),
+  // Close() or a merge's commit runs them on the owner's thread, so a test
+  // can crash a SimFileSystem with a rotation's jobs still pending.
+  bool defer_file_work_for_tests = false;
   // Live bytes copied per merge step: bounds how long one step blocks.
   uint64_t merge_step_bytes = 4ull << 20;
   // Under kAlways the active file is zero-filled this far ahead of its data
@@ -140,7 +158,8 @@ class BitcaskEngine final : public StorageEngine {
     uint64_t live_at_last_pass = 0;  // maintenance: is it being drained?
   };
 
-  using KeyDir = std::map<std::string, KeyEntry, std::less<>>;
+  // Ordered bytewise; keys up to 28 bytes stored in the node (key_dir_key.h).
+  using KeyDir = std::map<KeyDirKey, KeyEntry, KeyDirLess>;
   struct MergeOutput;
   struct MergeMove;
   struct MergeJob;
@@ -151,7 +170,7 @@ class BitcaskEngine final : public StorageEngine {
   void ScheduleMergeStep();
   void AbandonMerge(const std::string& why);
   Status CopyLiveRecords(MergeJob& job, uint64_t byte_budget);
-  Status CopyRecord(MergeJob& job, const std::string& key, const KeyEntry& entry,
+  Status CopyRecord(MergeJob& job, std::string_view key, const KeyEntry& entry,
                     const DecodedRecord& record, const std::string& bytes);
   Status FlushMergeOutput(MergeOutput& out);
   Status SealMergeOutputs(MergeJob& job);
@@ -199,20 +218,31 @@ class BitcaskEngine final : public StorageEngine {
   void AddRecordToKeyDir(std::string_view key, KeyEntry entry);
   // Inserts a new key; keys arriving in ascending order (queues) take the
   // O(1) end-hinted path instead of a tree search.
-  template <typename Key>
-  std::pair<KeyDir::iterator, bool> EmplaceKey(Key&& key, const KeyEntry& entry) {
-    if (keydir_.empty() || std::prev(keydir_.end())->first < key) {
-      return {keydir_.emplace_hint(keydir_.end(), std::forward<Key>(key), entry), true};
-    }
-    return keydir_.try_emplace(std::forward<Key>(key), entry);
-  }
   std::pair<KeyDir::iterator, bool> EmplaceKey(std::string_view key, const KeyEntry& entry) {
-    auto at = keydir_.empty() || std::prev(keydir_.end())->first < key ? keydir_.end()
-                                                                       : keydir_.lower_bound(key);
-    if (at != keydir_.end() && at->first == key) return {at, false};
-    return {keydir_.emplace_hint(at, std::string(key), entry), true};
+    auto at = keydir_.empty() || std::prev(keydir_.end())->first.view() < key
+                  ? keydir_.end()
+                  : keydir_.lower_bound(key);
+    if (at != keydir_.end() && at->first.view() == key) return {at, false};
+    return {keydir_.emplace_hint(at, std::piecewise_construct, std::forward_as_tuple(key),
+                                 std::forward_as_tuple(entry)),
+            true};
   }
   void WriteBehind(uint64_t appended);
+  // rotate_ahead (bitcask_rotation.cc): the next file, made by the janitor.
+  struct PreparedFile {
+    uint32_t id = 0;
+    bool preallocated = false;  // opened for WriteAt and zero-filled
+    // Set by the janitor's job; read by the owner once `done` is true.
+    std::unique_ptr<io::File> file;
+    uint64_t allocated = 0;
+    std::atomic<bool> done{false};
+  };
+  Status RotateAhead();
+  void PrepareNextFile();
+  // The prepared file if its job has finished; else nullptr (and the
+  // unfinished one is discarded behind its job).
+  std::shared_ptr<PreparedFile> TakePreparedFile();
+  void DiscardPreparedFile();
   // Writes an encoded batch at the end of the active file's data.
   Status WriteActive(DataFile& active, const std::string& bytes);
   // Cuts the active file's zero-filled tail (before rotation and Close).
@@ -220,7 +250,7 @@ class BitcaskEngine final : public StorageEngine {
   Status SyncActive();
   void FlushGroup();
   void ArmIntervalTimer();
-  Result<std::string> ReadValue(const std::string& key, const KeyEntry& entry);
+  Result<std::string> ReadValue(std::string_view key, const KeyEntry& entry);
   // Scan's read-ahead: reads the records of [first, last) with one pread.
   Result<std::string> ReadRun(KeyDir::const_iterator first, KeyDir::const_iterator last);
   Status Fault(const io::FsError& error);
@@ -259,12 +289,14 @@ class BitcaskEngine final : public StorageEngine {
   // since the janitor was last asked to sync the active file, so rotation's
   // sync of a 64 MiB file finds little left to flush.
   static constexpr uint64_t kWriteBehindBytes = 1u << 20;
+  static constexpr uint64_t kWriteBehindTailBytes = 256u << 10;
   uint64_t write_behind_bytes_ = 0;
   io::TimerId maintenance_timer_ = 0;
   bool maintenance_wanted_ = false;  // a write made bytes of an immutable file dead
   io::TimerId interval_timer_ = 0;
   std::vector<std::function<void(Status)>> group_;  // waiting for FlushGroup
   bool group_flush_posted_ = false;
+  std::shared_ptr<PreparedFile> prepared_;  // rotate_ahead: the next file
   std::unique_ptr<MergeJob> merge_;  // an incremental merge in progress
   io::TimerId merge_timer_ = 0;
   std::shared_ptr<BitcaskEngine*> self_;  // posted work checks it is alive

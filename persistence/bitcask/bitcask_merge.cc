@@ -148,19 +148,19 @@ Status BitcaskEngine::CopyLiveRecords(MergeJob& job, uint64_t byte_budget) {
     const KeyEntry& entry = it->second;
     if (!job.obsolete.count(entry.file_id)) continue;
     if (copied >= byte_budget) {
-      job.cursor = it->first;
+      job.cursor = std::string(it->first.view());
       return {};
     }
     auto bytes = files_[entry.file_id].file->ReadAt(
         entry.offset, RecordSize(it->first.size(), entry.value_size));
     if (!bytes) return Fault(bytes.error());
     DecodedRecord record = DecodeRecord(*bytes, 0);
-    if (record.status != DecodeStatus::kOk || record.key != it->first) {
+    if (record.status != DecodeStatus::kOk || record.key != it->first.view()) {
       // Bit rot in a live record: its value is gone already (Get reports
       // kCorruption). Drop the key rather than block every future merge.
       Log("merge drops unreadable record in " + PathOf(DataFileName(entry.file_id)) +
           " at offset " + std::to_string(entry.offset));
-      job.moves.push_back(MergeMove{it->first, entry, std::nullopt});
+      job.moves.push_back(MergeMove{std::string(it->first.view()), entry, std::nullopt});
       continue;
     }
     if (auto s = CopyRecord(job, it->first, entry, record, *bytes); !s) return s;
@@ -170,7 +170,7 @@ Status BitcaskEngine::CopyLiveRecords(MergeJob& job, uint64_t byte_budget) {
   return {};
 }
 
-Status BitcaskEngine::CopyRecord(MergeJob& job, const std::string& key, const KeyEntry& entry,
+Status BitcaskEngine::CopyRecord(MergeJob& job, std::string_view key, const KeyEntry& entry,
                                  const DecodedRecord& record, const std::string& bytes) {
   auto output = OutputFor(job, record.size);
   if (!output) return MakeError(output.error());
@@ -180,8 +180,8 @@ Status BitcaskEngine::CopyRecord(MergeJob& job, const std::string& key, const Ke
   out.size += record.size;
   out.min_seq = std::min(out.min_seq, record.seq);
   out.entries.push_back(RecordEntry{record.seq, record.timestamp_ms, offset, entry.value_size,
-                                    record.flags, key});
-  job.moves.push_back(MergeMove{key, entry, KeyEntry{out.id, offset, entry.value_size, entry.seq}});
+                                    record.flags, std::string(key)});
+  job.moves.push_back(MergeMove{std::string(key), entry, KeyEntry{out.id, offset, entry.value_size, entry.seq}});
   if (out.pending.size() >= kOutputBufferBytes) return FlushMergeOutput(out);
   return {};
 }

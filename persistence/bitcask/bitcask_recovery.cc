@@ -210,25 +210,41 @@ Status BitcaskEngine::WriteHintBytes(uint32_t id, const std::string& suffix,
 }
 
 Status BitcaskEngine::StartActiveFile() {
-  uint32_t id = next_file_id_++;
-  preallocate_ = options_.sync == SyncPolicy::kAlways && options_.preallocate_bytes > 0;
-  auto file = preallocate_ ? fs_.OpenWrite(PathOf(DataFileName(id)))
-                           : fs_.OpenAppend(PathOf(DataFileName(id)));
-  if (!file && preallocate_ && file.error().code == io::FsErrc::kInvalid) {
-    preallocate_ = false;  // no positional writes in this FileSystem
-    file = fs_.OpenAppend(PathOf(DataFileName(id)));
+  uint32_t id = 0;
+  std::unique_ptr<io::File> opened;
+  uint64_t allocated = 0;
+  if (auto prepared = TakePreparedFile()) {
+    // rotate_ahead: made, zero-filled and its directory entry synced by the
+    // janitor (bitcask_rotation.cc).
+    id = prepared->id;
+    preallocate_ = prepared->preallocated;
+    opened = std::move(prepared->file);
+    allocated = prepared->allocated;
+  } else {
+    id = next_file_id_++;
+    preallocate_ = options_.sync == SyncPolicy::kAlways && options_.preallocate_bytes > 0;
+    auto file = preallocate_ ? fs_.OpenWrite(PathOf(DataFileName(id)))
+                             : fs_.OpenAppend(PathOf(DataFileName(id)));
+    if (!file && preallocate_ && file.error().code == io::FsErrc::kInvalid) {
+      preallocate_ = false;  // no positional writes in this FileSystem
+      file = fs_.OpenAppend(PathOf(DataFileName(id)));
+    }
+    if (!file) return Fault(file.error());
+    // The new file's directory entry must be durable before any write in it
+    // is acknowledged.
+    if (auto s = fs_.SyncDir(dir_); !s) return Fault(s.error());
+    opened = std::move(*file);
   }
-  if (!file) return Fault(file.error());
-  // The new file's directory entry must be durable before any write in it
-  // is acknowledged.
-  if (auto s = fs_.SyncDir(dir_); !s) return Fault(s.error());
-  files_[id] = DataFile{std::move(*file), 0, 0};
+  files_[id] = DataFile{std::move(opened), 0, 0};
+  files_[id].allocated = allocated;
   active_id_ = id;
   active_ = &files_[id];
   dirty_ = false;
   active_hint_.clear();
   active_hint_count_ = 0;
   active_hint_complete_ = true;
+  write_behind_bytes_ = 0;  // the old file was synced whole
+  PrepareNextFile();
   return {};
 }
 

@@ -2,12 +2,14 @@
 
 namespace estuary::persistence::bitcask {
 
-FileJanitor::FileJanitor(bool threaded) : threaded_(threaded) {
-  if (threaded_) thread_ = std::thread([this] { Run(); });
+FileJanitor::FileJanitor(Mode mode) : mode_(mode) {
+  if (mode_ == Mode::kThread) thread_ = std::thread([this] { Run(); });
 }
 
 FileJanitor::~FileJanitor() {
-  if (!threaded_) return;
+  // kDeferred: what Drain() never ran dies with the janitor, as with a
+  // killed process.
+  if (mode_ != Mode::kThread) return;
   {
     std::lock_guard lock(mutex_);
     stopping_ = true;
@@ -17,9 +19,10 @@ FileJanitor::~FileJanitor() {
 }
 
 void FileJanitor::Submit(Job job) {
-  if (!threaded_) {
+  if (mode_ == Mode::kInline) {
     if (failure_) return;
     failure_ = job();
+    if (failure_) failed_.store(true, std::memory_order_release);
     return;
   }
   {
@@ -30,12 +33,14 @@ void FileJanitor::Submit(Job job) {
 }
 
 std::optional<std::string> FileJanitor::Drain() {
+  if (mode_ == Mode::kDeferred) RunDeferred();
   std::unique_lock lock(mutex_);
   idle_.wait(lock, [this] { return jobs_.empty() && !running_job_; });
   return failure_;
 }
 
 std::optional<std::string> FileJanitor::failure() {
+  if (!failed_.load(std::memory_order_acquire)) return std::nullopt;
   std::lock_guard lock(mutex_);
   return failure_;
 }
@@ -43,6 +48,20 @@ std::optional<std::string> FileJanitor::failure() {
 size_t FileJanitor::pending() {
   std::lock_guard lock(mutex_);
   return jobs_.size() + (running_job_ ? 1 : 0);
+}
+
+// kDeferred: the queued jobs, in order, on the caller's thread.
+void FileJanitor::RunDeferred() {
+  std::deque<Job> jobs;
+  {
+    std::lock_guard lock(mutex_);
+    jobs.swap(jobs_);
+  }
+  for (Job& job : jobs) {
+    if (failure_) break;  // after a failure nothing else runs
+    failure_ = job();
+    if (failure_) failed_.store(true, std::memory_order_release);
+  }
 }
 
 // The thread: runs queued jobs until stopped with nothing queued (the
@@ -63,7 +82,10 @@ void FileJanitor::Run() {
     std::optional<std::string> failed = job();
     lock.lock();
     running_job_ = false;
-    if (failed && !failure_) failure_ = std::move(failed);
+    if (failed && !failure_) {
+      failure_ = std::move(failed);
+      failed_.store(true, std::memory_order_release);
+    }
     if (jobs_.empty()) idle_.notify_all();
   }
 }

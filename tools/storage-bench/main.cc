@@ -55,7 +55,8 @@ int main(int argc, char** argv) {
                            o.messages, o.sync_interval_ms,
                            o.seed,     parent + "/" + engine,
                            o.depth,    o.bitcask_preallocate,
-                           o.bitcask_background, o.rocksdb_recycle_logs};
+                           o.bitcask_background, o.rocksdb_recycle_logs,
+                           o.bitcask_rotate_ahead};
           runs.push_back(estuary::storage_bench::RunQueueWorkload(config));
           failed = failed || !runs.back().error.empty();
           if (!o.keep) std::filesystem::remove_all(config.dir);

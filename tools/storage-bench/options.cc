@@ -69,6 +69,10 @@ Parsed ParseOptions(int argc, char** argv) {
                  "Bitcask: unlink dropped files and finish merges on a thread of the engine's "
                  "own (1, the default) or on the caller's (0)")
       ->capture_default_str();
+  app.add_option("--bitcask-rotate-ahead", o.bitcask_rotate_ahead,
+                 "Bitcask: prepare the next data file and finish a rotated one (trim, hint) on "
+                 "the janitor (1, the default) or on the writer's path (0)")
+      ->capture_default_str();
   app.add_option("--rocksdb-recycle-logs", o.rocksdb_recycle_logs,
                  "RocksDB recycle_log_file_num (0: off, the engine's setting; > 0 also switches "
                  "to kTolerateCorruptedTailRecords recovery, outside the engine contract: "

@@ -24,6 +24,7 @@ struct Options {
   int64_t bitcask_preallocate = -1;  // >= 0: BitcaskOptions::preallocate_bytes
   bool bitcask_background = true;    // BitcaskOptions::background_file_work
   size_t rocksdb_recycle_logs = 0;   // RocksDbOptions::recycle_log_file_num
+  bool bitcask_rotate_ahead = true;  // BitcaskOptions::rotate_ahead
   std::string dir;    // a fresh directory under /tmp when empty
   bool json = false;
   bool keep = false;  // keep the data directories

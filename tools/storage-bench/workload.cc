@@ -63,6 +63,7 @@ Opened OpenEngine(const RunConfig& config) {
   options.sync_interval_ms = config.sync_interval_ms;
   options.log = quiet;
   options.background_file_work = config.bitcask_background;
+  options.rotate_ahead = config.bitcask_rotate_ahead;
   if (config.bitcask_preallocate >= 0) {
     options.preallocate_bytes = static_cast<uint64_t>(config.bitcask_preallocate);
   }

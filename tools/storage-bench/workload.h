@@ -31,6 +31,7 @@ struct RunConfig {
   int64_t bitcask_preallocate = -1;  // >= 0: BitcaskOptions::preallocate_bytes
   bool bitcask_background = true;    // BitcaskOptions::background_file_work
   size_t rocksdb_recycle_logs = 0;   // RocksDbOptions::recycle_log_file_num
+  bool bitcask_rotate_ahead = true;  // BitcaskOptions::rotate_ahead
 };
 
 // One phase: operations are write batches, fetches or acks of `batch`
