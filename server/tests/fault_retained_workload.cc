@@ -12,97 +12,36 @@ constexpr char kKeyPrefix[] = "retained/";  // partition::RetainedKey
 constexpr char kMarker[] = "fault-marker/m";
 constexpr auto kReadWait = std::chrono::milliseconds(30'000);
 
-int64_t SequenceOf(const std::string& payload) {
-  if (payload.size() < 2 || payload[0] != 's') return -1;
-  return std::stoll(payload.substr(1));
-}
-
-}  // namespace
-
-RetainedWorkload::RetainedWorkload(int topics) {
-  for (int t = 0; t < topics; ++t) all_topics_.push_back(kTopicPrefix + std::to_string(t));
-  topics_ = all_topics_;
-}
-
-std::vector<std::string> RetainedWorkload::Keys() const {
+std::vector<std::string> TopicKeys(int topics) {
   std::vector<std::string> keys;
-  for (const auto& topic : all_topics_) keys.push_back(kKeyPrefix + topic);
+  for (int t = 0; t < topics; ++t) keys.push_back(std::string(kKeyPrefix) + kTopicPrefix + std::to_string(t));
   return keys;
 }
 
-void RetainedWorkload::UseKeys(const std::vector<std::string>& keys) {
-  topics_.clear();
-  for (const auto& key : keys) topics_.push_back(key.substr(sizeof(kKeyPrefix) - 1));
-  next_topic_ = 0;
-}
+std::string TopicOf(const std::string& key) { return key.substr(sizeof(kKeyPrefix) - 1); }
 
-bool RetainedWorkload::Connect(FaultCluster& cluster, int node, std::string* error) {
-  publisher_.reset();
-  outstanding_.reset();
-  const bool connected = WaitUntil(
-      [&] {
-        publisher_ = ConnectTo(cluster.node(node), "fault-publisher-" + std::to_string(++connections_));
-        return publisher_ != nullptr;
-      },
-      kReadWait);
-  if (!connected && error) *error = "the publisher could not connect to node " + std::to_string(node);
-  return connected;
-}
+}  // namespace
 
-void RetainedWorkload::Send(const std::string& topic) {
+RetainedWorkload::RetainedWorkload(int topics) : StreamWorkload(TopicKeys(topics), 1, "fault-publisher-") {}
+
+mqtt::PublishPacket RetainedWorkload::MessageFor(const std::string& key) const {
   mqtt::PublishPacket publish;
-  publish.topic = topic;
-  publish.payload = "s" + std::to_string(++sequence_);
-  publish.qos = 1;
+  publish.topic = TopicOf(key);
   publish.retain = true;
-  packet_id_ = packet_id_ == 65535 ? 1 : packet_id_ + 1;
-  publish.packet_id = packet_id_;
-  publisher_->Send(publish);
-  outstanding_ = Outstanding{topic, sequence_, packet_id_};
-  sent_[topic] = sequence_;
+  return publish;
 }
 
-bool RetainedWorkload::WarmUp(std::chrono::milliseconds timeout, std::string* error) {
-  for (const auto& topic : all_topics_) {
-    Send(topic);
-    const auto deadline = SteadyClock::now() + timeout;
-    Step step = Step::kPending;
-    while (step == Step::kPending && SteadyClock::now() < deadline) step = Publish(std::chrono::milliseconds(500));
-    if (step != Step::kAcknowledged) {
-      if (error) *error = "warm-up: " + topic + " was not acknowledged";
-      return false;
-    }
-  }
-  return true;
-}
+void RetainedWorkload::OnSent(const std::string& key, int64_t sequence) { sent_[TopicOf(key)] = sequence; }
 
-Workload::Step RetainedWorkload::Publish(std::chrono::milliseconds wait) {
-  if (!outstanding_) {
-    Send(topics_[next_topic_]);
-    next_topic_ = (next_topic_ + 1) % topics_.size();
-  }
-  const auto deadline = SteadyClock::now() + wait;
-  while (SteadyClock::now() < deadline) {
-    auto remaining = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - SteadyClock::now());
-    auto ack = publisher_->ReceiveAs<mqtt::AckPacket>(std::max(remaining, std::chrono::milliseconds(1)));
-    if (ack && ack->packet_id == outstanding_->packet_id) {
-      acknowledged_[outstanding_->topic] = outstanding_->sequence;
-      outstanding_.reset();
-      return Step::kAcknowledged;
-    }
-    if (publisher_->closed()) {
-      outstanding_.reset();
-      return Step::kBroken;
-    }
-  }
-  return Step::kPending;
+void RetainedWorkload::OnAcknowledged(const std::string& key, int64_t sequence) {
+  acknowledged_[TopicOf(key)] = sequence;
 }
 
 std::optional<std::map<std::string, std::string>> RetainedWorkload::ReadBack(FaultCluster& cluster, int node) {
   std::optional<std::map<std::string, std::string>> got;
   WaitUntil(
       [&] {
-        auto reader = ConnectTo(cluster.node(node), "fault-reader-" + std::to_string(++connections_));
+        auto reader = ConnectTo(cluster.node(node), "fault-reader-" + std::to_string(NextConnection()));
         if (!reader) return false;
         got = RetainedUpTo(*reader, {"fault/#", kMarker}, kMarker, std::chrono::milliseconds(10'000));
         return got.has_value();
@@ -116,16 +55,11 @@ bool RetainedWorkload::Verify(FaultCluster& cluster, const std::vector<int>& nod
                               std::string* error) {
   // The end marker, retained after everything else: a reader that has it
   // has had all of fault/# first.
-  outstanding_.reset();
   mqtt::PublishPacket marker;
   marker.topic = kMarker;
   marker.payload = "end";
-  marker.qos = 1;
   marker.retain = true;
-  marker.packet_id = packet_id_ = packet_id_ == 65535 ? 1 : packet_id_ + 1;
-  publisher_->Send(marker);
-  auto ack = publisher_->ReceiveAs<mqtt::AckPacket>(kReadWait);
-  if (!ack || ack->packet_id != marker.packet_id) {
+  if (!PublishAcknowledged(marker, kReadWait)) {
     if (error) *error = "the end marker was not acknowledged";
     return false;
   }

@@ -42,6 +42,8 @@ std::vector<FaultCase> FullMatrix();
 
 struct CaseResult {
   FaultCase fault_case;
+  std::string workload;        // Workload::name()
+  bool no_duplicates = false;  // a duplicate fails the case (QoS 2, sessions)
   int publisher = 0;
   std::vector<int> victims;
   std::string victim_role;  // what the victims held of the stream's partitions
@@ -50,7 +52,9 @@ struct CaseResult {
   std::string error;  // the case could not run to its end
   std::string notes;
 
-  bool passed() const { return error.empty() && counters.lost == 0; }
+  bool passed() const {
+    return error.empty() && counters.lost == 0 && !(no_duplicates && counters.duplicated > 0);
+  }
   bool meets_window_target() const { return counters.longest_unacked_ms <= 2000; }
   std::string FiguresLine() const;  // one line for the test's output
   std::string MarkdownRow() const;  // one row of the table in docs/reliability.md

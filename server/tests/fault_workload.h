@@ -2,10 +2,9 @@
 // What the fault suite (fault_scenario.h) drives while it injects a fault:
 // a Workload publishes a steady stream, one message at a time, and reads
 // everything back at the end. The retained-message workload
-// (fault_retained_workload.h) is the first; a persistent-session QoS 1/2
-// stream plugs in beside it by implementing the same interface (its keys
-// are `session/<client-id>`, Verify reconnects the sessions and counts
-// sequence numbers).
+// (fault_retained_workload.h), the persistent-session QoS 1/2 streams
+// (fault_session_workload.h) and the shared group (fault_shared_workload.h)
+// implement it on one base, StreamWorkload (fault_stream_workload.h).
 #include <chrono>
 #include <cstdint>
 #include <string>
@@ -51,9 +50,22 @@ class Workload {
   // Publishes every key once, waiting for each acknowledgement (opens the
   // partitions before leaders are looked at). False on a timeout.
   virtual bool WarmUp(std::chrono::milliseconds timeout, std::string* error) = 0;
+  // Once the victims are chosen, before the stream: e.g. move subscribers
+  // to the victims. False (with `error`) if that failed.
+  virtual bool Prepare(FaultCluster& /*cluster*/, int /*publisher*/, const std::vector<int>& /*victims*/,
+                       std::string* /*error*/) {
+    return true;
+  }
   // Sends the next message if none is outstanding, then waits up to `wait`
   // for the outstanding one's acknowledgement.
   virtual Step Publish(std::chrono::milliseconds wait) = 0;
+  // The fault was just injected (a workload may date its figures by it).
+  virtual void OnFault() {}
+  // How long the stream runs at least while the fault lasts.
+  virtual std::chrono::milliseconds StreamDuringFault() const { return std::chrono::milliseconds(3'000); }
+  // What the workload saw worth a note in the figures (e.g. PUBACK reason
+  // codes other than success), or "".
+  virtual std::string Notes() const { return ""; }
   // Reads everything back on each of `nodes`, filling checked, delivered,
   // lost and duplicated. False (with `error`) if a node never answered.
   virtual bool Verify(FaultCluster& cluster, const std::vector<int>& nodes, StreamCounters& counters,
