@@ -44,6 +44,21 @@ void AddLimits(CLI::App& app, core::BrokerLimits& limits) {
       ->check(CLI::Range(0, 2));
 }
 
+void AddSharedSubscriptionOptions(CLI::App& app, core::SharedGroupConfig& shared) {
+  app.add_option_function<std::string>(
+         "--shared-strategy",
+         [&shared](const std::string& name) { shared.strategy = *core::ParseSharedStrategy(name); },
+         "How a $share group's member is picked: round_robin, least_outstanding (fewest unacknowledged) "
+         "or sticky_topic (one member per topic while the members stay the same)")
+      ->check(CLI::IsMember({"round_robin", "least_outstanding", "sticky_topic"}))
+      ->default_str(std::string(core::SharedStrategyName(shared.strategy)));
+  app.add_option("--shared-redelivery-delay", shared.redelivery_delay_ms,
+                 "Milliseconds a disconnected persistent member of a $share group keeps its unacknowledged "
+                 "messages before they go to another member (0 = at once, -1 = never)")
+      ->capture_default_str()
+      ->check(CLI::Range(int64_t{-1}, int64_t{86'400'000}));
+}
+
 void BuildApp(CLI::App& app, NodeConfig& config) {
   app.set_config("--config", "", "TOML configuration file (keys named like the flags)");
   app.allow_config_extras(CLI::config_extras_mode::error);
@@ -114,6 +129,7 @@ void BuildApp(CLI::App& app, NodeConfig& config) {
   app.add_flag("--fault-injection", config.fault_injection,
                "Enable test fault switches on the admin API (POST/DELETE /api/fault/isolate)");
   AddLimits(app, config.limits);
+  AddSharedSubscriptionOptions(app, config.shared_subscriptions);
 }
 
 // The secret is the file's first line, without surrounding blanks.

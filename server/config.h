@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "cluster-core/broker/limits.h"
+#include "cluster-core/broker/shared_strategy.h"
 #include "io/uv/cli_options.h"
 #include "io/uv/tcp.h"
 
@@ -45,6 +46,9 @@ struct NodeConfig {
   // (--proxy-from, docs/balancer.md); empty: no header is accepted.
   std::vector<std::string> proxy_from;
   core::BrokerLimits limits;
+  // Shared subscriptions: --shared-strategy, --shared-redelivery-delay
+  // (docs/cluster.md "Shared subscriptions across nodes").
+  core::SharedGroupConfig shared_subscriptions;
   // Test switches on the admin API (POST/DELETE /api/fault/isolate:
   // docs/reliability.md); off in production.
   bool fault_injection = false;

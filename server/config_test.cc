@@ -105,6 +105,25 @@ TEST_F(ConfigFileTest, AmqpCreditFromFileOrFlag) {
   EXPECT_TRUE(std::holds_alternative<ExitRequest>(Parse({"--amqp-credit", "0"})));
 }
 
+TEST_F(ConfigFileTest, SharedStrategyAndRedeliveryDelayFromFileOrFlag) {
+  auto defaults = Parse({});
+  ASSERT_TRUE(std::holds_alternative<NodeConfig>(defaults));
+  EXPECT_EQ(std::get<NodeConfig>(defaults).shared_subscriptions.strategy, core::SharedStrategy::kRoundRobin);
+  EXPECT_EQ(std::get<NodeConfig>(defaults).shared_subscriptions.redelivery_delay_ms, 5000);
+  const std::string path = Write("shared-strategy = \"sticky_topic\"\nshared-redelivery-delay = 250\n");
+  auto from_file = Parse({"--config", path.c_str()});
+  ASSERT_TRUE(std::holds_alternative<NodeConfig>(from_file));
+  EXPECT_EQ(std::get<NodeConfig>(from_file).shared_subscriptions.strategy, core::SharedStrategy::kStickyTopic);
+  EXPECT_EQ(std::get<NodeConfig>(from_file).shared_subscriptions.redelivery_delay_ms, 250);
+  auto from_flag = Parse({"--config", path.c_str(), "--shared-strategy", "least_outstanding"});
+  ASSERT_TRUE(std::holds_alternative<NodeConfig>(from_flag));
+  EXPECT_EQ(std::get<NodeConfig>(from_flag).shared_subscriptions.strategy, core::SharedStrategy::kLeastOutstanding);
+  auto bad = Parse({"--shared-strategy", "random"});
+  ASSERT_TRUE(std::holds_alternative<ExitRequest>(bad));
+  EXPECT_EQ(std::get<ExitRequest>(bad).status, 2);
+  EXPECT_TRUE(std::holds_alternative<ExitRequest>(Parse({"--shared-redelivery-delay", "-2"})));
+}
+
 TEST_F(ConfigFileTest, UnknownKeyInFileExitsTwo) {
   const std::string path = Write("no-such-key = 1\n");
   auto outcome = Parse({"--config", path.c_str()});

@@ -140,6 +140,9 @@ void ShardBroker::RestoreSession(store::RecoveredSession& recovered, RecoveryCou
   for (uint16_t packet_id : recovered.inbound_qos2) session.inbound_qos2().insert(packet_id);
   counts.inbound_qos2 += recovered.inbound_qos2.size();
   session.set_store(store_.get());
+  // Shared deliveries tagged again; a member served here without its client
+  // gives them up after the redelivery delay (shared_redelivery.cc).
+  SharedSessionRestored(session, /*disconnected_member=*/!hold_will);
 
   // Expiry and will delay run from the stored disconnect; a session that
   // was connected when the node died lost its connection now.
@@ -178,6 +181,7 @@ void ShardBroker::ConfirmRecovered(const std::string& client_id, bool ours) {
   Session* session = FindSession(client_id);
   if (session == nullptr || session->connected()) return;  // gone, or its client is back
   if (ours) {
+    ScheduleSharedRedelivery(*session);
     if (session->will()) {
       const int64_t now = loop_.clock().WallMs();
       const int64_t due = session->disconnected_at_ms() + int64_t{session->will()->delay_seconds} * 1000;

@@ -27,6 +27,8 @@ struct ShardMetrics {
   std::atomic<uint64_t> sessions_adopted{0};          // sessions read from their partition on a CONNECT
   std::atomic<uint64_t> sessions_taken_over{0};       // sessions of a gone node served here until their client returns
   std::atomic<uint64_t> sessions_stale_dropped{0};    // recovered sessions another node owned by then
+  std::atomic<uint64_t> shared_redelivered{0};        // a departed shared member's messages sent to another member
+  std::atomic<uint64_t> shared_dropped_no_member{0};  // shared-group messages that found no member left
 
   static void Add(std::atomic<uint64_t>& counter, uint64_t n = 1) {
     counter.store(counter.load(std::memory_order_relaxed) + n, std::memory_order_relaxed);

@@ -279,6 +279,50 @@ void Session::RestoreInflight(uint16_t packet_id, InflightDelivery inflight) {
   inflight_.insert_or_assign(packet_id, std::move(inflight));
 }
 
+std::vector<Delivery> Session::TakeDeliveries(const std::function<bool(const Delivery&)>& take, bool inflight) {
+  auto wanted = [&take](const Delivery& delivery) {
+    return delivery.message && delivery.qos != QoS::kAtMostOnce && take(delivery);
+  };
+  std::vector<Delivery> taken;
+  if (inflight) {
+    std::vector<std::pair<uint64_t, uint16_t>> order;
+    for (const auto& [packet_id, entry] : inflight_) {
+      if (entry.phase != InflightPhase::kAwaitingPubcomp && wanted(entry.delivery)) {
+        order.emplace_back(entry.sent_order, packet_id);
+      }
+    }
+    std::sort(order.begin(), order.end());
+    for (const auto& [sent_order, packet_id] : order) {
+      taken.push_back(std::move(inflight_.at(packet_id).delivery));
+      RemoveInflight(packet_id);
+    }
+  }
+  if (std::none_of(queue_.begin(), queue_.end(), wanted)) return taken;
+  // Staged entries carry reserved ids and in-flight records: back to plain
+  // queued first, so entries can leave the middle of the queue.
+  DropUnclaimed();
+  ResetStaging(queue_base_);
+  head_handed_ = false;
+  std::deque<Delivery> kept;
+  for (Delivery& delivery : queue_) {
+    if (!wanted(delivery)) {
+      kept.push_back(std::move(delivery));
+      continue;
+    }
+    queued_bytes_ -= delivery.message->ApproximateBytes();
+    if (durable() && delivery.store_seq != 0) store_->DeleteQueued(client_id_, delivery.store_seq);
+    delivery.store_seq = 0;
+    taken.push_back(std::move(delivery));
+  }
+  queue_.swap(kept);
+  return taken;
+}
+
+void Session::ForEachDelivery(const std::function<void(Delivery&)>& fn) {
+  for (Delivery& delivery : queue_) fn(delivery);
+  for (auto& [packet_id, entry] : inflight_) fn(entry.delivery);
+}
+
 uint16_t Session::NextPacketId() {
   // A staged delivery's id: after its pop (MQTT's order) or, for the
   // released head, before it (AMQP's order).

@@ -29,6 +29,7 @@
 // the next HasQueued() or PopQueued().
 #include <cstdint>
 #include <deque>
+#include <functional>
 #include <map>
 #include <memory>
 #include <optional>
@@ -62,6 +63,11 @@ struct Delivery {
   bool retain = false;         // the retain flag as delivered
   std::vector<uint32_t> subscription_ids;
   uint64_t store_seq = 0;  // its queue key when stored (durable sessions), else 0
+  // Made through a shared subscription: SharedKey(group, filter); null for
+  // a plain one. In memory only (not in the stored record): a recovered or
+  // adopted session's deliveries are tagged again from its subscriptions
+  // (ShardBroker::TagSharedDeliveries).
+  std::shared_ptr<const std::string> shared_key = nullptr;
 };
 
 enum class InflightPhase : uint8_t {
@@ -169,6 +175,15 @@ class Session {
   // Recovery: state read back from the store, not written again.
   void RestoreQueued(Delivery delivery);
   void RestoreInflight(uint16_t packet_id, InflightDelivery inflight);
+
+  // --- shared subscriptions ------------------------------------------------------
+  // Takes out the QoS 1/2 deliveries `take` selects: queued ones (staging
+  // is undone first) and, with `inflight`, those in flight still awaiting
+  // PUBACK or PUBREC (a PUBREC'd one is the client's). Their stored records
+  // are deleted. In-flight ones first (in send order), then queue order.
+  std::vector<Delivery> TakeDeliveries(const std::function<bool(const Delivery&)>& take, bool inflight);
+  // Calls `fn` on every delivery held, queued and in flight (tagging).
+  void ForEachDelivery(const std::function<void(Delivery&)>& fn);
 
   // Congestion: at or above half of either queue limit while connected.
   bool Congested(const SessionLimits& limits) const {

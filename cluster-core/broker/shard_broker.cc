@@ -66,7 +66,7 @@ ShardBroker::AttachResult ShardBroker::Attach(const std::string& client_id, bool
     }
     will.reset();
     if (clean_start) {
-      RemoveSession(session);
+      RemoveSession(session, /*session_ended=*/true);
       session = nullptr;
     }
   }
@@ -94,7 +94,10 @@ void ShardBroker::TakenOverElsewhere(const std::string& client_id) {
   // Sessions do not move between nodes yet (docs/cluster.md): this one ends.
   session->NextGeneration();
   if (session->will()) PublishWill(*session);
-  RemoveSession(session);
+  // A session on partitions moves with its client (its shared deliveries
+  // go with it); any other ends here.
+  const bool moves = session->durable() && cluster_ != nullptr && cluster_->SessionsOnPartitions();
+  RemoveSession(session, /*session_ended=*/!moves);
 }
 
 void ShardBroker::Disconnect(Session* session, SessionSink* sink, bool publish_will) {
@@ -106,7 +109,7 @@ void ShardBroker::Disconnect(Session* session, SessionSink* sink, bool publish_w
   if (!publish_will) will.reset();
   if (session->expiry_interval() == 0) {
     if (will) PublishWill(*session);
-    RemoveSession(session);
+    RemoveSession(session, /*session_ended=*/true);
     return;
   }
   if (will && will->delay_seconds == 0) PublishWill(*session);
@@ -114,6 +117,7 @@ void ShardBroker::Disconnect(Session* session, SessionSink* sink, bool publish_w
   session->SaveRecord();
   if (will) ScheduleWill(*session, int64_t{will->delay_seconds} * 1000);
   ScheduleExpiry(*session);
+  ScheduleSharedRedelivery(*session);
 }
 
 void ShardBroker::ScheduleWill(Session& session, int64_t delay_ms) {
@@ -140,7 +144,7 @@ void ShardBroker::ScheduleExpiry(Session& session, std::optional<int64_t> delay)
     Session* current = FindSession(client_id);
     if (current == nullptr || current->generation() != generation) return;
     if (current->will()) PublishWill(*current);  // the session ends: the will goes now
-    RemoveSession(current);
+    RemoveSession(current, /*session_ended=*/true);
   });
 }
 
@@ -149,9 +153,14 @@ Session* ShardBroker::FindSession(const std::string& client_id) {
   return it == sessions_.end() ? nullptr : it->second.get();
 }
 
-void ShardBroker::RemoveSession(Session* session) {
+void ShardBroker::RemoveSession(Session* session, bool session_ended) {
   ReleasePublishers(*session);
+  // Taken before the member leaves its groups (so the queue and in-flight
+  // metrics below count what stays), sent once it has left them.
+  std::vector<Delivery> orphans;
+  if (session_ended) orphans = TakeShared(*session, /*inflight=*/true, nullptr, /*keep_without_member=*/false);
   RemoveAllSubscriptions(*session);
+  RedeliverShared(std::move(orphans), session);
   ShardMetrics::Sub(metrics_.queued_messages, session->queued_messages());
   ShardMetrics::Sub(metrics_.inflight_messages, session->inflight().size());
   ShardMetrics::Sub(metrics_.sessions);
@@ -162,7 +171,7 @@ void ShardBroker::RemoveSession(Session* session) {
 void ShardBroker::RemoveAllSubscriptions(Session& session) {
   std::vector<std::string> filters;
   for (const auto& entry : session.subscriptions()) filters.push_back(entry.first);
-  for (const auto& filter : filters) Unsubscribe(&session, filter);
+  for (const auto& filter : filters) RemoveSubscription(&session, filter);
 }
 
 void ShardBroker::PublishWill(Session& session) {
@@ -296,12 +305,23 @@ void ShardBroker::Route(const MessagePtr& message, std::function<void()> on_safe
 std::vector<std::pair<Destination, std::string>> ShardBroker::DeliverShared(const MessagePtr& message,
                                                                            const MatchResult& match,
                                                                            const RouteScope& scope) {
-  // A forward from a node stays on this node, and only for its groups.
+  // A forward from a node stays on this node, and only for its groups
+  // (their keys as named, a rerouted mark taken off: copied only then).
+  static const std::vector<std::string> kNone;
+  const std::vector<std::string>* named = scope.from_node ? scope.shared_keys : &kNone;
+  auto marked = [&](size_t i) { return !(*scope.shared_keys)[i].empty() && (*scope.shared_keys)[i].front() == '\0'; };
+  std::vector<std::string> unmarked;
+  for (size_t i = 0; i < named->size(); ++i) {
+    if (!marked(i)) continue;
+    unmarked = *named;
+    for (std::string& key : unmarked) StripRerouted(key);
+    named = &unmarked;
+    break;
+  }
   const bool node_local = scope.from_node || IsNodeLocalTopic(message->topic);
   auto in_scope = [&](Destination destination, const std::string& key) {
     if (node_local && IsNodeDestination(destination)) return false;
-    return !scope.from_node ||
-           std::find(scope.shared_keys->begin(), scope.shared_keys->end(), key) != scope.shared_keys->end();
+    return !scope.from_node || std::find(named->begin(), named->end(), key) != named->end();
   };
   std::vector<std::pair<std::string, std::vector<Destination>>> candidates;
   auto add_candidate = [&](const std::string& key, Destination destination) {
@@ -315,15 +335,32 @@ std::vector<std::pair<Destination, std::string>> ShardBroker::DeliverShared(cons
   for (const RemoteShared* remote : match.remote_shared) add_candidate(remote->key, remote->destination);
   std::vector<std::pair<Destination, std::string>> elsewhere;
   for (auto& [key, destinations] : candidates) {
-    const Destination chosen = PickSharedDestination(key, destinations);
+    const Destination chosen = PickSharedDestination(key, message->topic, destinations);
     if (chosen == config_.shard_id) {
       if (SharedGroup* group = router_.FindSharedGroup(key)) DeliverToShared(*group, message);
     } else {
       elsewhere.emplace_back(chosen, key);
     }
   }
-  if (scope.from_node && candidates.size() < scope.shared_keys->size()) {
-    ShardMetrics::Add(metrics_.messages_dropped, scope.shared_keys->size() - candidates.size());  // group left
+  for (size_t i = 0; i < named->size(); ++i) {
+    const std::string& key = (*named)[i];
+    if (std::any_of(candidates.begin(), candidates.end(), [&](const auto& c) { return c.first == key; })) continue;
+    // The group left this node while the message was on its way (its last
+    // member here unsubscribed or ended): on to another node holding it,
+    // once (marked, so that node never sends it on again), else dropped.
+    std::vector<Destination> nodes;
+    if (!marked(i) && !IsNodeLocalTopic(message->topic)) {
+      for (const RemoteShared* remote : match.remote_shared) {
+        if (remote->key == key && IsNodeDestination(remote->destination)) nodes.push_back(remote->destination);
+      }
+    }
+    if (nodes.empty()) {
+      ShardMetrics::Add(metrics_.messages_dropped);
+      ShardMetrics::Add(metrics_.shared_dropped_no_member);
+      continue;
+    }
+    ShardMetrics::Add(metrics_.shared_redelivered);
+    elsewhere.emplace_back(PickSharedDestination(key, message->topic, nodes), MarkRerouted(key));
   }
   return elsewhere;
 }
@@ -346,10 +383,9 @@ void ShardBroker::SendForward(Destination destination, const MessagePtr& message
              });
 }
 
-Destination ShardBroker::PickSharedDestination(const std::string& key, std::vector<Destination>& destinations) {
-  std::sort(destinations.begin(), destinations.end());
-  uint32_t& turn = shared_round_robin_[key];
-  return destinations[turn++ % destinations.size()];
+Destination ShardBroker::PickSharedDestination(const std::string& key, std::string_view topic,
+                                               std::vector<Destination>& destinations) {
+  return core::PickSharedDestination(config_.shared.strategy, destinations, topic, shared_round_robin_[key]);
 }
 
 void ShardBroker::DeliverLocal(const MessagePtr& message, const MatchResult& match) {
@@ -379,21 +415,18 @@ void ShardBroker::DeliverLocal(const MessagePtr& message, const MatchResult& mat
   }
 }
 
-void ShardBroker::DeliverToShared(SharedGroup& group, const MessagePtr& message) {
-  if (group.members.empty()) return;
-  // Prefer a member with a live connection; an offline one queues.
-  size_t pick = group.next % group.members.size();
-  for (size_t tried = 0; tried < group.members.size(); ++tried) {
-    const size_t candidate = (group.next + tried) % group.members.size();
-    if (group.members[candidate].session->connected()) {
-      pick = candidate;
-      break;
-    }
+void ShardBroker::DeliverToShared(SharedGroup& group, const MessagePtr& message, const Session* exclude) {
+  // Connected members with room first (an offline one queues): shared_strategy.h.
+  const size_t pick = PickSharedMember(group, config_.shared.strategy, message->topic, config_.limits.session, exclude);
+  if (pick == kNoMember) {
+    ShardMetrics::Add(metrics_.messages_dropped);
+    ShardMetrics::Add(metrics_.shared_dropped_no_member);
+    return;
   }
-  group.next = pick + 1;
   const SubscriberRef& member = group.members[pick];
   Delivery delivery;
   delivery.message = message;
+  delivery.shared_key = group.key_ref;
   delivery.qos = MinQoS(message->qos, member.options->max_qos);
   delivery.retain = member.options->retain_as_published && message->retain;
   if (member.options->subscription_id != 0) {
@@ -501,6 +534,20 @@ bool ShardBroker::Subscribe(Session* session, const std::string& filter,
 }
 
 bool ShardBroker::Unsubscribe(Session* session, const std::string& filter) {
+  if (!RemoveSubscription(session, filter)) return false;
+  // Its queued (not yet sent) shared deliveries go to another member, if
+  // one is left; those in flight are completed with this client
+  // [MQTT-3.10.4-3] (and move only if its session ends before).
+  if (IsSharedFilter(filter)) {
+    if (auto shared = ParseSharedFilter(filter)) {
+      const std::string key = SharedKey(shared->group, shared->filter);
+      RedeliverShared(TakeShared(*session, /*inflight=*/false, &key, /*keep_without_member=*/true), session);
+    }
+  }
+  return true;
+}
+
+bool ShardBroker::RemoveSubscription(Session* session, const std::string& filter) {
   auto& subscriptions = session->subscriptions();
   auto it = subscriptions.find(filter);
   if (it == subscriptions.end()) return false;
@@ -678,7 +725,7 @@ void ShardBroker::DeliverForwarded(const MessagePtr& message, bool match_plain,
   for (const std::string& key : shared_keys) {
     SharedGroup* group = router_.FindSharedGroup(key);
     if (group == nullptr || group->members.empty()) {
-      ShardMetrics::Add(metrics_.messages_dropped);  // the group left this shard meanwhile
+      RerouteSharedToShard(message, key);  // the group left this shard meanwhile
       continue;
     }
     DeliverToShared(*group, message);

@@ -38,6 +38,7 @@
 #include "cluster-core/broker/metrics.h"
 #include "cluster-core/broker/retained_store.h"
 #include "cluster-core/broker/session.h"
+#include "cluster-core/broker/shared_strategy.h"
 #include "cluster-core/router/router.h"
 #include "io/loop.h"
 #include "model/hlc.h"
@@ -77,6 +78,7 @@ struct ShardConfig {
   uint16_t shard_id = 0;
   uint16_t shard_count = 1;
   BrokerLimits limits;
+  SharedGroupConfig shared;  // shared subscriptions: strategy, redelivery delay
 };
 
 class ShardBroker {
@@ -181,6 +183,15 @@ class ShardBroker {
   // as taken over (MQTT 5: 0x8E) and the session here ends (its will goes).
   void TakenOverElsewhere(const std::string& client_id);
 
+  // --- shared subscriptions (shared_redelivery.cc) ---------------------------
+  // A session restored from a store or a partition: its deliveries made
+  // through a shared subscription are tagged again from its subscriptions
+  // (the tag is not stored); with `disconnected_member`, a session served
+  // here without its client (taken over from a gone node, or recovered on
+  // a lone node) has its shared deliveries moved to another member after
+  // the redelivery delay, unless its client is back by then.
+  void SharedSessionRestored(Session& session, bool disconnected_member);
+
   // Periodic upkeep: expires retained messages (wall clock).
   void Housekeeping();
 
@@ -230,7 +241,16 @@ class ShardBroker {
   void SendForward(Destination destination, const MessagePtr& message, bool plain,
                    std::vector<std::string> keys, FlowId flow, uint64_t safe_token);
   void DeliverLocal(const MessagePtr& message, const MatchResult& match);
-  void DeliverToShared(SharedGroup& group, const MessagePtr& message);
+  void DeliverToShared(SharedGroup& group, const MessagePtr& message, const Session* exclude = nullptr);
+  // Shared subscriptions (shared_redelivery.cc): a departed member's
+  // deliveries to other members of their groups.
+  void TagSharedDeliveries(Session& session);
+  std::vector<Destination> SharedDestinations(const std::string& key, std::string_view topic, const Session* departed);
+  void RedeliverShared(std::vector<Delivery> taken, const Session* departed);
+  std::vector<Delivery> TakeShared(Session& session, bool inflight, const std::string* only_key,
+                                   bool keep_without_member);
+  void ScheduleSharedRedelivery(Session& session);
+  void RerouteSharedToShard(const MessagePtr& message, const std::string& key);
   void Offer(Session& session, Delivery delivery);
   std::vector<MessagePtr> LocalRetained(const std::string& filter) const;
   // A SUBSCRIBE's retained messages being read from the partitions.
@@ -249,7 +269,11 @@ class ShardBroker {
   void CreditForward(const FlowRef& publisher);
   void FlushForwardCredits();
   void ReleasePublishers(Session& session);
-  void RemoveSession(Session* session);
+  // `session_ended`: the session ends here for good (not moved to another
+  // node or replaced by an adopted copy): its shared deliveries go to
+  // other members of their groups.
+  void RemoveSession(Session* session, bool session_ended = false);
+  bool RemoveSubscription(Session* session, const std::string& filter);
   void PublishWill(Session& session);
   void ScheduleExpiry(Session& session, std::optional<int64_t> delay_ms = std::nullopt);
   void ScheduleWill(Session& session, int64_t delay_ms);
@@ -259,7 +283,8 @@ class ShardBroker {
   void RestoreSession(store::RecoveredSession& recovered, RecoveryCounts& counts, bool hold_will = false);
   void RemoveAllSubscriptions(Session& session);
   void ApplyLocalRouteChange(const std::optional<RouteUpdate>& update);
-  Destination PickSharedDestination(const std::string& key, std::vector<Destination>& destinations);
+  Destination PickSharedDestination(const std::string& key, std::string_view topic,
+                                    std::vector<Destination>& destinations);
 
   ShardConfig config_;
   io::Loop& loop_;

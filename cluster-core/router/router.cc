@@ -26,6 +26,7 @@ std::optional<RouteUpdate> Router::AddLocal(std::string_view filter, std::string
   if (it == shared_groups_.end()) {
     it = shared_groups_.emplace(std::string(shared_key), SharedGroup{}).first;
     it->second.key = std::string(shared_key);
+    it->second.key_ref = std::make_shared<const std::string>(shared_key);
     it->second.filter = std::string(filter);
   }
   SharedGroup& group = it->second;

@@ -13,6 +13,7 @@
 // Owned by one shard; not thread-safe.
 #include <cstdint>
 #include <map>
+#include <memory>
 #include <optional>
 #include <set>
 #include <string>
@@ -50,6 +51,9 @@ struct SubscriberRef {
 // The members of one shared subscription ($share/group/filter) on this shard.
 struct SharedGroup {
   std::string key;  // SharedKey(group, filter)
+  // The same key, shared by every delivery made through the group
+  // (Delivery::shared_key), so a departed member's messages find it again.
+  std::shared_ptr<const std::string> key_ref;
   std::string filter;
   std::vector<SubscriberRef> members;
   size_t next = 0;  // round-robin position

@@ -22,7 +22,7 @@ TEST_P(SharedGroupFaultTest, AcknowledgedMessagesReachOneMember) {
   checks.in_ci = [](const FaultCase&) { return false; };
   checks.expected_fail = [](const FaultCase&) -> std::string {
     return "the takeover gap: messages the group sends to the victim's member are acknowledged once the victim is "
-           "suspect and lost until its session is taken over; a departed member's messages are not re-sent yet";
+           "suspect and lost until its session is taken over";
   };
   RunAndCheckFaultCase(GetParam(), workload, checks);
 }

@@ -1,0 +1,204 @@
+// Shared subscriptions across nodes (issue 7 point 5): a member that stops
+// acknowledging and leaves gives its unacknowledged messages to another
+// member on another node; nothing acknowledged to the publisher is lost.
+// Real estuaryd processes (2 nodes, in memory); the departing member is a
+// raw MQTT 5 client that never sends PUBACK, the other a Paho client.
+#include <cstdio>
+#include <cstdlib>
+#include <set>
+
+#include "conformance/cluster/cluster_fixture.h"
+#include "conformance/support/wait_for.h"
+#include "frontends/mqtt/codec/packet.h"
+
+namespace estuary::conformance {
+namespace {
+
+// The sum over shards of `name{node="N",...}` in node N's /metrics.
+int64_t ShardCounter(ClusterProcess& cluster, int node, const std::string& name) {
+  auto metrics = testing::AdminGet(cluster.node(node).admin_port(), "/metrics");
+  if (!metrics) return -1;
+  const std::string key = name + "{node=\"" + std::to_string(node) + "\"";
+  int64_t sum = 0;
+  for (size_t at = metrics->body.find(key); at != std::string::npos; at = metrics->body.find(key, at + 1)) {
+    const size_t space = metrics->body.find("} ", at);
+    if (space != std::string::npos) sum += std::strtoll(metrics->body.c_str() + space + 2, nullptr, 10);
+  }
+  return sum;
+}
+
+// A member that takes PUBLISHes and never acknowledges them.
+class SilentMember {
+ public:
+  SilentMember(NodeProcess& node, const std::string& client_id, const std::string& filter,
+               uint32_t session_expiry = 0) {
+    EXPECT_TRUE(client_.Open("127.0.0.1", node.mqtt_port()));
+    mqtt::Properties properties;
+    if (session_expiry != 0) properties.session_expiry_interval = session_expiry;
+    auto connack = client_.Connect(client_id, /*clean_start=*/true, properties);
+    EXPECT_TRUE(connack.has_value());
+    mqtt::SubscribePacket subscribe;
+    subscribe.packet_id = 1;
+    subscribe.subscriptions.push_back({filter, mqtt::SubscribeOptions{1}});
+    client_.Send(subscribe);
+    EXPECT_TRUE(client_.ReceiveAs<mqtt::SubackPacket>().has_value());
+  }
+  // Reads packets until `done()` holds after a packet or a `wait` without
+  // one; at most until the delivery deadline.
+  template <typename Done>
+  void ReadUntil(Done done, std::chrono::milliseconds wait) {
+    const auto deadline = testing::Clock::now() + kDeliver;
+    while (!done() && testing::Clock::now() < deadline) {
+      auto packet = client_.Receive(wait);
+      if (!packet) return;
+      if (auto* publish = std::get_if<mqtt::PublishPacket>(&*packet)) received.insert(std::stoi(publish->payload));
+    }
+  }
+  void Read(std::chrono::milliseconds wait) {
+    ReadUntil([] { return false; }, wait);
+  }
+  void Close() { client_.Close(); }  // no DISCONNECT: the connection just goes
+  std::set<int> received;
+
+ private:
+  testing::RawClient client_;
+};
+
+// Takes messages at `client` until every index below `acknowledged` came
+// (or the deadline); counts duplicates.
+std::set<int> TakeAll(PahoClient& client, int acknowledged, int& duplicated) {
+  std::set<int> got;
+  const auto deadline = testing::Clock::now() + kDeliver;
+  while (got.size() < size_t(acknowledged) && testing::Clock::now() < deadline) {
+    auto message = client.Next(std::chrono::duration_cast<std::chrono::milliseconds>(deadline - testing::Clock::now()));
+    if (!message) break;
+    if (!got.insert(std::stoi(message->to_string())).second) ++duplicated;
+  }
+  return got;
+}
+
+int Lost(const std::set<int>& got, int acknowledged) {
+  int lost = 0;
+  for (int index = 0; index < acknowledged; ++index) lost += got.count(index) == 0;
+  return lost;
+}
+
+std::unique_ptr<ClusterProcess> StartTwoNodes() {
+  ClusterProcess::Options options;
+  options.nodes = 2;
+  options.extra_flags.insert(options.extra_flags.end(), {"--shared-redelivery-delay", "300"});
+  return StartCluster(options);
+}
+
+// The member on node 2 ends (clean session, connection dropped) while a
+// publisher on node 1 keeps publishing: everything it held unacknowledged,
+// and everything sent its way meanwhile, reaches the member on node 1.
+TEST(ClusterSharedTest, ADepartedMembersUnacknowledgedMessagesReachAMemberOnAnotherNode) {
+  auto cluster = StartTwoNodes();
+  ASSERT_NE(cluster, nullptr);
+  const std::string topic = UniqueName("shared/jobs/");
+  const std::string filter = "$share/workers/" + topic;
+  auto clients = ConnectClients(*cluster, {{1, UniqueName("pub")}, {1, UniqueName("good")}});
+  clients[1]->Subscribe(filter, 1);
+  SilentMember silent(cluster->node(2), UniqueName("silent"), filter);
+  std::string why;
+  ASSERT_TRUE(cluster->WaitRoute(1, topic, true, kConverge, &why)) << why;
+  ASSERT_TRUE(cluster->WaitRoute(2, topic, true, kConverge, &why)) << why;
+
+  TrafficPublisher publisher(*clients[0], topic, 1);
+  // It takes its share of the first 100 and acknowledges none.
+  silent.ReadUntil([&] { return publisher.acknowledged() >= 100; }, std::chrono::milliseconds(500));
+  const size_t held = silent.received.size();
+  silent.Close();
+  ASSERT_TRUE(publisher.WaitAcknowledged(100, kDeliver)) << publisher.error();
+  publisher.Stop();
+  ASSERT_TRUE(publisher.error().empty()) << publisher.error();
+
+  int duplicated = 0;
+  const std::set<int> got = TakeAll(*clients[1], publisher.acknowledged(), duplicated);
+  const int lost = Lost(got, publisher.acknowledged());
+  const int64_t redelivered = ShardCounter(*cluster, 2, "estuary_shared_redelivered_total");
+  std::printf("[counts] shared departed: sent=%d acknowledged=%d held-by-departed=%zu delivered(good)=%zu "
+              "redelivered(node 2)=%lld lost=%d duplicated=%d\n",
+              publisher.sent(), publisher.acknowledged(), held, got.size(), static_cast<long long>(redelivered), lost,
+              duplicated);
+  EXPECT_GT(held, 0u) << "the departing member never got a message: the test proves nothing";
+  EXPECT_GE(redelivered, static_cast<int64_t>(held));
+  EXPECT_EQ(lost, 0);
+  EXPECT_EQ(duplicated, 0);
+}
+
+// A persistent member (session expiry 300 s) that drops its connection
+// keeps its messages for --shared-redelivery-delay (300 ms here), then
+// they go to the member on the other node.
+TEST(ClusterSharedTest, APersistentMembersMessagesMoveAfterTheRedeliveryDelay) {
+  auto cluster = StartTwoNodes();
+  ASSERT_NE(cluster, nullptr);
+  const std::string topic = UniqueName("shared/persistent/");
+  const std::string filter = "$share/workers/" + topic;
+  auto clients = ConnectClients(*cluster, {{1, UniqueName("pub")}, {1, UniqueName("good")}});
+  clients[1]->Subscribe(filter, 1);
+  SilentMember silent(cluster->node(2), UniqueName("silent"), filter, /*session_expiry=*/300);
+  std::string why;
+  ASSERT_TRUE(cluster->WaitRoute(1, topic, true, kConverge, &why)) << why;
+  ASSERT_TRUE(cluster->WaitRoute(2, topic, true, kConverge, &why)) << why;
+
+  constexpr int kMessages = 40;
+  for (int i = 0; i < kMessages; ++i) clients[0]->Publish(topic, std::to_string(i), 1);
+  silent.Read(std::chrono::milliseconds(200));
+  const size_t held = silent.received.size();
+  silent.Close();
+
+  int duplicated = 0;
+  const std::set<int> got = TakeAll(*clients[1], kMessages, duplicated);
+  const int lost = Lost(got, kMessages);
+  std::printf("[counts] shared persistent: acknowledged=%d held-by-departed=%zu delivered(good)=%zu lost=%d "
+              "duplicated=%d\n",
+              kMessages, held, got.size(), lost, duplicated);
+  EXPECT_GT(held, 0u);
+  EXPECT_EQ(lost, 0);
+  EXPECT_EQ(duplicated, 0);
+  // The session is still there (it only lost its messages to the group).
+  EXPECT_EQ(ShardCounter(*cluster, 2, "estuary_sessions"), 1);
+}
+
+// Task transfer (docs/partitions.md): the departing member's node dies
+// (kill -9) while it holds messages it never acknowledged. A survivor takes
+// its persistent session over from the partition, disconnected; after the
+// redelivery delay its shared messages go to the member on node 1.
+TEST(ClusterSharedTest, AMembersMessagesMoveWhenItsNodeDiesAndASurvivorTakesItOver) {
+  ClusterProcess::Options options;
+  options.durable = true;
+  options.extra_flags.insert(options.extra_flags.end(), {"--shared-redelivery-delay", "300"});
+  auto cluster = StartCluster(options);
+  ASSERT_NE(cluster, nullptr);
+  const std::string topic = UniqueName("shared/transfer/");
+  const std::string filter = "$share/workers/" + topic;
+  auto clients = ConnectClients(*cluster, {{1, UniqueName("pub")}, {1, UniqueName("good")}});
+  clients[1]->Subscribe(filter, 1);
+  SilentMember silent(cluster->node(3), UniqueName("silent"), filter, /*session_expiry=*/300);
+  std::string why;
+  ASSERT_TRUE(cluster->WaitRoute(1, topic, true, kConverge, &why)) << why;
+  ASSERT_TRUE(cluster->WaitRoute(3, topic, true, kConverge, &why)) << why;
+
+  constexpr int kMessages = 40;
+  for (int i = 0; i < kMessages; ++i) clients[0]->Publish(topic, std::to_string(i), 1);
+  silent.Read(std::chrono::milliseconds(300));
+  const size_t held = silent.received.size();
+  cluster->node(3).Kill();
+  silent.Close();
+  ASSERT_TRUE(cluster->WaitMembers({1, 2}, kConverge, &why)) << why;
+
+  int duplicated = 0;
+  const std::set<int> got = TakeAll(*clients[1], kMessages, duplicated);
+  const int lost = Lost(got, kMessages);
+  std::printf("[counts] shared node death: acknowledged=%d held-by-dead-node's-member=%zu delivered(good)=%zu "
+              "lost=%d duplicated=%d\n",
+              kMessages, held, got.size(), lost, duplicated);
+  EXPECT_GT(held, 0u);
+  EXPECT_EQ(lost, 0);
+  EXPECT_EQ(duplicated, 0);
+}
+
+}  // namespace
+}  // namespace estuary::conformance
