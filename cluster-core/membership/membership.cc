@@ -319,6 +319,16 @@ void Membership::MergeOne(const MemberEntry& entry) {
   auto [it, inserted] = table_.try_emplace(entry.node);
   Member& member = it->second;
   if (!inserted && !Supersedes(entry, EntryOf(member))) return;
+  // A "down" verdict about a live member this node is linked to right now
+  // is stale: it comes from a node that was cut off (and declared down
+  // everyone it could not reach) or from before the member came back.
+  // Taken, it would flap the member everywhere (its routes forgotten, its
+  // sessions taken over) until the member refutes it. The member still
+  // hears it from the sender and refutes it; suspicions spread as before.
+  if (!inserted && entry.state == MemberState::kDown && entry.epoch == member.epoch && IsLive(entry.node) &&
+      transport_.connected(entry.node)) {
+    return;
+  }
   // A new incarnation alone is news too (the metadata group records it),
   // except for a member already down or left.
   const bool gone = entry.state == MemberState::kDown || entry.state == MemberState::kLeft;

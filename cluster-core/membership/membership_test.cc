@@ -306,6 +306,30 @@ TEST_F(MembershipTest, PartitionOfOneFromTwoThenHeal) {
   for (NodeId id : {1, 2, 3}) EXPECT_TRUE(AllSee(id, S::kUp)) << id;
 }
 
+// The cut-off node declared the other two down; when the cut heals its
+// stale verdicts reach them, and neither takes the other (to which it is
+// linked all along) for down, not even for a moment.
+TEST_F(MembershipTest, AHealedNodesStaleDownVerdictsAboutLinkedMembersAreRefused) {
+  StartThree();
+  network_.Cut(Address(3), Address(1));
+  network_.Cut(Address(3), Address(2));
+  Run(3500);
+  ASSERT_EQ(StateAt(3, 1), S::kDown);
+  ASSERT_EQ(StateAt(3, 2), S::kDown);
+  nodes_.at(Address(1))->changes.clear();
+  nodes_.at(Address(2))->changes.clear();
+  network_.Heal(Address(3), Address(1));
+  network_.Heal(Address(3), Address(2));
+  Run(2000);
+  for (NodeId id : {1, 2, 3}) EXPECT_TRUE(AllSee(id, S::kUp)) << id;
+  for (const Member& change : nodes_.at(Address(1))->changes) {
+    EXPECT_FALSE(change.node == 2 && change.state == S::kDown) << "node 1 took node 3's stale verdict on node 2";
+  }
+  for (const Member& change : nodes_.at(Address(2))->changes) {
+    EXPECT_FALSE(change.node == 1 && change.state == S::kDown) << "node 2 took node 3's stale verdict on node 1";
+  }
+}
+
 TEST_F(MembershipTest, ANodeThatDiesWhileLeavingIsLeftEverywhere) {
   StartThree();
   bool done = false;
