@@ -5,30 +5,13 @@
 #include <deque>
 #include <memory>
 
+#include "cluster-core/broker/queue_link_for_tests.h"
 #include "io/sim/sim_loop.h"
 
 namespace estuary::core {
 namespace {
 
-// Carries cross-shard work in one thread, in order, when the test says so.
-class QueueLink final : public ShardLink {
- public:
-  void Post(uint16_t shard, std::function<void(ShardBroker&)> work) override {
-    queue_.emplace_back(shard, std::move(work));
-  }
-  void RunAll() {
-    while (!queue_.empty()) {
-      auto [shard, work] = std::move(queue_.front());
-      queue_.pop_front();
-      work(*shards[shard]);
-    }
-  }
-  size_t pending() const { return queue_.size(); }
-  std::vector<ShardBroker*> shards;
-
- private:
-  std::deque<std::pair<uint16_t, std::function<void(ShardBroker&)>>> queue_;
-};
+using test_support::QueueLink;
 
 class RecordingSink final : public SessionSink {
  public:

@@ -9,28 +9,13 @@
 
 #include "cluster-core/broker/shard_broker.h"
 #include "cluster-core/broker/shared_strategy.h"
+#include "cluster-core/broker/queue_link_for_tests.h"
 #include "io/sim/sim_loop.h"
 
 namespace estuary::core {
 namespace {
 
-class QueueLink final : public ShardLink {
- public:
-  void Post(uint16_t shard, std::function<void(ShardBroker&)> work) override {
-    queue_.emplace_back(shard, std::move(work));
-  }
-  void RunAll() {
-    while (!queue_.empty()) {
-      auto [shard, work] = std::move(queue_.front());
-      queue_.pop_front();
-      work(*shards[shard]);
-    }
-  }
-  std::vector<ShardBroker*> shards;
-
- private:
-  std::deque<std::pair<uint16_t, std::function<void(ShardBroker&)>>> queue_;
-};
+using test_support::QueueLink;
 
 class NullSink final : public SessionSink {
  public:

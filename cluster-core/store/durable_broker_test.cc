@@ -15,6 +15,7 @@
 #include "cluster-core/store/record_codec.h"
 #include "cluster-core/store/shard_store.h"
 #include "io/file_system.h"
+#include "cluster-core/broker/queue_link_for_tests.h"
 #include "io/sim/sim_loop.h"
 #include "persistence/bitcask/bitcask_engine.h"
 #include "persistence/memory_engine.h"
@@ -22,24 +23,7 @@
 namespace estuary::core {
 namespace {
 
-class QueueLink final : public ShardLink {
- public:
-  void Post(uint16_t shard, std::function<void(ShardBroker&)> work) override {
-    queue_.emplace_back(shard, std::move(work));
-  }
-  void RunAll() {
-    while (!queue_.empty()) {
-      auto [shard, work] = std::move(queue_.front());
-      queue_.pop_front();
-      work(*shards[shard]);
-    }
-  }
-  void Clear() { queue_.clear(); }
-  std::vector<ShardBroker*> shards;
-
- private:
-  std::deque<std::pair<uint16_t, std::function<void(ShardBroker&)>>> queue_;
-};
+using test_support::QueueLink;
 
 class NullSink final : public SessionSink {
  public:
