@@ -28,6 +28,7 @@ struct NodeConfig {
   std::string cluster_secret;  // read from the file while parsing
   uint32_t cluster_peer_grace_ms = 3000;       // a peer down this long is gone (routes forgotten)
   uint32_t cluster_forward_timeout_ms = 5000;  // a QoS 1/2 forward stops holding its PUBACK after this
+  std::string replication_ack = "majority";  // "leader": acknowledged before the partition has it
   uint32_t cluster_replicas = 3;  // replicas per partition (docs/partitions.md); the same on every node
   uint16_t shards = 0;  // 0 = one per core
   std::string storage = "bitcask";  // bitcask | rocksdb | memory

@@ -124,6 +124,22 @@ TEST_F(ConfigFileTest, SharedStrategyAndRedeliveryDelayFromFileOrFlag) {
   EXPECT_TRUE(std::holds_alternative<ExitRequest>(Parse({"--shared-redelivery-delay", "-2"})));
 }
 
+TEST_F(ConfigFileTest, ReplicationAckFromFileOrFlag) {
+  auto defaults = Parse({});
+  ASSERT_TRUE(std::holds_alternative<NodeConfig>(defaults));
+  EXPECT_EQ(std::get<NodeConfig>(defaults).replication_ack, "majority");
+  const std::string path = Write("replication-ack = \"leader\"\n");
+  auto from_file = Parse({"--config", path.c_str()});
+  ASSERT_TRUE(std::holds_alternative<NodeConfig>(from_file));
+  EXPECT_EQ(std::get<NodeConfig>(from_file).replication_ack, "leader");
+  auto from_flag = Parse({"--config", path.c_str(), "--replication-ack", "majority"});
+  ASSERT_TRUE(std::holds_alternative<NodeConfig>(from_flag));
+  EXPECT_EQ(std::get<NodeConfig>(from_flag).replication_ack, "majority");
+  auto bad = Parse({"--replication-ack", "none"});
+  ASSERT_TRUE(std::holds_alternative<ExitRequest>(bad));
+  EXPECT_EQ(std::get<ExitRequest>(bad).status, 2);
+}
+
 TEST_F(ConfigFileTest, UnknownKeyInFileExitsTwo) {
   const std::string path = Write("no-such-key = 1\n");
   auto outcome = Parse({"--config", path.c_str()});

@@ -38,6 +38,7 @@ Node::Node(NodeConfig config) : config_(std::move(config)) {
     shard.shard_count = config_.shards;
     shard.limits = config_.limits;
     shard.shared = config_.shared_subscriptions;
+    shard.replication_ack_leader = config_.replication_ack == "leader";
     shards_.push_back(std::make_unique<ShardRuntime>(shard, *this, *metrics_.back(), shared_));
   }
   for (auto& shard : shards_) {

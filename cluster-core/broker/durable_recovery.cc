@@ -20,7 +20,7 @@ void ShardBroker::AttachStore(persistence::StorageEngine& engine) {
       return;
     }
     cluster_->ReplicateSessions(config_.shard_id, std::move(changes), std::move(done));
-  });
+  }, /*wait=*/!config_.replication_ack_leader);
 }
 
 void ShardBroker::AdoptSession(const std::string& client_id,

@@ -79,6 +79,11 @@ struct ShardConfig {
   uint16_t shard_count = 1;
   BrokerLimits limits;
   SharedGroupConfig shared;  // shared subscriptions: strategy, redelivery delay
+  // replication.ack = "leader" (--replication-ack): a QoS 1/2 publish into a
+  // persistent session is acknowledged once this node's store has it; the
+  // session's partition gets it after, so a node lost in between loses it
+  // for its sessions (docs/partitions.md). false: once both have it.
+  bool replication_ack_leader = false;
 };
 
 class ShardBroker {

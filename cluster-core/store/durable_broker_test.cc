@@ -63,6 +63,7 @@ class DurableBrokerTest : public ::testing::Test {
       config.node_id = 7;
       config.shard_id = i;
       config.shard_count = shard_count_;
+      config.replication_ack_leader = replication_ack_leader_;
       brokers_.push_back(std::make_unique<ShardBroker>(config, loop_, link_, metrics_[i]));
       if (boot_port_ != nullptr) brokers_.back()->set_cluster(boot_port_);  // a cluster node
       link_.shards.push_back(brokers_.back().get());
@@ -149,6 +150,7 @@ class DurableBrokerTest : public ::testing::Test {
   EngineKind kind_ = EngineKind::kMemory;
   std::string dir_prefix_;
   uint16_t shard_count_ = 1;
+  bool replication_ack_leader_ = false;  // ShardConfig::replication_ack_leader
   std::vector<std::unique_ptr<persistence::StorageEngine>> engines_;
   std::vector<ShardMetrics> metrics_;
   std::vector<std::unique_ptr<ShardBroker>> brokers_;
@@ -658,6 +660,24 @@ TEST_F(SessionReplicationTest, APublishIsAcknowledgedOnlyOnceThePartitionHasItsD
   brokers_[0]->Publish(Make("r", "v", QoS::kAtLeastOnce, /*retain=*/true), [] {});
   Settle();
   for (const auto& change : port_.changes_seen) EXPECT_NE(change.key.front(), store::kRetainedTag);
+}
+
+// replication.ack = "leader": acknowledged on the node's own store; the
+// partition still gets the delivery, after.
+TEST_F(SessionReplicationTest, WithLeaderAcksAPublishIsAcknowledgedBeforeThePartitionHasIt) {
+  replication_ack_leader_ = true;
+  StartNode();
+  OfflineSubscriber("sub", "t");
+  port_.ReleaseAll();
+  int acked = 0;
+  brokers_[0]->Publish(Make("t", "a"), [&] { ++acked; });
+  Settle();
+  EXPECT_EQ(acked, 1) << "waited for the partition";
+  EXPECT_FALSE(port_.waiting.empty()) << "the partition answered already: the test shows nothing";
+  EXPECT_EQ(port_.Load("sub").size(), 3u) << "the delivery was not handed to the partition";
+  port_.ReleaseAll();
+  Settle();
+  EXPECT_EQ(acked, 1);
 }
 
 TEST_F(SessionReplicationTest, AnAdoptedSessionResumesWithItsQueueRoutesAndInflightIds) {

@@ -172,11 +172,13 @@ void ShardStore::Flush() {
   const uint64_t id = next_batch_++;
   std::vector<SessionChange> changes;
   persistence::WriteBatch batch = TakeBatch(replicate_ ? &changes : nullptr);
-  in_flight_.push_back(InFlight{id, changes.empty() ? 1u : 2u, std::exchange(pending_.waiters, {})});
+  const bool wait = !changes.empty() && wait_for_replication_;
+  in_flight_.push_back(InFlight{id, wait ? 2u : 1u, std::exchange(pending_.waiters, {})});
   ++batches_written_;
   std::weak_ptr<ShardStore*> alive = self_;
   if (!changes.empty()) {
-    replicate_(std::move(changes), [alive, id] {
+    replicate_(std::move(changes), [alive, id, wait] {
+      if (!wait) return;  // acknowledged on the engine's word alone
       if (auto self = alive.lock(); self && *self) (*self)->OnPartDone(id);
     });
   }

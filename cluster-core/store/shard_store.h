@@ -113,7 +113,12 @@ class ShardStore {
   // Writes the pending batch now with a synchronous Write (shutdown).
   persistence::Status FlushNow();
 
-  void set_replicate(ReplicateFn replicate) { replicate_ = std::move(replicate); }
+  // `wait` false (replication.ack = "leader"): a batch is acknowledged once
+  // the engine has it; the replication still gets every change, in order.
+  void set_replicate(ReplicateFn replicate, bool wait = true) {
+    replicate_ = std::move(replicate);
+    wait_for_replication_ = wait;
+  }
   bool replicated() const { return static_cast<bool>(replicate_); }
 
   bool failed() const { return failed_; }
@@ -149,6 +154,7 @@ class ShardStore {
   };
   std::deque<InFlight> in_flight_;
   ReplicateFn replicate_;
+  bool wait_for_replication_ = true;
   uint64_t next_batch_ = 1;
   bool failed_ = false;
   uint64_t batches_written_ = 0;
