@@ -13,7 +13,8 @@
 # run, BENCH_RATE_FRACTION (default 0.5): the latency run offers this
 # fraction of the lowest flat-out throughput of the four set-ups to all of
 # them; SYNC (default interval) the nodes' --sync; STORAGES (default
-# "bitcask rocksdb"), REPLICAS (default "1 3").
+# "bitcask rocksdb"), REPLICAS (default "1 3"), NODE_FLAGS (more estuaryd
+# flags, e.g. "--replication-ack leader").
 # Nodes run with --shards 1; one publisher and one persistent subscriber on
 # node 1, 64-byte payloads. The client id's partition has its leader on any
 # node, so most runs replicate across nodes even with the clients on one.
@@ -27,6 +28,7 @@ BENCH_RATE_FRACTION=${BENCH_RATE_FRACTION:-0.5}
 SYNC=${SYNC:-interval}
 STORAGES=${STORAGES:-bitcask rocksdb}
 REPLICAS=${REPLICAS:-1 3}
+NODE_FLAGS=${NODE_FLAGS:-}  # more estuaryd flags, e.g. "--replication-ack leader"
 PAYLOAD=64
 
 for program in estuaryd estuary-cluster estuary-bench; do
@@ -54,7 +56,7 @@ start() {
   mkdir -p "$dir"
   "$BIN"/estuary-cluster start --nodes 3 --storage "$1" --dir "$dir" --estuaryd "$BIN/estuaryd" \
     --ready-timeout 120000 -- --shards 1 --log-level warn --sync "$SYNC" --cluster-replicas "$2" \
-    --max-queued-messages 1000000 > "$dir/launcher.out" 2> "$dir/launcher.err" &
+    --max-queued-messages 1000000 $NODE_FLAGS > "$dir/launcher.out" 2> "$dir/launcher.err" &
   LAUNCHER_PID=$!
   local waited=0
   until grep -q '^estuary-cluster ready ' "$dir/launcher.out" 2>/dev/null; do
