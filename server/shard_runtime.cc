@@ -103,7 +103,9 @@ void ShardRuntime::Accept(int fd, std::string received, std::string client_addre
         loop_.mailbox().Send([this, client_id, done, reply = std::move(reply)] {
           // A session served elsewhere becomes this shard's before the
           // connection attaches to it.
-          if (reply.granted && reply.session) broker_.AdoptSession(client_id, *reply.session);
+          if (reply.granted && reply.session) {
+            broker_.AdoptSession(client_id, *reply.session, /*taken_over=*/false, reply.taken_from);
+          }
           done(reply.granted ? mqtt::ClaimOutcome::kGranted : mqtt::ClaimOutcome::kUnavailable);
         });
       });

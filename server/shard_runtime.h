@@ -37,6 +37,7 @@ struct NodeShared {
   struct ClaimReply {
     bool granted = false;
     std::optional<std::vector<std::pair<std::string, std::string>>> session;  // keys and values
+    uint16_t taken_from = 0;  // the node that held it before (ShardBroker::AdoptSession)
   };
   std::function<void(const std::string& client_id, bool clean_start, std::function<void(ClaimReply)> done)>
       claim_client_id;

@@ -24,7 +24,8 @@ void ShardBroker::AttachStore(persistence::StorageEngine& engine) {
 }
 
 void ShardBroker::AdoptSession(const std::string& client_id,
-                               const std::vector<std::pair<std::string, std::string>>& keys, bool taken_over) {
+                               const std::vector<std::pair<std::string, std::string>>& keys, bool taken_over,
+                               uint16_t taken_from) {
   if (Session* stale = FindSession(client_id)) {
     if (SessionSink* old = stale->sink(); old != nullptr) {
       stale->set_sink(nullptr);
@@ -46,6 +47,11 @@ void ShardBroker::AdoptSession(const std::string& client_id,
   if (!taken_over) sessions.front().record.will.reset();
   RecoveryCounts counts;
   RestoreSession(sessions.front(), counts);
+  if (taken_from != 0 && taken_from != config_.node_id) {
+    if (Session* session = FindSession(client_id)) {
+      session->MarkTakenFrom(taken_from, loop_.clock().WallMs() + kTakenFromWindowMs);
+    }
+  }
   ShardMetrics::Add(taken_over ? metrics_.sessions_taken_over : metrics_.sessions_adopted);
 }
 

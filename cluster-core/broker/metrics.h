@@ -29,6 +29,8 @@ struct ShardMetrics {
   std::atomic<uint64_t> sessions_stale_dropped{0};    // recovered sessions another node owned by then
   std::atomic<uint64_t> shared_redelivered{0};        // a departed shared member's messages sent to another member
   std::atomic<uint64_t> shared_dropped_no_member{0};  // shared-group messages that found no member left
+  std::atomic<uint64_t> replayed_delivered{0};          // replayed forwards offered to sessions taken from a gone node
+  std::atomic<uint64_t> replayed_duplicates_skipped{0};  // offers a session taken over had been made already
 
   static void Add(std::atomic<uint64_t>& counter, uint64_t n = 1) {
     counter.store(counter.load(std::memory_order_relaxed) + n, std::memory_order_relaxed);

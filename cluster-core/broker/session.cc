@@ -318,6 +318,31 @@ std::vector<Delivery> Session::TakeDeliveries(const std::function<bool(const Del
   return taken;
 }
 
+// Remembered ids are bounded: past this many the window closes early
+// (later messages are no longer checked: one that arrives both ways then
+// comes twice, which QoS 1 allows).
+constexpr size_t kMaxOfferedRemembered = 1u << 18;
+
+void Session::MarkTakenFrom(uint16_t node, int64_t until_ms) {
+  taken_from_ = node;
+  taken_until_ms_ = until_ms;
+  remembering_ = true;
+  offered_.clear();
+  ForEachDelivery([this](Delivery& delivery) {
+    if (delivery.message) offered_.insert(delivery.message->id);
+  });
+}
+
+bool Session::OfferedBefore(const MessageId& id, int64_t now_ms) {
+  if (!remembering_) return false;
+  if (now_ms >= taken_until_ms_ || offered_.size() >= kMaxOfferedRemembered) {
+    remembering_ = false;
+    offered_ = {};
+    return false;
+  }
+  return !offered_.insert(id).second;
+}
+
 void Session::ForEachDelivery(const std::function<void(Delivery&)>& fn) {
   for (Delivery& delivery : queue_) fn(delivery);
   for (auto& [packet_id, entry] : inflight_) fn(entry.delivery);

@@ -35,6 +35,7 @@
 #include <optional>
 #include <set>
 #include <string>
+#include <unordered_set>
 #include <vector>
 
 #include "cluster-core/broker/flow_control.h"
@@ -198,6 +199,18 @@ class Session {
   // Publishers paused because of this session's queue.
   std::set<FlowRef>& paused_publishers() { return paused_publishers_; }
 
+  // --- task transfer (docs/partitions.md, "The takeover gap") ---------------------
+  // A session taken from `node` (a gone node's, adopted here; or claimed
+  // from it by a reconnect) is sent again the forwards that node never
+  // confirmed (kForwardReplay). Until `until_ms` every message offered to
+  // it is remembered by id, seeded with what it holds now, so a message
+  // that arrives both ways (or that the session already held) is kept once.
+  void MarkTakenFrom(uint16_t node, int64_t until_ms);
+  // The node it was taken from, while the window lasts; 0 otherwise.
+  uint16_t taken_from(int64_t now_ms) const { return now_ms < taken_until_ms_ ? taken_from_ : 0; }
+  // In the window: true if `id` was offered before (remembered otherwise).
+  bool OfferedBefore(const MessageId& id, int64_t now_ms);
+
   uint64_t dropped_messages() const { return dropped_; }
   // A generation counter so timers set for an old disconnect can tell the
   // session was resumed in between.
@@ -219,6 +232,15 @@ class Session {
   std::set<FlowRef> paused_publishers_;
   uint64_t dropped_ = 0;
   uint64_t generation_ = 0;
+  struct MessageIdHash {
+    size_t operator()(const MessageId& id) const {
+      return std::hash<uint64_t>()(id.timestamp * 0x9E3779B97F4A7C15ull ^ (uint64_t{id.sequence} << 16 | id.node));
+    }
+  };
+  uint16_t taken_from_ = 0;
+  int64_t taken_until_ms_ = 0;
+  bool remembering_ = false;
+  std::unordered_set<MessageId, MessageIdHash> offered_;  // in the window only
   store::ShardStore* store_ = nullptr;
   int64_t disconnected_at_ms_ = 0;
   uint64_t next_store_seq_ = 0;

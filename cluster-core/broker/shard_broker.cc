@@ -388,7 +388,7 @@ Destination ShardBroker::PickSharedDestination(const std::string& key, std::stri
   return core::PickSharedDestination(config_.shared.strategy, destinations, topic, shared_round_robin_[key]);
 }
 
-void ShardBroker::DeliverLocal(const MessagePtr& message, const MatchResult& match) {
+void ShardBroker::DeliverLocal(const MessagePtr& message, const MatchResult& match, uint16_t only_taken_from) {
   if (match.local.empty()) return;
   std::vector<SubscriberRef>& refs = refs_scratch_;
   refs.assign(match.local.begin(), match.local.end());
@@ -396,8 +396,13 @@ void ShardBroker::DeliverLocal(const MessagePtr& message, const MatchResult& mat
             [](const SubscriberRef& a, const SubscriberRef& b) { return a.session < b.session; });
   const bool from_mqtt = message->origin.protocol == Protocol::kMqtt &&
                          message->origin.node == config_.node_id;
+  const int64_t now_ms = only_taken_from != 0 ? loop_.clock().WallMs() : 0;
   for (size_t i = 0; i < refs.size();) {
     Session* session = refs[i].session;
+    if (only_taken_from != 0 && session->taken_from(now_ms) != only_taken_from) {
+      while (i < refs.size() && refs[i].session == session) ++i;
+      continue;
+    }
     Delivery delivery;
     bool wanted = false;
     for (; i < refs.size() && refs[i].session == session; ++i) {
@@ -411,6 +416,7 @@ void ShardBroker::DeliverLocal(const MessagePtr& message, const MatchResult& mat
     }
     if (!wanted) continue;
     delivery.message = message;
+    if (only_taken_from != 0) ShardMetrics::Add(metrics_.replayed_delivered);
     Offer(*session, std::move(delivery));
   }
 }
@@ -436,8 +442,14 @@ void ShardBroker::DeliverToShared(SharedGroup& group, const MessagePtr& message,
 }
 
 void ShardBroker::Offer(Session& session, Delivery delivery) {
-  if (Expired(*delivery.message, loop_.clock().WallMs()) ||
-      !session.Enqueue(std::move(delivery), config_.limits.session)) {
+  const int64_t now_ms = loop_.clock().WallMs();
+  // A session taken from a gone node may get a message both from its
+  // publisher's replay and the usual way (or hold it already): once.
+  if (session.taken_from(now_ms) != 0 && session.OfferedBefore(delivery.message->id, now_ms)) {
+    ShardMetrics::Add(metrics_.replayed_duplicates_skipped);
+    return;
+  }
+  if (Expired(*delivery.message, now_ms) || !session.Enqueue(std::move(delivery), config_.limits.session)) {
     ShardMetrics::Add(metrics_.messages_dropped);
     return;
   }

@@ -65,6 +65,12 @@ class ShardLink {
   virtual void Post(uint16_t shard, std::function<void(ShardBroker&)> work) = 0;
 };
 
+// How long a session taken from another node is sent the forwards that
+// node never confirmed, and checks each message it is offered against the
+// ones it had (ShardBroker::AdoptSession, Session::MarkTakenFrom): longer
+// than a takeover, the grace for replays and their hold on the receiver.
+inline constexpr int64_t kTakenFromWindowMs = 60'000;
+
 // Which shard owns a client id's session.
 uint16_t ShardForClientId(std::string_view client_id, uint16_t shard_count);
 // Topics that describe one node ($SYS/...): never forwarded to other nodes
@@ -116,8 +122,10 @@ class ShardBroker {
   // `taken_over` (task transfer: the node that served it is gone): the
   // session waits here for its client, its will (the connection went with
   // its node) is published after its delay and its expiry runs.
+  // `taken_from` (0: none): the node that served it before; the forwards
+  // that node never confirmed come to it again (DeliverReplayed).
   void AdoptSession(const std::string& client_id, const std::vector<std::pair<std::string, std::string>>& keys,
-                    bool taken_over = false);
+                    bool taken_over = false, uint16_t taken_from = 0);
   // A cluster node's recovered persistent sessions may have been taken
   // over or resumed elsewhere while it was down: until the registry says
   // this node still owns each, its will is held (not published). The
@@ -181,6 +189,14 @@ class ShardBroker {
   // durable where a store is attached.
   void DeliverFromNode(const MessagePtr& message, bool plain, const std::vector<std::string>& shared_keys,
                        std::function<void()> on_safe);
+  // A forward once meant for node `gone`, which never confirmed it, sent
+  // again by its publisher's node once `gone` was declared gone
+  // (docs/partitions.md, "The takeover gap"): delivered on this shard only,
+  // and only to the sessions taken from `gone` (AdoptSession) whose plain
+  // subscriptions match; a message such a session was offered before is
+  // not offered again. (A shared group's part is sent to the group again
+  // by the publisher's node.) `done` once those deliveries are durable.
+  void DeliverReplayed(const MessagePtr& message, uint16_t gone, std::function<void()> done);
   // Replaces every route held for `destination` (a node's snapshot; empty:
   // the node is gone).
   void ReplaceRoutesOf(Destination destination, const std::vector<std::pair<std::string, std::string>>& routes);
@@ -245,7 +261,8 @@ class ShardBroker {
                                                                  const RouteScope& scope);
   void SendForward(Destination destination, const MessagePtr& message, bool plain,
                    std::vector<std::string> keys, FlowId flow, uint64_t safe_token);
-  void DeliverLocal(const MessagePtr& message, const MatchResult& match);
+  // `only_taken_from` (0: every session): only sessions taken from that node.
+  void DeliverLocal(const MessagePtr& message, const MatchResult& match, uint16_t only_taken_from = 0);
   void DeliverToShared(SharedGroup& group, const MessagePtr& message, const Session* exclude = nullptr);
   // Shared subscriptions (shared_redelivery.cc): a departed member's
   // deliveries to other members of their groups.

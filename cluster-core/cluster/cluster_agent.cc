@@ -150,8 +150,15 @@ Membership& ClusterAgent::EnableMembership(MembershipConfig config) {
   membership->set_on_change([this](const Member& member) {
     if (meta_) TellMetadata(member);
     if (member.node == config_.self) return;
-    if (member.state == MemberState::kSuspect) ReleaseForwardsTo(member.node);
-    if (member.state == MemberState::kDown || member.state == MemberState::kLeft) DeclareGone(member.node);
+    if (member.state == MemberState::kSuspect) {
+      UnchargeHeldTo(member.node);
+      ForgetReplayTarget(member.node);
+    }
+    if (member.state == MemberState::kDown || member.state == MemberState::kLeft) {
+      ForgetReplayTarget(member.node);
+      DeclareGone(member.node);
+    }
+    if (member.state == MemberState::kUp) ResendParked(member.node);
   });
   membership_ = [membership](NodeId from, uint8_t type, std::string_view body) {
     membership->OnFrame(from, type, body);
@@ -240,9 +247,19 @@ void ClusterAgent::ApplyMetaRoutes(NodeId node, const std::vector<meta::RouteKey
   const core::Destination destination = core::NodeDestination(node);
   auto& held = remote_routes_[node];
   std::vector<core::RouteUpdate> updates;
+  std::vector<core::RouteUpdate> removals;
   for (const meta::RouteKey& route : removed) {
     held.erase({route.filter, route.share});
-    updates.push_back(core::RouteUpdate{false, route.filter, route.share, destination});
+    removals.push_back(core::RouteUpdate{false, route.filter, route.share, destination});
+  }
+  if (IsGone(node) || PeerUnreachable(node)) {
+    // A gone node's plain routes: kept a while, forwards on them replayed
+    // (DeclareGone; its shared-group routes go now).
+    std::vector<core::RouteUpdate> later;
+    for (auto& removal : removals) (removal.shared_key.empty() ? later : updates).push_back(std::move(removal));
+    DeferRouteRemoval(node, std::move(later));
+  } else {
+    updates = std::move(removals);
   }
   for (const meta::RouteKey& route : added) {
     held.emplace(route.filter, route.share);
@@ -335,7 +352,11 @@ void ClusterAgent::Flush() {
     pending_attached_.clear();
   }
   for (auto& [node, ids] : pending_safe_) {
-    if (!ids.empty()) Send(node, Control(kForwardSafe, EncodeForwardSafe(ids)));
+    if (node == config_.self) {  // replays this node sent itself
+      for (uint64_t id : ids) ReleaseForward(node, id);
+    } else if (!ids.empty()) {
+      Send(node, Control(kForwardSafe, EncodeForwardSafe(ids)));
+    }
   }
   pending_safe_.clear();
   for (uint16_t shard = 0; shard < config_.shard_count; ++shard) {
@@ -385,6 +406,10 @@ void ClusterAgent::OnPeerUp(const PeerInfo& info) {
   Peer& peer = peers_[info.node];
   peer.up = true;
   peer.known = true;
+  if (!membership_owned_ && peer.gone) {  // back, as the grace timer sees it
+    peer.gone = false;
+    ResendParked(info.node);
+  }
   peer.down_since_ms = -1;
   spdlog::info("cluster: node {} ({}) up", info.node, info.cluster_address);
   // Snapshots first (they replace what the peer had from us), then what waited.
@@ -441,17 +466,39 @@ void ClusterAgent::DeclareGone(NodeId node) {
   Peer& peer = peers_[node];
   peer.down_since_ms = -1;
   peer.known = false;
+  peer.gone = true;
   DropHeld(peer, false);
-  if (!meta_) {  // with the metadata group, its MemberGone drops the routes everywhere
-    remote_routes_.erase(node);
-    const core::Destination destination = core::NodeDestination(node);
-    for (uint16_t shard = 0; shard < config_.shard_count; ++shard) {
-      PostToShard(shard, [destination](core::ShardBroker& broker) { broker.ReplaceRoutesOf(destination, {}); });
+  // Its shared-group routes go now (the groups pick live members; replayed
+  // group messages are sent to the group again), its plain routes after
+  // replay_grace_ms (forwards on them are replayed to the sessions taken
+  // from it). With the metadata group, its MemberGone drops them from the
+  // node's route set everywhere; the shards then apply that as here.
+  std::vector<core::RouteUpdate> shared_now;
+  std::vector<core::RouteUpdate> plain_later;
+  if (auto routes = remote_routes_.find(node); routes != remote_routes_.end()) {
+    for (const auto& [filter, key] : routes->second) {
+      (key.empty() ? plain_later : shared_now)
+          .push_back(core::RouteUpdate{false, filter, key, core::NodeDestination(node)});
     }
   }
-  ReleaseForwardsTo(node);
-  spdlog::info("cluster: node {} gone; its routes are forgotten", node);
+  for (uint16_t shard = 0; shard < config_.shard_count && !shared_now.empty(); ++shard) {
+    PostToShard(shard, [shared_now](core::ShardBroker& broker) {
+      for (const auto& update : shared_now) broker.ApplyRouteUpdate(update);
+    });
+  }
+  if (!meta_) {
+    remote_routes_.erase(node);
+    DeferRouteRemoval(node, std::move(plain_later));
+  }
+  UnchargeHeldTo(node);
+  spdlog::info("cluster: node {} gone; its routes are forgotten in {} ms, forwards it did not confirm replayed",
+               node, config_.replay_grace_ms);
+  // The takeover starts before the replays, so the ones this node sends
+  // itself wait for it too.
+  takeovers_[node].declared = true;
   if (partitions_) TakeOverSessionsOf(node);
+  ReplayEverythingFor(node);
+  ReleaseHeldReplays(node);
 }
 
 void ClusterAgent::OnRefusedBy(const std::string& address, const std::string& reason) {
@@ -482,7 +529,13 @@ void ClusterAgent::OnFrame(NodeId from, uint8_t type, std::string_view body) {
     case kForwardSafe: {
       auto ids = DecodeForwardSafe(body);
       if (!ids) break;
-      for (uint64_t id : *ids) ReleaseForward(id);
+      for (uint64_t id : *ids) ReleaseForward(from, id);
+      return;
+    }
+    case kForwardReplay: {
+      auto replay = DecodeReplay(body);
+      if (!replay) break;
+      OnReplay(from, std::move(*replay));
       return;
     }
     case kRetained: {

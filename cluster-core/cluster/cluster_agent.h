@@ -19,7 +19,12 @@
 //    as a snapshot at link up); an attach elsewhere closes the local
 //    connection of that client id as taken over.
 //  - a peer whose link stays down for the grace period is gone: every
-//    shard forgets its routes, forwards waiting for it are released.
+//    shard forgets its routes (after replay_grace_ms). A QoS 1/2 forward
+//    it never confirmed is not given up: once the peer is gone it is sent
+//    again (kForwardReplay) to every live node, which delivers it only to
+//    the sessions it took from that peer, once its own takeover of them is
+//    done; its publisher's acknowledgement waits for all of them
+//    (docs/partitions.md, "The takeover gap"; cluster_replay.cc).
 //
 // Membership: with EnableMembership the agent owns a Membership
 // (cluster-core/membership/), passes it peer up/down and frames 0x10-0x1F,
@@ -56,6 +61,10 @@
 
 namespace estuary::cluster {
 
+// Replay ids (kForwardReplay, confirmed by kForwardSafe) have this bit set;
+// forward ids never reach it.
+inline constexpr uint64_t kReplayIdBit = uint64_t{1} << 62;
+
 struct ClusterAgentConfig {
   NodeId self = 1;
   uint16_t shard_count = 1;
@@ -64,6 +73,18 @@ struct ClusterAgentConfig {
   // A QoS 1/2 forward not confirmed by then no longer holds its publisher's
   // acknowledgement (counted in forwards_expired).
   uint32_t forward_timeout_ms = 5000;
+  // The takeover gap (docs/partitions.md): a forward to an unreachable
+  // node waits this long for the node to come back or be declared gone.
+  uint32_t park_timeout_ms = 60000;
+  // A gone node's routes stay this long (forwards on them are replayed),
+  // so publishes made before the survivors' routes for the sessions they
+  // took over arrive are not lost.
+  uint32_t replay_grace_ms = 15000;
+  // A replay waits on its receiver this long at most for that node's
+  // takeover of the gone node's sessions to finish.
+  uint32_t replay_hold_ms = 20000;
+  // A replay not confirmed by every live node by then releases its publisher.
+  uint32_t replay_timeout_ms = 30000;
   // Forward frames held per peer while its link is down or full, in bytes.
   size_t max_held_bytes = 8u << 20;
   uint32_t tick_ms = 100;
@@ -74,9 +95,14 @@ struct ClusterCounters {
   uint64_t forwards_in = 0;
   uint64_t forwards_dropped = 0;  // QoS 0 to a peer without a link, or over the held bound
   uint64_t forwards_expired = 0;  // released by the deadline
-  // Released at once because membership reports the peer suspect, down or
-  // left (or the grace timer declared it gone): its subscribers may be gone with it.
+  // Released because their node stayed unreachable (suspect) past
+  // park_timeout_ms without being declared gone or coming back.
   uint64_t forwards_released_peer_down = 0;
+  uint64_t forwards_parked = 0;    // waited past forward_timeout_ms for an unreachable node (now)
+  uint64_t forwards_replayed = 0;  // sent again to the live nodes: their node was gone
+  uint64_t replays_expired = 0;    // replays whose publisher was released by replay_timeout_ms
+  uint64_t replays_in = 0;         // replays received (own ones included)
+  uint64_t replays_held = 0;       // waiting here for this node's takeover of their node (now)
   uint64_t forwards_held = 0;     // held now (all peers)
   uint64_t route_changes_out = 0;
   uint64_t route_changes_in = 0;
@@ -162,6 +188,10 @@ class ClusterAgent final : public LinkHandler {
   struct ClaimAnswer {
     bool granted = false;
     std::optional<std::vector<std::pair<std::string, std::string>>> session;
+    // The other node that held the id before (0: none, or this node): the
+    // session is marked as taken from it (ShardBroker::AdoptSession), so
+    // the forwards that node never confirmed reach it (kForwardReplay).
+    NodeId taken_from = 0;
   };
   void ClaimClientId(const std::string& client_id, bool clean_start, std::function<void(ClaimAnswer)> done);
   // The client id's session ended here for good (clean disconnect): the id
@@ -228,6 +258,7 @@ class ClusterAgent final : public LinkHandler {
   };
   struct Peer {
     bool up = false;
+    bool gone = false;         // declared gone and not back since
     bool known = false;        // seen up at least once and not gone since
     int64_t down_since_ms = -1;  // -1: not waiting for a grace period
     std::deque<Held> held;
@@ -247,10 +278,29 @@ class ClusterAgent final : public LinkHandler {
   void ScheduleFlush();
   void Flush();
   void Tick();
-  void ReleaseForward(uint64_t forward_id);
-  // Membership reports `node` suspect, down or left: the publishers of
-  // forwards to it stop waiting (acknowledged, credited) at once.
-  void ReleaseForwardsTo(NodeId node);
+  void ReleaseForward(NodeId from, uint64_t forward_id);
+  // Membership reports `node` suspect, down or left: frames held for it no
+  // longer count against their publishers' forward windows.
+  void UnchargeHeldTo(NodeId node);
+  // --- the takeover gap (cluster_replay.cc) ----------------------------------
+  // Sends `entry` (a forward `gone` never confirmed) to every live node and
+  // this one; its publisher is released once all of them confirm.
+  void Replay(NodeId gone, PendingForwards::Entry entry);
+  void ReplayEverythingFor(NodeId gone);
+  // `node` is back: forwards parked for it go to it again.
+  void ResendParked(NodeId node);
+  void ReleaseReplay(NodeId from, uint64_t replay_id);
+  void ForgetReplayTarget(NodeId node);
+  void OnReplay(NodeId origin, ReplayFrame frame);
+  void DeliverReplay(NodeId origin, ReplayFrame frame);
+  bool ReplayMayGo(NodeId gone) const;
+  void ReleaseHeldReplays(NodeId gone);
+  void ExpireParkedAndReplays(int64_t now);
+  // This node's takeover of `gone`'s sessions: one more step started, or done.
+  void TakeoverStep(NodeId gone);
+  void TakeoverDone(NodeId gone);
+  void DeferRouteRemoval(NodeId node, std::vector<core::RouteUpdate> removals);
+  bool IsGone(NodeId node) const;
   bool PeerUnreachable(NodeId node) const;
   void ApplyRoutes(NodeId from, uint8_t type, std::string_view body);
   void ApplyMetaRoutes(NodeId node, const std::vector<meta::RouteKey>& added,
@@ -270,7 +320,7 @@ class ClusterAgent final : public LinkHandler {
   void TakeOverPartition(NodeId gone, partition::PartitionId id, uint32_t attempt);
   void TakeOverSession(const std::string& client_id, NodeId gone, uint32_t attempt = 0);
   bool StillGone(NodeId node) const;
-  void AdoptTakenOver(const std::string& client_id, uint64_t serial, uint32_t attempt);
+  void AdoptTakenOver(const std::string& client_id, NodeId gone, uint64_t serial, uint32_t attempt);
   // A session this node recovered from its store: still this node's in the
   // registry? The answer goes to `shard` (ShardBroker::ConfirmRecovered).
   void ConfirmRecoveredSession(uint16_t shard, const std::string& client_id, uint32_t attempt);
@@ -323,6 +373,28 @@ class ClusterAgent final : public LinkHandler {
   std::map<NodeId, std::set<RouteKey>> remote_routes_;
   std::map<NodeId, Peer> peers_;
   PendingForwards pending_forwards_;
+  // The takeover gap (cluster_replay.cc). Forwards past their deadline
+  // whose node is unreachable, per node, oldest first:
+  std::map<NodeId, std::deque<PendingForwards::Entry>> parked_;
+  struct ReplayOut {
+    uint16_t shard = 0;
+    uint64_t token = 0;
+    std::set<NodeId> waiting;  // nodes that have not confirmed yet
+    int64_t deadline_ms = 0;
+  };
+  std::map<uint64_t, ReplayOut> replays_out_;  // by replay id (kReplayIdBit set)
+  uint64_t next_replay_id_ = 1;
+  struct TakeoverProgress {
+    bool declared = false;     // this node declared the node gone and started its takeover
+    uint32_t outstanding = 0;  // listings, claims and reads not finished
+  };
+  std::map<NodeId, TakeoverProgress> takeovers_;
+  struct HeldReplay {
+    NodeId origin = 0;
+    ReplayFrame frame;
+    int64_t since_ms = 0;
+  };
+  std::map<NodeId, std::deque<HeldReplay>> held_replays_;  // by gone node
   std::map<NodeId, std::vector<uint64_t>> pending_safe_;
   std::vector<std::vector<std::pair<core::FlowId, uint32_t>>> pending_credits_;
   std::vector<std::string> pending_attached_;

@@ -386,8 +386,12 @@ TEST_F(ClusterAgentTest, RoutesOfAPeerGoneForTheGracePeriodAreForgotten) {
   loop_.AdvanceBy(config_.peer_gone_grace_ms / 2);
   EXPECT_EQ(nodes_[1]->shards[1]->router().RoutesOf(core::NodeDestination(2)).size(), 1u);
   loop_.AdvanceBy(config_.peer_gone_grace_ms);
-  for (auto& shard : nodes_[1]->shards) EXPECT_TRUE(shard->router().RoutesOf(core::NodeDestination(2)).empty());
   EXPECT_EQ(nodes_[1]->agent->remote_route_count(), 0u);
+  // The shards keep them for replay_grace_ms more (forwards on them are
+  // replayed to the nodes that take the gone node's sessions over).
+  for (auto& shard : nodes_[1]->shards) EXPECT_EQ(shard->router().RoutesOf(core::NodeDestination(2)).size(), 1u);
+  loop_.AdvanceBy(config_.replay_grace_ms);
+  for (auto& shard : nodes_[1]->shards) EXPECT_TRUE(shard->router().RoutesOf(core::NodeDestination(2)).empty());
 }
 
 TEST_F(ClusterAgentTest, NodeRouteIsOneRouteWhateverTheShardsHoldingIt) {
@@ -520,12 +524,17 @@ TEST_F(ClusterAgentTest, WithMembershipAPeerReportedDownIsGone) {
   loop_.AdvanceBy(members.down_after_ms + 1000);
   EXPECT_FALSE(nodes_[1]->agent->membership()->IsLive(2));
   EXPECT_EQ(nodes_[1]->agent->remote_route_count(), 0u);
+  loop_.AdvanceBy(config_.replay_grace_ms);
   for (auto& shard : nodes_[1]->shards) EXPECT_TRUE(shard->router().RoutesOf(core::NodeDestination(2)).empty());
 }
 
-// Issue 6 (TSan churn run): a QoS 1 forward to a node membership suspects
-// must not hold its publisher's acknowledgement until the forward timeout.
-TEST_F(ClusterAgentTest, ForwardToASuspectPeerReleasesThePublisherAtOnce) {
+// Issue 6 (TSan churn run) made a forward to a suspect node release its
+// publisher at once; issue 7 (the takeover gap) takes that back: the
+// publisher waits until the node confirms (it came back) or, once it is
+// declared gone, until the nodes that took its sessions over have the
+// message (the tests below). Frames held for it no longer count against
+// the publisher's forward window either way.
+TEST_F(ClusterAgentTest, ForwardToASuspectPeerWaitsUntilItComesBack) {
   const MembershipConfig members = StartTwoWithMembership();
   ASSERT_TRUE(nodes_[1]->agent->membership()->IsLive(2));
   core::Session* sub = Subscriber(2, "sub", "t");
@@ -539,20 +548,20 @@ TEST_F(ClusterAgentTest, ForwardToASuspectPeerReleasesThePublisherAtOnce) {
   EXPECT_FALSE(*before);
   loop_.AdvanceBy(members.suspect_after_ms + 200);
   ASSERT_EQ(nodes_[1]->agent->membership()->Find(2)->state, MemberState::kSuspect);
-  EXPECT_TRUE(*before);  // released when the peer became suspect
-  // A forward made while the peer is suspected waits for nothing.
+  EXPECT_FALSE(*before);
   auto during = Publish(1, Make(1, "t", "during", QoS::kExactlyOnce), flow_id);
   loop_.RunUntilIdle();
-  EXPECT_TRUE(*during);
+  EXPECT_FALSE(*during);
   const ClusterCounters& c = nodes_[1]->agent->counters();
-  EXPECT_EQ(c.forwards_released_peer_down, 2u);
+  EXPECT_EQ(c.forwards_released_peer_down, 0u);
   EXPECT_EQ(c.forwards_expired, 0u);
-  EXPECT_EQ(c.forwards_held, 2u);  // still held, in case the suspicion is refuted
-  EXPECT_NE(nodes_[1]->agent->MetricsText().find("estuary_cluster_forwards_released_peer_down_total{node=\"1\"} 2"),
-            std::string::npos);
-  // The link comes back before the peer is declared down: what was held is delivered.
+  EXPECT_EQ(c.forwards_held, 2u);
+  // The link comes back before the peer is declared down: what was held is
+  // delivered and confirmed.
   network_.Connect(1, 2);
   loop_.AdvanceBy(1000);
+  EXPECT_TRUE(*before);
+  EXPECT_TRUE(*during);
   std::vector<std::string> got;
   for (auto& [payload, qos] : Drain(sub)) got.push_back(payload);
   EXPECT_EQ(got, (std::vector<std::string>{"before", "during"}));
@@ -583,14 +592,16 @@ TEST_F(ClusterAgentTest, ForwardsHeldForAnUnreachablePeerDoNotPauseThePublisher)
     safe.push_back(Publish(1, Make(1, "t", std::to_string(i), QoS::kAtLeastOnce), flow_id));
     loop_.RunUntilIdle();
   }
-  for (const auto& s : safe) EXPECT_TRUE(*s);
+  // Not acknowledged (the node has not confirmed them), but not paused.
+  for (const auto& s : safe) EXPECT_FALSE(*s);
   EXPECT_EQ(flow->paused, 0);  // no time passed: only a charged window could have paused it
   const ClusterCounters& c = nodes_[1]->agent->counters();
-  EXPECT_EQ(c.forwards_held, uint64_t(count));  // still held, in case the suspicion is refuted
+  EXPECT_EQ(c.forwards_held, uint64_t(count));  // held, in case the suspicion is refuted
   EXPECT_EQ(c.forwards_expired, 0u);
   // The link comes back: the held frames go, in order, and credit nothing twice.
   network_.Connect(1, 2);
   loop_.AdvanceBy(1000);
+  for (const auto& s : safe) EXPECT_TRUE(*s);
   const auto got = Drain(sub);
   ASSERT_EQ(got.size(), size_t(count));
   for (int i = 0; i < count; ++i) EXPECT_EQ(got[size_t(i)].first, std::to_string(i));
@@ -602,6 +613,77 @@ TEST_F(ClusterAgentTest, ForwardsHeldForAnUnreachablePeerDoNotPauseThePublisher)
   loop_.RunUntilIdle();
   EXPECT_EQ(flow->paused, 0);
   publisher_shard.UnregisterFlow(flow_id);
+}
+
+// The takeover gap (docs/partitions.md): node 2 dies with a session
+// subscribed to "t"; node 3 stands for the survivor that takes it over (a
+// session marked as taken from node 2, as ShardBroker::AdoptSession marks
+// one). A QoS 1 publish made after the death but before anyone noticed is
+// not acknowledged until node 2 is declared gone and the forward replayed
+// to node 3, which offers it to the taken-over session only; a publish on
+// the gone node's lingering route after that reaches the session once, not
+// once per path.
+TEST_F(ClusterAgentTest, AForwardADeadNodeNeverConfirmedReachesTheSessionTakenFromIt) {
+  AddNode(1);
+  AddNode(2);
+  AddNode(3);
+  ConnectAll();
+  Subscriber(2, "victim", "t");
+  core::Session* bystander = Subscriber(3, "bystander", "t");
+  nodes_.erase(2);  // kill -9: no goodbye
+  loop_.RunUntilIdle();
+  auto lost_before = Publish(1, Make(1, "t", "m1"));
+  loop_.AdvanceBy(config_.peer_gone_grace_ms / 2);
+  EXPECT_FALSE(*lost_before);  // node 2 has not confirmed: not acknowledged
+  // The survivor's copy of the session (adopted while node 2 was gone).
+  core::Session* taken = Subscriber(3, "victim", "t");
+  taken->MarkTakenFrom(2, loop_.clock().WallMs() + 60'000);
+  loop_.AdvanceBy(config_.peer_gone_grace_ms);  // node 2 is gone: m1 replayed
+  EXPECT_TRUE(*lost_before);
+  auto after = Publish(1, Make(1, "t", "m2"));  // node 3's route and node 2's lingering one
+  loop_.RunUntilIdle();
+  EXPECT_TRUE(*after);
+  using Got = std::vector<std::pair<std::string, QoS>>;
+  EXPECT_EQ(Drain(taken), (Got{{"m1", QoS::kAtLeastOnce}, {"m2", QoS::kAtLeastOnce}}));
+  EXPECT_EQ(Drain(bystander), (Got{{"m1", QoS::kAtLeastOnce}, {"m2", QoS::kAtLeastOnce}}));
+  const ClusterCounters& c = nodes_[1]->agent->counters();
+  EXPECT_EQ(c.forwards_replayed, 2u);
+  EXPECT_EQ(c.forwards_expired, 0u);
+  EXPECT_EQ(c.forwards_released_peer_down, 0u);
+  EXPECT_EQ(nodes_[3]->agent->counters().replays_in, 2u);
+  uint64_t skipped = 0;
+  for (const auto& metrics : nodes_[3]->metrics) skipped += metrics.replayed_duplicates_skipped.load();
+  EXPECT_EQ(skipped, 1u);  // m2 came both ways
+  // After replay_grace_ms the gone node's routes are dropped: nothing more is replayed.
+  loop_.AdvanceBy(config_.replay_grace_ms);
+  Publish(1, Make(1, "t", "m3"));
+  loop_.RunUntilIdle();
+  EXPECT_EQ(nodes_[1]->agent->counters().forwards_replayed, 2u);
+  EXPECT_EQ(Drain(taken), (Got{{"m3", QoS::kAtLeastOnce}}));
+}
+
+// A replay that does not get every live node's confirmation releases its
+// publisher after replay_timeout_ms (counted); a late confirmation then
+// changes nothing.
+TEST_F(ClusterAgentTest, AReplayNotConfirmedInTimeReleasesItsPublisher) {
+  AddNode(1);
+  AddNode(2);
+  AddNode(3);
+  ConnectAll();
+  Subscriber(2, "victim", "t");
+  nodes_.erase(2);
+  loop_.RunUntilIdle();
+  auto safe = Publish(1, Make(1, "t", "m1"));
+  network_.paused = true;  // node 3 gets the replay only later
+  loop_.AdvanceBy(config_.peer_gone_grace_ms + 200);
+  EXPECT_EQ(nodes_[1]->agent->counters().forwards_replayed, 1u);
+  EXPECT_FALSE(*safe);  // node 1 confirmed its own share; node 3 has not
+  loop_.AdvanceBy(config_.replay_timeout_ms);
+  EXPECT_TRUE(*safe);
+  EXPECT_EQ(nodes_[1]->agent->counters().replays_expired, 1u);
+  network_.Resume();
+  loop_.RunUntilIdle();
+  EXPECT_EQ(nodes_[3]->agent->counters().replays_in, 1u);
 }
 
 TEST(PendingForwardsTest, ConsecutiveIdsHolesExpiryAndRelease) {

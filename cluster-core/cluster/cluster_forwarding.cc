@@ -27,17 +27,27 @@ core::store::MessageRecycler& ThisShardsRecycler() {
 void ClusterAgent::OnForward(NodeId node, core::NodeForward forward) {
   uint64_t forward_id = 0;
   const bool unreachable = PeerUnreachable(node);
+  if (forward.message->qos != QoS::kAtMostOnce && IsGone(node)) {
+    // A route of a gone node, kept for replay_grace_ms: the sessions
+    // behind it are being taken over by the survivors (cluster_replay.cc).
+    Held charged;
+    charged.publisher = forward.publisher;
+    Credit(charged);
+    PendingForwards::Entry entry{node, forward.origin_shard, forward.safe_token, 0, std::move(forward.message),
+                                 forward.plain, std::move(forward.shared_keys)};
+    Replay(node, std::move(entry));
+    return;
+  }
   if (forward.safe_token != 0 && forward.message->qos == QoS::kAtMostOnce) {
     // Nothing to confirm at QoS 0: the publisher's step is done once sent.
     QueueSafe(forward.origin_shard, forward.safe_token);
-  } else if (forward.safe_token != 0 && unreachable) {
-    // Its subscribers may be gone with it: the publisher does not wait (the
-    // frame still goes, or is held, in case the suspicion is refuted).
-    ++counters_.forwards_released_peer_down;
-    QueueSafe(forward.origin_shard, forward.safe_token);
   } else if (forward.safe_token != 0) {
+    // Kept with its message until confirmed: if the node turns out gone,
+    // the forward is replayed to the sessions taken from it. (To a suspect
+    // node the frame still goes, or is held, in case it comes back.)
     forward_id = pending_forwards_.Add(node, forward.origin_shard, forward.safe_token,
-                                       loop_.NowMs() + config_.forward_timeout_ms);
+                                       loop_.NowMs() + config_.forward_timeout_ms, forward.message, forward.plain,
+                                       forward.shared_keys);
   }
   ++counters_.forwards_out;
   Held frame;
@@ -47,7 +57,7 @@ void ClusterAgent::OnForward(NodeId node, core::NodeForward forward) {
   frame.origin_shard = forward.origin_shard;
   frame.publisher = forward.publisher;
   if (unreachable) {
-    // As ReleaseForwardsTo does for the frames held when the peer became
+    // As UnchargeHeldTo does for the frames held when the peer became
     // unreachable: a frame to a suspect, down or departed peer does not
     // count against its publisher's forward window. Otherwise a fast
     // publisher fills the window with frames held for a node that left
@@ -173,16 +183,15 @@ void ClusterAgent::OnForwardSafe(NodeId origin, uint64_t forward_id) {
   ScheduleFlush();
 }
 
-void ClusterAgent::ReleaseForward(uint64_t forward_id) {
+void ClusterAgent::ReleaseForward(NodeId from, uint64_t forward_id) {
+  if ((forward_id & kReplayIdBit) != 0) return ReleaseReplay(from, forward_id);
   if (auto pending = pending_forwards_.Take(forward_id)) QueueSafe(pending->shard, pending->token);
 }
 
-void ClusterAgent::ReleaseForwardsTo(NodeId node) {
-  const auto released = pending_forwards_.TakeForNode(node);  // in publish order
-  counters_.forwards_released_peer_down += released.size();
-  for (const auto& pending : released) QueueSafe(pending.shard, pending.token);
+void ClusterAgent::UnchargeHeldTo(NodeId node) {
   // Held frames stay (sent if the peer comes back) but no longer count
-  // against their publishers' forward windows.
+  // against their publishers' forward windows; their publishers still
+  // wait (the forwards are pending, replayed if the peer is declared gone).
   auto it = peers_.find(node);
   if (it == peers_.end()) return;
   for (Held& frame : it->second.held) {
@@ -303,9 +312,22 @@ void ClusterAgent::Tick() {
       peer.held.pop_front();
     }
   }
-  const auto expired = pending_forwards_.TakeExpired(now);  // in publish order
-  counters_.forwards_expired += expired.size();
-  for (const auto& pending : expired) QueueSafe(pending.shard, pending.token);
+  auto expired = pending_forwards_.TakeExpired(now);  // in publish order
+  for (auto& pending : expired) {
+    if (IsGone(pending.node)) {
+      Replay(pending.node, std::move(pending));
+    } else if (PeerUnreachable(pending.node)) {
+      // Not confirmed, its node unreachable: kept until the node is back
+      // (sent again) or gone (replayed), park_timeout_ms at most.
+      pending.deadline_ms = now + config_.park_timeout_ms;
+      ++counters_.forwards_parked;
+      parked_[pending.node].push_back(std::move(pending));
+    } else {
+      ++counters_.forwards_expired;
+      QueueSafe(pending.shard, pending.token);
+    }
+  }
+  ExpireParkedAndReplays(now);
 }
 
 }  // namespace estuary::cluster

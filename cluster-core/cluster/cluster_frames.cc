@@ -172,6 +172,25 @@ std::optional<ForwardFrame> DecodeForward(std::string_view body, core::store::Me
   return frame;
 }
 
+std::string EncodeReplay(uint16_t gone, uint64_t forward_id, bool plain, const std::vector<std::string>& shared_keys,
+                         const Message& message) {
+  std::string out;
+  out.push_back(static_cast<char>((gone >> 8) & 0xFF));
+  out.push_back(static_cast<char>(gone & 0xFF));
+  AppendForward(out, forward_id, plain, shared_keys, message);
+  return out;
+}
+
+std::optional<ReplayFrame> DecodeReplay(std::string_view body) {
+  if (body.size() < 2) return std::nullopt;
+  ReplayFrame frame;
+  frame.gone = static_cast<uint16_t>((static_cast<uint8_t>(body[0]) << 8) | static_cast<uint8_t>(body[1]));
+  auto forward = DecodeForward(body.substr(2));
+  if (!forward) return std::nullopt;
+  frame.forward = std::move(*forward);
+  return frame;
+}
+
 std::optional<std::string_view> PeekForwardClientId(std::string_view body) {
   Cursor in(body);
   if (!in.Version()) return std::nullopt;

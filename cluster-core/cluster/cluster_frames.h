@@ -26,6 +26,10 @@ enum FrameType : uint8_t {
   kForwardSafe = 0x23,     // forward ids whose deliveries are enqueued (and durable)
   kRetained = 0x24,        // retained messages (a change, or the snapshot at link up)
   kClientAttached = 0x25,  // client ids that attached on the sender
+  // A forward once meant for a node that is gone, sent again to every live
+  // node for the sessions they took over from it (docs/partitions.md, "The
+  // takeover gap"); confirmed by kForwardSafe like a kForward.
+  kForwardReplay = 0x26,
 };
 
 inline constexpr uint8_t kClusterFrameVersion = 1;
@@ -61,6 +65,15 @@ std::optional<ForwardFrame> DecodeForward(std::string_view body);
 std::optional<ForwardFrame> DecodeForward(std::string_view body, core::store::MessageRecycler& recycler);
 // The publisher's client id in a kForward body, decoding nothing else.
 std::optional<std::string_view> PeekForwardClientId(std::string_view body);
+
+// kForwardReplay: the gone node, then a kForward body.
+struct ReplayFrame {
+  uint16_t gone = 0;  // a NodeId
+  ForwardFrame forward;
+};
+std::string EncodeReplay(uint16_t gone, uint64_t forward_id, bool plain, const std::vector<std::string>& shared_keys,
+                         const Message& message);
+std::optional<ReplayFrame> DecodeReplay(std::string_view body);
 
 std::string EncodeForwardSafe(const std::vector<uint64_t>& forward_ids);
 std::optional<std::vector<uint64_t>> DecodeForwardSafe(std::string_view body);

@@ -1,6 +1,7 @@
 // libFuzzer target for the cluster frame bodies a peer sends after
 // authentication (built with -DESTUARY_FUZZ=ON and clang): kForward (shared
-// keys, forward id, the message record), kForwardSafe (forward ids),
+// keys, forward id, the message record; also read as a kForwardReplay, the
+// same after two bytes naming the gone node), kForwardSafe (forward ids),
 // kRetained (length-prefixed message records), kClientAttached (client ids)
 // and the route frames. The first input byte picks the decoder, the rest is
 // the body. Beyond the absence of crashes it checks round trips: whatever
@@ -77,6 +78,22 @@ void FuzzForward(std::string_view body) {
   Check(peeked_again.has_value() && *peeked_again == frame->message->origin.client_id);
 }
 
+// kForwardReplay: the same body read as a replay (two bytes of gone node,
+// then a forward) must agree with the forward decoder on the rest.
+void FuzzReplay(std::string_view body) {
+  auto replay = DecodeReplay(body);
+  auto forward = body.size() >= 2 ? DecodeForward(body.substr(2)) : std::nullopt;
+  Check(replay.has_value() == forward.has_value());
+  if (!replay) return;
+  Check(replay->forward.forward_id == forward->forward_id && replay->forward.plain == forward->plain &&
+        replay->forward.shared_keys == forward->shared_keys && SameMessage(*replay->forward.message, *forward->message));
+  const std::string once = EncodeReplay(replay->gone, replay->forward.forward_id, replay->forward.plain,
+                                        replay->forward.shared_keys, *replay->forward.message);
+  auto again = DecodeReplay(once);
+  Check(again.has_value() && again->gone == replay->gone && again->forward.forward_id == replay->forward.forward_id &&
+        SameMessage(*again->forward.message, *replay->forward.message));
+}
+
 void FuzzForwardSafe(std::string_view body) {
   auto ids = DecodeForwardSafe(body);
   if (!ids) return;
@@ -116,6 +133,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   switch (data[0] % 5) {
     case 0:
       FuzzForward(body);
+      FuzzReplay(body);
       break;
     case 1:
       FuzzForwardSafe(body);

@@ -75,7 +75,11 @@ void ClusterAgent::ClaimClientId(const std::string& client_id, bool clean_start,
         // (A claim whose result was no longer kept reads it too.)
         const bool served_here = previous && previous->node == config_.self && previous->boot == boot_id_;
         if (!clean_start && (previous || !result.result) && !served_here) {
-          LoadSession(client_id, std::move(done));
+          const NodeId from = previous && previous->node != config_.self ? previous->node : 0;
+          LoadSession(client_id, [done = std::move(done), from](ClaimAnswer answer) {
+            answer.taken_from = from;
+            done(std::move(answer));
+          });
           return;
         }
         done(ClaimAnswer{true, std::nullopt});

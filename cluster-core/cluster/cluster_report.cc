@@ -43,7 +43,10 @@ std::string ClusterAgent::RoutesJson() const {
       {"peers", std::move(peers)},
       {"forwards", {{"out", c.forwards_out}, {"in", c.forwards_in}, {"dropped", c.forwards_dropped},
                     {"expired", c.forwards_expired}, {"released_peer_down", c.forwards_released_peer_down},
-                    {"held", c.forwards_held},
+                    {"held", c.forwards_held}, {"parked", c.forwards_parked},
+                    {"replayed", c.forwards_replayed}, {"replays_awaiting_safe", replays_out_.size()},
+                    {"replays_expired", c.replays_expired}, {"replays_in", c.replays_in},
+                    {"replays_held", c.replays_held},
                     {"awaiting_safe", pending_forwards_.size()}}},
       {"retained_topics", retained_.size()},
   };
@@ -67,8 +70,22 @@ std::string ClusterAgent::MetricsText() const {
          "QoS 1/2 forwards whose publisher was acknowledged without the node's confirmation by the deadline.",
          c.forwards_expired);
   series("estuary_cluster_forwards_released_peer_down_total", "counter",
-         "QoS 1/2 forwards whose publisher was acknowledged at once: the node was suspect, down, left or gone.",
+         "QoS 1/2 forwards whose publisher was acknowledged without a confirmation: the node stayed unreachable "
+         "past the park timeout without being declared gone.",
          c.forwards_released_peer_down);
+  series("estuary_cluster_forwards_parked", "gauge",
+         "QoS 1/2 forwards past their deadline waiting for an unreachable node to come back or be declared gone.",
+         c.forwards_parked);
+  series("estuary_cluster_forwards_replayed_total", "counter",
+         "QoS 1/2 forwards a gone node never confirmed, sent again to the nodes that took over its sessions.",
+         c.forwards_replayed);
+  series("estuary_cluster_replays_expired_total", "counter",
+         "Replayed forwards whose publisher was acknowledged without every live node's confirmation by the deadline.",
+         c.replays_expired);
+  series("estuary_cluster_replays_in_total", "counter", "Replayed forwards received (this node's own included).",
+         c.replays_in);
+  series("estuary_cluster_replays_held", "gauge",
+         "Replayed forwards waiting here for this node's takeover of the gone node's sessions.", c.replays_held);
   series("estuary_cluster_forwards_held", "gauge", "Forwards held for peers whose link is down or full.",
          c.forwards_held);
   series("estuary_cluster_forwards_awaiting_safe", "gauge", "Forwards waiting for the receiving node's confirmation.",

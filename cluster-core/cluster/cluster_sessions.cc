@@ -172,9 +172,15 @@ bool ClusterAgent::StillGone(NodeId node) const {
 // the first replica of the partition's placement that is neither the gone
 // node nor unreachable from here. Nodes may disagree for a moment about
 // who that is; the conditional claim (only from `gone`) lets one win.
+// Every step (a partition's listing, a session's claim and read) counts
+// in the node's TakeoverProgress until it ends, whatever its outcome:
+// replays for the gone node's sessions wait for that (cluster_replay.cc).
 void ClusterAgent::TakeOverSessionsOf(NodeId gone) {
   if (!partitions_ || !meta_) return;
-  for (const auto& [open_id, open] : meta_->state().open_partitions()) TakeOverPartition(gone, open_id, 0);
+  for (const auto& [open_id, open] : meta_->state().open_partitions()) {
+    TakeoverStep(gone);
+    TakeOverPartition(gone, open_id, 0);
+  }
 }
 
 // One partition's share of TakeOverSessionsOf, retried alone (every second,
@@ -183,10 +189,10 @@ void ClusterAgent::TakeOverPartition(NodeId gone, partition::PartitionId id, uin
   // Only while the node is still gone as far as this node can tell: an
   // isolated node that declared the others gone must not take their
   // sessions once the cut heals and its retries start to succeed.
-  if (!StillGone(gone)) return;
+  if (!StillGone(gone)) return TakeoverDone(gone);
   const meta::MetaState& state = meta_->state();
   const auto open = state.open_partitions().find(id);
-  if (open == state.open_partitions().end()) return;
+  if (open == state.open_partitions().end()) return TakeoverDone(gone);
   const meta::Placement& placement = state.placement();
   const std::vector<NodeId>* placed =
       id < placement.assignment.size() ? &placement.assignment[id] : &open->second.replicas;
@@ -197,7 +203,7 @@ void ClusterAgent::TakeOverPartition(NodeId gone, partition::PartitionId id, uin
       break;
     }
   }
-  if (chosen != config_.self) return;
+  if (chosen != config_.self) return TakeoverDone(gone);
   partitions_->Read(
       id, partition::EncodeSessionsOwnedBy(gone),
       [this, gone, id, attempt, alive = std::weak_ptr<int>(lifetime_)](partition::PartitionResult result) {
@@ -216,19 +222,25 @@ void ClusterAgent::TakeOverPartition(NodeId gone, partition::PartitionId id, uin
             loop_.AddTimer(1000, [this, gone, id, attempt, alive] {
               if (!alive.expired()) TakeOverPartition(gone, id, attempt + 1);
             });
+          } else {
+            TakeoverDone(gone);
           }
           return;
         }
-        if (!StillGone(gone)) return;  // it came back meanwhile
+        if (!StillGone(gone)) return TakeoverDone(gone);  // it came back meanwhile
         if (!owned->empty()) {
           spdlog::info("cluster: taking over {} session(s) of node {} from partition {}", owned->size(), gone, id);
         }
-        for (const std::string& client : *owned) TakeOverSession(client, gone);
+        for (const std::string& client : *owned) {
+          TakeoverStep(gone);
+          TakeOverSession(client, gone);
+        }
+        TakeoverDone(gone);
       });
 }
 
 void ClusterAgent::TakeOverSession(const std::string& client_id, NodeId gone, uint32_t attempt) {
-  if (!StillGone(gone)) return;  // back (or never gone from here): its sessions stay its own
+  if (!StillGone(gone)) return TakeoverDone(gone);  // back (or never gone from here): its sessions stay its own
   const uint64_t serial = next_claim_++;
   const partition::ClientOwner owner{config_.self, boot_id_, serial};
   const std::string command =
@@ -243,39 +255,45 @@ void ClusterAgent::TakeOverSession(const std::string& client_id, NodeId gone, ui
             loop_.AddTimer(1000, [this, client_id, gone, attempt, alive] {
               if (!alive.expired()) TakeOverSession(client_id, gone, attempt + 1);
             });
+          } else {
+            TakeoverDone(gone);
           }
           return;
         }
         // Empty: the client came back elsewhere (or another survivor was
         // first). Without a result (no longer kept) the read below tells.
-        if (result.result && result.result->empty()) return;
+        if (result.result && result.result->empty()) return TakeoverDone(gone);
         claims_[client_id] = serial;
-        AdoptTakenOver(client_id, serial, 0);
+        AdoptTakenOver(client_id, gone, serial, 0);
       });
 }
 
 // The claim is ours: the session is read (again, while the partition
 // elects a leader) and handed to the client id's shard, unless the client
 // came back elsewhere meanwhile (the claim is no longer this one).
-void ClusterAgent::AdoptTakenOver(const std::string& client_id, uint64_t serial, uint32_t attempt) {
-  LoadSession(client_id, [this, client_id, serial, attempt, alive = std::weak_ptr<int>(lifetime_)](ClaimAnswer answer) {
+void ClusterAgent::AdoptTakenOver(const std::string& client_id, NodeId gone, uint64_t serial, uint32_t attempt) {
+  LoadSession(client_id, [this, client_id, gone, serial, attempt,
+                          alive = std::weak_ptr<int>(lifetime_)](ClaimAnswer answer) {
     if (alive.expired()) return;
     auto claim = claims_.find(client_id);
-    if (claim == claims_.end() || claim->second != serial) return;
+    if (claim == claims_.end() || claim->second != serial) return TakeoverDone(gone);
     if (!answer.granted || !answer.session) {
       ++counters_.session_takeovers_failed;
       if (attempt < 10) {
-        loop_.AddTimer(1000, [this, client_id, serial, attempt, alive] {
-          if (!alive.expired()) AdoptTakenOver(client_id, serial, attempt + 1);
+        loop_.AddTimer(1000, [this, client_id, gone, serial, attempt, alive] {
+          if (!alive.expired()) AdoptTakenOver(client_id, gone, serial, attempt + 1);
         });
+      } else {
+        TakeoverDone(gone);
       }
       return;
     }
     ++counters_.sessions_taken_over;
     const uint16_t shard = core::ShardForClientId(client_id, config_.shard_count);
-    PostToShard(shard, [client_id, keys = std::move(*answer.session)](core::ShardBroker& broker) {
-      broker.AdoptSession(client_id, keys, /*taken_over=*/true);
+    PostToShard(shard, [client_id, gone, keys = std::move(*answer.session)](core::ShardBroker& broker) {
+      broker.AdoptSession(client_id, keys, /*taken_over=*/true, gone);
     });
+    TakeoverDone(gone);  // after the post: replays reach the shard behind it
   });
 }
 

@@ -5,13 +5,18 @@
 // is also the first to expire: a deque indexed by id - front id, with no
 // allocation per forward (a released entry stays as a hole until it reaches
 // the front, so memory is bounded by the forwards made within one timeout).
+// Each entry keeps its message (shared, not copied) so that a forward its
+// node never confirmed can be sent again to the sessions taken from that
+// node (docs/partitions.md, "The takeover gap").
 // Owned by the agent, used on its loop only.
 #include <cstdint>
 #include <deque>
 #include <optional>
+#include <string>
 #include <vector>
 
 #include "cluster-core/links/transport.h"
+#include "model/message.h"
 
 namespace estuary::cluster {
 
@@ -22,12 +27,16 @@ class PendingForwards {
     uint16_t shard = 0;   // the origin shard, where `token` completes
     uint64_t token = 0;   // the shard's safe token (0: a hole)
     int64_t deadline_ms = 0;
+    MessagePtr message;
+    bool plain = false;
+    std::vector<std::string> shared_keys;
   };
 
   // Returns the new forward id (never 0). `deadline_ms` must not be below
   // the previous entry's (the agent adds one fixed timeout to its clock).
-  uint64_t Add(NodeId node, uint16_t shard, uint64_t token, int64_t deadline_ms) {
-    entries_.push_back(Entry{node, shard, token, deadline_ms});
+  uint64_t Add(NodeId node, uint16_t shard, uint64_t token, int64_t deadline_ms, MessagePtr message = nullptr,
+               bool plain = false, std::vector<std::string> shared_keys = {}) {
+    entries_.push_back(Entry{node, shard, token, deadline_ms, std::move(message), plain, std::move(shared_keys)});
     ++live_;
     return front_id_ + entries_.size() - 1;
   }
@@ -36,7 +45,7 @@ class PendingForwards {
     if (id < front_id_ || id - front_id_ >= entries_.size()) return std::nullopt;
     Entry& entry = entries_[id - front_id_];
     if (entry.token == 0) return std::nullopt;
-    Entry taken = entry;
+    Entry taken = std::move(entry);
     entry.token = 0;
     --live_;
     Trim();
@@ -48,7 +57,7 @@ class PendingForwards {
     for (Entry& entry : entries_) {
       if (entry.deadline_ms > now) break;  // deadlines grow with the ids
       if (entry.token == 0) continue;
-      out.push_back(entry);
+      out.push_back(std::move(entry));
       entry.token = 0;
       --live_;
     }
@@ -60,7 +69,7 @@ class PendingForwards {
     std::vector<Entry> out;
     for (Entry& entry : entries_) {
       if (entry.token == 0 || entry.node != node) continue;
-      out.push_back(entry);
+      out.push_back(std::move(entry));
       entry.token = 0;
       --live_;
     }

@@ -69,6 +69,9 @@ void Router::ApplyRemote(const RouteUpdate& update) {
   RoutesChanged();
   auto& index = remote_by_destination_[update.destination];
   if (update.add) {
+    // Held already (a gone node's route kept for replays, then sent again
+    // when the node came back): nothing changes.
+    if (index.contains({update.filter, update.shared_key})) return;
     if (update.shared_key.empty()) {
       remote_plain_.Insert(update.filter, update.destination);
     } else {
@@ -77,6 +80,7 @@ void Router::ApplyRemote(const RouteUpdate& update) {
     index.emplace(update.filter, update.shared_key);
     return;
   }
+  if (!index.contains({update.filter, update.shared_key})) return;
   if (update.shared_key.empty()) {
     remote_plain_.Erase(update.filter, update.destination);
   } else {

@@ -1,0 +1,259 @@
+// ClusterAgent's answer to the takeover gap (docs/partitions.md, "The
+// takeover gap"): a QoS 1/2 forward its node never confirmed is neither
+// acknowledged nor dropped while that node is unreachable.
+//
+// On the publisher's node: the forward stays pending with its message; past
+// forward_timeout_ms with its node unreachable it is parked (park_timeout_ms
+// at most). If the node comes back the parked forwards go to it again; once
+// it is declared gone every one is replayed: sent (kForwardReplay) to every
+// live node and to this one, and its publisher is acknowledged when all of
+// them have confirmed (or replay_timeout_ms passed). For replay_grace_ms the
+// gone node's routes stay, so publishes made before the survivors' own
+// routes arrive are replayed too.
+//
+// On a receiving node: a replay waits until this node's own takeover of the
+// gone node's sessions has finished (every listing, claim and read,
+// TakeoverProgress; replay_hold_ms at most), then goes to every shard,
+// which offers it only to the sessions taken from the gone node
+// (ShardBroker::DeliverReplayed), once each; then it is confirmed.
+#include <spdlog/spdlog.h>
+
+#include <atomic>
+#include <memory>
+#include <vector>
+
+#include "cluster-core/broker/shared_strategy.h"
+#include "cluster-core/cluster/cluster_agent.h"
+
+namespace estuary::cluster {
+
+bool ClusterAgent::IsGone(NodeId node) const {
+  auto it = peers_.find(node);
+  return it != peers_.end() && it->second.gone;
+}
+
+// --- the publisher's node ---------------------------------------------------------
+
+void ClusterAgent::Replay(NodeId gone, PendingForwards::Entry entry) {
+  ++counters_.forwards_replayed;
+  // The plain part goes to every live node (for the sessions each took
+  // over); a shared group's part is this node's alone: sent to the group
+  // again, to whichever member it picks now (DeliverReplay).
+  std::set<NodeId> targets{config_.self};
+  if (!entry.plain) {
+  } else if (membership_owned_) {
+    for (const Member& member : membership_owned_->members()) {
+      if (member.node != gone && member.state == MemberState::kUp) targets.insert(member.node);
+    }
+  } else {
+    for (const auto& [node, peer] : peers_) {
+      if (node != gone && peer.up) targets.insert(node);
+    }
+  }
+  uint64_t replay_id = 0;
+  if (entry.token != 0) {
+    replay_id = kReplayIdBit | next_replay_id_++;
+    replays_out_[replay_id] =
+        ReplayOut{entry.shard, entry.token, targets, loop_.NowMs() + static_cast<int64_t>(config_.replay_timeout_ms)};
+  }
+  if (targets.size() > 1) {
+    const std::string body = EncodeReplay(gone, replay_id, true, {}, *entry.message);
+    for (NodeId node : targets) {
+      if (node != config_.self) Send(node, Control(kForwardReplay, body));
+    }
+  }
+  // This node's own share last: it may confirm at once (nothing taken over
+  // here), and the others are in the map already.
+  ReplayFrame own;
+  own.gone = gone;
+  own.forward.forward_id = replay_id;
+  own.forward.plain = entry.plain;
+  own.forward.shared_keys = std::move(entry.shared_keys);
+  own.forward.message = std::move(entry.message);
+  OnReplay(config_.self, std::move(own));
+}
+
+void ClusterAgent::ReplayEverythingFor(NodeId gone) {
+  auto pending = pending_forwards_.TakeForNode(gone);  // in publish order
+  auto parked = parked_.find(gone);
+  if (parked != parked_.end()) {
+    // Parked ones are older than any still pending.
+    counters_.forwards_parked -= parked->second.size();
+    for (auto& entry : parked->second) Replay(gone, std::move(entry));
+    parked_.erase(parked);
+  }
+  if (!pending.empty()) {
+    spdlog::info("cluster: {} forward(s) node {} did not confirm are replayed to the nodes that took its sessions",
+                 pending.size(), gone);
+  }
+  for (auto& entry : pending) Replay(gone, std::move(entry));
+}
+
+void ClusterAgent::ResendParked(NodeId node) {
+  peers_[node].gone = false;
+  ReleaseHeldReplays(node);  // held here for it: nothing more to wait for
+  auto parked = parked_.find(node);
+  if (parked == parked_.end()) return;
+  std::deque<PendingForwards::Entry> entries = std::move(parked->second);
+  parked_.erase(parked);
+  counters_.forwards_parked -= entries.size();
+  spdlog::info("cluster: node {} is back: {} forward(s) it did not confirm are sent to it again", node, entries.size());
+  for (auto& entry : entries) {
+    Held frame;
+    frame.type = kForward;
+    frame.forward = true;
+    frame.qos = entry.message->qos;
+    frame.origin_shard = entry.shard;
+    const uint64_t forward_id =
+        pending_forwards_.Add(node, entry.shard, entry.token, loop_.NowMs() + config_.forward_timeout_ms,
+                              entry.message, entry.plain, entry.shared_keys);
+    frame.body = EncodeForward(forward_id, entry.plain, entry.shared_keys, *entry.message);
+    Send(node, std::move(frame));
+  }
+}
+
+void ClusterAgent::ReleaseReplay(NodeId from, uint64_t replay_id) {
+  auto it = replays_out_.find(replay_id);
+  if (it == replays_out_.end()) return;
+  it->second.waiting.erase(from);
+  if (!it->second.waiting.empty()) return;
+  QueueSafe(it->second.shard, it->second.token);
+  replays_out_.erase(it);
+}
+
+// `node` is unreachable: replays do not wait for it (the sessions it took
+// over are its successors' to take, with what it made durable).
+void ClusterAgent::ForgetReplayTarget(NodeId node) {
+  for (auto it = replays_out_.begin(); it != replays_out_.end();) {
+    it->second.waiting.erase(node);
+    if (it->second.waiting.empty()) {
+      QueueSafe(it->second.shard, it->second.token);
+      it = replays_out_.erase(it);
+    } else {
+      ++it;
+    }
+  }
+}
+
+void ClusterAgent::ExpireParkedAndReplays(int64_t now) {
+  for (auto it = parked_.begin(); it != parked_.end();) {
+    auto& entries = it->second;
+    while (!entries.empty() && entries.front().deadline_ms <= now) {
+      ++counters_.forwards_released_peer_down;
+      --counters_.forwards_parked;
+      QueueSafe(entries.front().shard, entries.front().token);
+      entries.pop_front();
+    }
+    it = entries.empty() ? parked_.erase(it) : std::next(it);
+  }
+  // Ids grow with the deadlines.
+  while (!replays_out_.empty() && replays_out_.begin()->second.deadline_ms <= now) {
+    ++counters_.replays_expired;
+    QueueSafe(replays_out_.begin()->second.shard, replays_out_.begin()->second.token);
+    replays_out_.erase(replays_out_.begin());
+  }
+  for (auto& [gone, held] : held_replays_) {
+    while (!held.empty() && now - held.front().since_ms >= config_.replay_hold_ms) {
+      HeldReplay replay = std::move(held.front());
+      held.pop_front();
+      --counters_.replays_held;
+      DeliverReplay(replay.origin, std::move(replay.frame));
+    }
+  }
+}
+
+void ClusterAgent::DeferRouteRemoval(NodeId node, std::vector<core::RouteUpdate> removals) {
+  if (removals.empty()) return;
+  loop_.AddTimer(config_.replay_grace_ms, [this, node, removals = std::move(removals),
+                                           alive = std::weak_ptr<int>(lifetime_)]() mutable {
+    if (alive.expired()) return;
+    // The node may be back with some of them by now: those stay.
+    auto held = remote_routes_.find(node);
+    if (held != remote_routes_.end()) {
+      std::erase_if(removals, [&](const core::RouteUpdate& update) {
+        return held->second.contains({update.filter, update.shared_key});
+      });
+    }
+    for (uint16_t shard = 0; shard < config_.shard_count; ++shard) {
+      PostToShard(shard, [removals](core::ShardBroker& broker) {
+        for (const auto& update : removals) broker.ApplyRouteUpdate(update);
+      });
+    }
+  });
+}
+
+// --- a receiving node ----------------------------------------------------------------
+
+void ClusterAgent::TakeoverStep(NodeId gone) { ++takeovers_[gone].outstanding; }
+
+void ClusterAgent::TakeoverDone(NodeId gone) {
+  auto it = takeovers_.find(gone);
+  if (it == takeovers_.end() || it->second.outstanding == 0) return;
+  if (--it->second.outstanding == 0) ReleaseHeldReplays(gone);
+}
+
+// A replay for `gone` may be delivered here once this node's takeover of it
+// is done, or if `gone` is not gone as far as this node can tell.
+bool ClusterAgent::ReplayMayGo(NodeId gone) const {
+  if (!StillGone(gone) && !IsGone(gone)) return true;
+  auto it = takeovers_.find(gone);
+  return it != takeovers_.end() && it->second.declared && it->second.outstanding == 0;
+}
+
+void ClusterAgent::ReleaseHeldReplays(NodeId gone) {
+  if (!ReplayMayGo(gone)) return;
+  auto it = held_replays_.find(gone);
+  if (it == held_replays_.end()) return;
+  std::deque<HeldReplay> held = std::move(it->second);
+  held_replays_.erase(it);
+  counters_.replays_held -= held.size();
+  for (HeldReplay& replay : held) DeliverReplay(replay.origin, std::move(replay.frame));
+}
+
+void ClusterAgent::OnReplay(NodeId origin, ReplayFrame frame) {
+  ++counters_.replays_in;
+  // (About this node itself, back from a cut: nothing here was taken from
+  // it, so nothing is delivered and it is confirmed.)
+  if (frame.gone != config_.self && !ReplayMayGo(frame.gone)) {
+    ++counters_.replays_held;
+    held_replays_[frame.gone].push_back(HeldReplay{origin, std::move(frame), loop_.NowMs()});
+    return;
+  }
+  DeliverReplay(origin, std::move(frame));
+}
+
+void ClusterAgent::DeliverReplay(NodeId origin, ReplayFrame frame) {
+  const uint64_t replay_id = frame.forward.forward_id;
+  core::ClusterPort* port = &this->port();
+  // A shared group's part, on the publisher's node only: as a forward that
+  // found its group gone from here, it goes to a member the group picks
+  // now (on this node, or once to another node holding the group).
+  const bool to_groups = origin == config_.self && !frame.forward.shared_keys.empty();
+  const uint32_t parts = (frame.forward.plain ? config_.shard_count : 0) + (to_groups ? 1 : 0);
+  if (parts == 0) {
+    if (replay_id != 0) port->ForwardSafe(origin, replay_id);
+    return;
+  }
+  auto left = std::make_shared<std::atomic<uint32_t>>(parts);
+  auto done = [port, origin, replay_id, left] {
+    if (left->fetch_sub(1) == 1 && replay_id != 0) port->ForwardSafe(origin, replay_id);
+  };
+  const MessagePtr& message = frame.forward.message;
+  if (frame.forward.plain) {
+    for (uint16_t shard = 0; shard < config_.shard_count; ++shard) {
+      PostToShard(shard, [message, gone = frame.gone, done](core::ShardBroker& broker) {
+        broker.DeliverReplayed(message, gone, done);
+      });
+    }
+  }
+  if (to_groups) {
+    std::vector<std::string> keys = std::move(frame.forward.shared_keys);
+    for (std::string& key : keys) core::StripRerouted(key);
+    PostToShard(core::ShardForClientId(message->origin.client_id, config_.shard_count),
+                [message, keys = std::move(keys), done](core::ShardBroker& broker) {
+                  broker.DeliverFromNode(message, false, keys, done);
+                });
+  }
+}
+
+}  // namespace estuary::cluster
