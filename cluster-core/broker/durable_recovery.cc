@@ -164,6 +164,7 @@ void ShardBroker::RestoreSession(store::RecoveredSession& recovered, RecoveryCou
   }
   if (hold_will) {
     unconfirmed_.push_back(recovered.client_id);
+    recovered_seq_end_[recovered.client_id] = session.store_seq_mark();
     will_delay_ms = -1;  // armed by ConfirmRecovered
   }
   std::optional<int64_t> expiry_ms;
@@ -183,7 +184,25 @@ void ShardBroker::RestoreSession(store::RecoveredSession& recovered, RecoveryCou
   });
 }
 
+void ShardBroker::LostToAnotherNode(const std::string& client_id) {
+  Session* session = FindSession(client_id);
+  if (session == nullptr) return;
+  if (SessionSink* old = session->sink(); old != nullptr) {
+    session->set_sink(nullptr);
+    old->OnDetached(DetachReason::kTakenOver);
+  }
+  session->NextGeneration();
+  session->will().reset();
+  recovered_seq_end_.erase(client_id);
+  std::vector<Delivery> orphans = TakeShared(*session, /*inflight=*/true, nullptr, /*keep_without_member=*/false);
+  session->set_store(nullptr);  // the partition's copy is another node's
+  RemoveSession(session, /*session_ended=*/false, std::move(orphans));
+  if (store_) store_->DeleteSession(client_id, /*replicate=*/false);
+  ShardMetrics::Add(metrics_.sessions_stale_dropped);
+}
+
 void ShardBroker::ConfirmRecovered(const std::string& client_id, bool ours) {
+  const auto recovered_mark = recovered_seq_end_.extract(client_id);
   Session* session = FindSession(client_id);
   if (session == nullptr || session->connected()) return;  // gone, or its client is back
   if (ours) {
@@ -197,8 +216,21 @@ void ShardBroker::ConfirmRecovered(const std::string& client_id, bool ours) {
   }
   session->NextGeneration();
   session->will().reset();
+  // Shared-group messages it was given since the restart (its routes were
+  // back, so its groups picked it) are no other member's yet: they go to
+  // another member. What it recovered, the node now serving the session
+  // holds too.
+  std::vector<Delivery> since_restart;
+  if (!recovered_mark.empty()) {
+    const uint64_t end = recovered_mark.mapped();
+    const size_t queued_before = session->queued_messages();
+    since_restart = session->TakeDeliveries(
+        [end](const Delivery& delivery) { return delivery.shared_key != nullptr && delivery.store_seq > end; },
+        /*inflight=*/false);
+    ShardMetrics::Sub(metrics_.queued_messages, queued_before - session->queued_messages());
+  }
   session->set_store(nullptr);  // the partition's copy is another node's
-  RemoveSession(session);
+  RemoveSession(session, /*session_ended=*/false, std::move(since_restart));
   if (store_) store_->DeleteSession(client_id, /*replicate=*/false);
   ShardMetrics::Add(metrics_.sessions_stale_dropped);
 }

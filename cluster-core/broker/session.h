@@ -175,6 +175,9 @@ class Session {
   size_t staged() const { return reserved_.size(); }
   // Recovery: state read back from the store, not written again.
   void RestoreQueued(Delivery delivery);
+  // Deliveries queued from now on have a store sequence above this mark
+  // (a restarted cluster node tells them from the ones it recovered).
+  uint64_t store_seq_mark() const { return next_store_seq_; }
   void RestoreInflight(uint16_t packet_id, InflightDelivery inflight);
 
   // --- shared subscriptions ------------------------------------------------------

@@ -153,12 +153,14 @@ Session* ShardBroker::FindSession(const std::string& client_id) {
   return it == sessions_.end() ? nullptr : it->second.get();
 }
 
-void ShardBroker::RemoveSession(Session* session, bool session_ended) {
+void ShardBroker::RemoveSession(Session* session, bool session_ended, std::vector<Delivery> orphans) {
   ReleasePublishers(*session);
   // Taken before the member leaves its groups (so the queue and in-flight
   // metrics below count what stays), sent once it has left them.
-  std::vector<Delivery> orphans;
-  if (session_ended) orphans = TakeShared(*session, /*inflight=*/true, nullptr, /*keep_without_member=*/false);
+  if (session_ended) {
+    std::vector<Delivery> own = TakeShared(*session, /*inflight=*/true, nullptr, /*keep_without_member=*/false);
+    orphans.insert(orphans.end(), std::make_move_iterator(own.begin()), std::make_move_iterator(own.end()));
+  }
   RemoveAllSubscriptions(*session);
   RedeliverShared(std::move(orphans), session);
   ShardMetrics::Sub(metrics_.queued_messages, session->queued_messages());

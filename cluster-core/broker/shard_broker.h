@@ -131,6 +131,14 @@ class ShardBroker {
   // this node still owns each, its will is held (not published). The
   // client ids recovered and not confirmed yet (taken once).
   std::vector<std::string> TakeUnconfirmed() { return std::exchange(unconfirmed_, {}); }
+  // The partition refused this node's changes to the client's session: it
+  // is another node's now (taken over while this node was cut off, or
+  // resumed elsewhere). The copy here goes (a connection to it is closed
+  // as taken over, no will: the will is the new owner's), and its shared
+  // deliveries not yet acknowledged go to other members of their groups:
+  // the refused ones are in no one else's copy. (Some may be there too:
+  // QoS 1's at-least-once.)
+  void LostToAnotherNode(const std::string& client_id);
   // The registry's answer: `ours`, the will waits out the rest of its
   // delay; otherwise the copy here is stale and dropped (nothing published,
   // the partition untouched).
@@ -294,7 +302,9 @@ class ShardBroker {
   // `session_ended`: the session ends here for good (not moved to another
   // node or replaced by an adopted copy): its shared deliveries go to
   // other members of their groups.
-  void RemoveSession(Session* session, bool session_ended = false);
+  // `orphans`: shared deliveries already taken out of it, sent to other
+  // members once it has left its groups (as its own are when it ended).
+  void RemoveSession(Session* session, bool session_ended = false, std::vector<Delivery> orphans = {});
   bool RemoveSubscription(Session* session, const std::string& filter);
   void PublishWill(Session& session);
   void ScheduleExpiry(Session& session, std::optional<int64_t> delay_ms = std::nullopt);
@@ -344,6 +354,8 @@ class ShardBroker {
   // on the shards they were forwarded to (token -> steps left, on_safe).
   std::unique_ptr<store::ShardStore> store_;
   std::vector<std::string> unconfirmed_;  // recovered, held until ConfirmRecovered
+  // Per unconfirmed session: the store sequence its recovered deliveries end at.
+  std::unordered_map<std::string, uint64_t> recovered_seq_end_;
   std::unordered_map<uint64_t, std::pair<uint32_t, std::function<void()>>> safe_waiters_;
   uint64_t next_safe_token_ = 1;
 };

@@ -2,6 +2,8 @@
 // the member and destination strategies (shared_strategy.h).
 #include <gtest/gtest.h>
 
+#include <algorithm>
+
 #include <deque>
 #include <map>
 #include <memory>
@@ -180,6 +182,26 @@ TEST_F(SharedGroupTest, AMemberOnAnotherNodeGetsThemThroughTheForwardPath) {
     EXPECT_EQ(port.forwards[i].second.safe_token, 0u);
     EXPECT_EQ(*port.forwards[i].second.message->payload, "m" + std::to_string(i));
   }
+}
+
+// The partition refused this node's changes to a member's session (it was
+// taken over while the node was cut off): the copy here goes and the
+// messages it holds, unacknowledged, go to the other member.
+TEST_F(SharedGroupTest, AMemberLostToAnotherNodeGivesItsMessagesToTheOtherMember) {
+  MakeShards(2);
+  Session* a = Member(0, "a");
+  Session* b = Member(1, "b");
+  for (int i = 0; i < 4; ++i) Publish(0, "jobs/1", "m" + std::to_string(i));
+  const auto sent_to_a = SendAll(a);
+  ASSERT_EQ(sent_to_a.size(), 2u);
+  shards_[0]->LostToAnotherNode("a");
+  link_.RunAll();
+  EXPECT_EQ(shards_[0]->FindSession("a"), nullptr);
+  auto got = Drain(b);
+  std::sort(got.begin(), got.end());
+  EXPECT_EQ(got, (std::vector<std::string>{"m0", "m1", "m2", "m3"}));
+  EXPECT_EQ(metrics_[0].sessions_stale_dropped.load(), 1u);
+  shards_[0]->LostToAnotherNode("a");  // again, or never here: nothing happens
 }
 
 TEST_F(SharedGroupTest, WithNoMemberLeftTheyAreDroppedAndCounted) {

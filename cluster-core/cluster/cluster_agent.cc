@@ -496,6 +496,7 @@ void ClusterAgent::DeclareGone(NodeId node) {
   // The takeover starts before the replays, so the ones this node sends
   // itself wait for it too.
   takeovers_[node].declared = true;
+  takeovers_[node].back = false;
   if (partitions_) TakeOverSessionsOf(node);
   ReplayEverythingFor(node);
   ReleaseHeldReplays(node);

@@ -353,6 +353,7 @@ class ClusterAgent final : public LinkHandler {
     std::deque<std::pair<uint64_t, std::vector<partition::SessionOp>>> waiting;
     std::vector<uint64_t> in_flight_batches;
     std::string in_flight;  // the encoded write, kept for retries
+    uint64_t claim_mark = 0;  // next_claim_ when it was made: later claims are newer than it
     uint32_t attempt = 0;
     bool outstanding = false;      // proposed, not answered
     bool retry_scheduled = false;  // failed, to be made again
@@ -381,12 +382,16 @@ class ClusterAgent final : public LinkHandler {
     uint64_t token = 0;
     std::set<NodeId> waiting;  // nodes that have not confirmed yet
     int64_t deadline_ms = 0;
+    NodeId gone = 0;
+    MessagePtr message;  // sent to `gone` itself if it comes back meanwhile
+    bool plain = false;
   };
   std::map<uint64_t, ReplayOut> replays_out_;  // by replay id (kReplayIdBit set)
   uint64_t next_replay_id_ = 1;
   struct TakeoverProgress {
     bool declared = false;     // this node declared the node gone and started its takeover
     uint32_t outstanding = 0;  // listings, claims and reads not finished
+    bool back = false;         // the node came back since (its sessions stay or went back to it)
   };
   std::map<NodeId, TakeoverProgress> takeovers_;
   struct HeldReplay {

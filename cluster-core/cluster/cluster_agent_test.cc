@@ -4,6 +4,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <deque>
 #include <map>
 #include <memory>
@@ -660,6 +661,34 @@ TEST_F(ClusterAgentTest, AForwardADeadNodeNeverConfirmedReachesTheSessionTakenFr
   loop_.RunUntilIdle();
   EXPECT_EQ(nodes_[1]->agent->counters().forwards_replayed, 2u);
   EXPECT_EQ(Drain(taken), (Got{{"m3", QoS::kAtLeastOnce}}));
+}
+
+// A shared group's message picked for a member on a node that dies is not
+// acknowledged on suspicion; once the node is gone the publisher's node
+// sends it to the group again, which picks a live member.
+TEST_F(ClusterAgentTest, AGroupMessageForADeadNodesMemberGoesToALiveMember) {
+  AddNode(1);
+  AddNode(2);
+  AddNode(3);
+  ConnectAll();
+  Subscriber(2, "m2", "$share/g/t");
+  core::Session* m3 = Subscriber(3, "m3", "$share/g/t");
+  nodes_.erase(2);
+  loop_.RunUntilIdle();
+  std::vector<std::shared_ptr<bool>> safe;
+  for (int i = 0; i < 4; ++i) safe.push_back(Publish(1, Make(1, "t", "m" + std::to_string(i))));
+  loop_.RunUntilIdle();
+  const uint64_t to_dead = std::count_if(safe.begin(), safe.end(), [](const auto& s) { return !*s; });
+  EXPECT_GT(to_dead, 0u);  // the group picked node 2 for some: they wait
+  loop_.AdvanceBy(config_.peer_gone_grace_ms + 200);
+  for (const auto& s : safe) EXPECT_TRUE(*s);
+  std::vector<std::string> got;
+  for (auto& [payload, qos] : Drain(m3)) got.push_back(payload);
+  std::sort(got.begin(), got.end());
+  EXPECT_EQ(got, (std::vector<std::string>{"m0", "m1", "m2", "m3"}));
+  EXPECT_EQ(nodes_[1]->agent->counters().forwards_replayed, to_dead);
+  // Nothing was sent to node 3 as a replay: a group's part is the publisher's node's.
+  EXPECT_EQ(nodes_[3]->agent->counters().replays_in, 0u);
 }
 
 // A replay that does not get every live node's confirmation releases its

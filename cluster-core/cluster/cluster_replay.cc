@@ -53,8 +53,13 @@ void ClusterAgent::Replay(NodeId gone, PendingForwards::Entry entry) {
   uint64_t replay_id = 0;
   if (entry.token != 0) {
     replay_id = kReplayIdBit | next_replay_id_++;
-    replays_out_[replay_id] =
-        ReplayOut{entry.shard, entry.token, targets, loop_.NowMs() + static_cast<int64_t>(config_.replay_timeout_ms)};
+    replays_out_[replay_id] = ReplayOut{entry.shard,
+                                        entry.token,
+                                        targets,
+                                        loop_.NowMs() + static_cast<int64_t>(config_.replay_timeout_ms),
+                                        gone,
+                                        entry.message,
+                                        entry.plain};
   }
   if (targets.size() > 1) {
     const std::string body = EncodeReplay(gone, replay_id, true, {}, *entry.message);
@@ -91,7 +96,28 @@ void ClusterAgent::ReplayEverythingFor(NodeId gone) {
 
 void ClusterAgent::ResendParked(NodeId node) {
   peers_[node].gone = false;
-  ReleaseHeldReplays(node);  // held here for it: nothing more to wait for
+  // Replays held here for it: its sessions that were not taken over are
+  // its own again (a takeover stops once it is back), nothing to wait for.
+  if (auto takeover = takeovers_.find(node); takeover != takeovers_.end() && takeover->second.declared) {
+    takeover->second.back = true;
+    ReleaseHeldReplays(node);
+  }
+  // Replays for it still unconfirmed: the sessions it kept (a takeover that
+  // could not finish before it came back, e.g. no partition majority) are
+  // served by it again, so it gets the message too, as a forward under the
+  // replay's id. (A session it lost to a survivor is stale there and
+  // dropped, with what it got.)
+  for (auto& [replay_id, replay] : replays_out_) {
+    if (replay.gone != node || !replay.plain || replay.waiting.contains(node)) continue;
+    replay.waiting.insert(node);
+    Held frame;
+    frame.type = kForward;
+    frame.forward = true;
+    frame.qos = replay.message->qos;
+    frame.origin_shard = replay.shard;
+    frame.body = EncodeForward(replay_id, true, {}, *replay.message);
+    Send(node, std::move(frame));
+  }
   auto parked = parked_.find(node);
   if (parked == parked_.end()) return;
   std::deque<PendingForwards::Entry> entries = std::move(parked->second);
@@ -192,12 +218,14 @@ void ClusterAgent::TakeoverDone(NodeId gone) {
   if (--it->second.outstanding == 0) ReleaseHeldReplays(gone);
 }
 
-// A replay for `gone` may be delivered here once this node's takeover of it
-// is done, or if `gone` is not gone as far as this node can tell.
+// A replay for `gone` may be delivered here once this node declared it gone
+// and its takeover of it is done, or once it came back. A node that has not
+// declared it gone yet (membership views differ by a few hundred ms; or it
+// still reaches the node) holds the replay, replay_hold_ms at most.
 bool ClusterAgent::ReplayMayGo(NodeId gone) const {
-  if (!StillGone(gone) && !IsGone(gone)) return true;
   auto it = takeovers_.find(gone);
-  return it != takeovers_.end() && it->second.declared && it->second.outstanding == 0;
+  if (it == takeovers_.end()) return false;
+  return it->second.back || (it->second.declared && it->second.outstanding == 0);
 }
 
 void ClusterAgent::ReleaseHeldReplays(NodeId gone) {

@@ -75,6 +75,7 @@ void ClusterAgent::PumpSessionWrites(uint16_t shard, partition::PartitionId part
       queue.waiting.pop_front();
     }
     queue.in_flight = partition::EncodeSessionWrite(write);
+    queue.claim_mark = next_claim_;
   }
   queue.outstanding = true;
   ++counters_.session_writes;
@@ -114,6 +115,14 @@ void ClusterAgent::OnSessionWritten(uint16_t shard, partition::PartitionId parti
       counters_.session_writes_refused += refused->size();
       spdlog::debug("cluster: session changes of {} client(s) refused (first '{}'): served by another node now",
                     refused->size(), refused->front());
+      // The copies here are stale (unless this node claimed the id again
+      // since the write was made): dropped, their shared deliveries moved.
+      for (const std::string& client : *refused) {
+        auto claim = claims_.find(client);
+        if (claim != claims_.end() && claim->second >= queue.claim_mark) continue;
+        PostToShard(core::ShardForClientId(client, config_.shard_count),
+                    [client](core::ShardBroker& broker) { broker.LostToAnotherNode(client); });
+      }
     }
   }
   queue.in_flight.clear();

@@ -1,0 +1,346 @@
+// Sessions on partitions (docs/partitions.md, "Sessions on partitions"):
+// the durable broker's side of replication, adoption and the replayed
+// forwards of the takeover gap.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <functional>
+#include <iterator>
+#include <map>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "cluster-core/store/durable_broker_fixture_for_tests.h"
+
+namespace estuary::core {
+namespace {
+
+using test_support::DurableBrokerTest;
+
+// Sessions on partitions (docs/partitions.md): the node's ClusterPort as
+// the store's replication sees it. The "partition" is a map applying the
+// changes as SessionMachine does for its owner; each batch's `done` waits
+// until the test releases it.
+class ReplicatingPort final : public ClusterPort {
+ public:
+  void RouteChanged(const RouteUpdate&) override {}
+  void Forward(uint16_t, NodeForward) override {}
+  void RetainedPublished(const MessagePtr&) override {}
+  void ClientAttached(const std::string&) override {}
+  void ForwardSafe(uint16_t, uint64_t) override {}
+  bool SessionsOnPartitions() const override { return true; }
+  void ReplicateSessions(uint16_t, std::vector<store::SessionChange> changes, std::function<void()> done) override {
+    for (auto& change : changes) {
+      changes_seen.push_back(change);
+      switch (change.kind) {
+        case store::SessionChange::kPut:
+          partition[change.key] = change.value;
+          break;
+        case store::SessionChange::kDelete:
+          partition.erase(change.key);
+          break;
+        case store::SessionChange::kWipe:
+          for (auto it = partition.begin(); it != partition.end();) {
+            auto parsed = store::ParseSessionKey(it->first);
+            it = parsed && parsed->client_id == change.key ? partition.erase(it) : std::next(it);
+          }
+          break;
+      }
+    }
+    waiting.push_back(std::move(done));
+  }
+  void ReleaseAll() {
+    for (auto& done : std::exchange(waiting, {})) done();
+  }
+  // What SessionMachine's Load answers: the client's keys, record first.
+  std::vector<std::pair<std::string, std::string>> Load(const std::string& client_id) const {
+    std::vector<std::pair<std::string, std::string>> keys;
+    for (char tag : {store::kSessionTag, store::kSubscriptionTag, store::kQueuedTag, store::kInflightTag,
+                     store::kInboundTag}) {
+      const std::string prefix = store::SessionPrefix(tag, client_id);
+      for (auto it = partition.lower_bound(prefix); it != partition.end() && it->first.starts_with(prefix); ++it) {
+        keys.emplace_back(*it);
+      }
+    }
+    return keys;
+  }
+  std::map<std::string, std::string> partition;
+  std::vector<store::SessionChange> changes_seen;
+  std::vector<std::function<void()>> waiting;
+};
+
+class SessionReplicationTest : public DurableBrokerTest {
+ protected:
+  void StartNode() {
+    Start(1);
+    brokers_[0]->set_cluster(&port_);
+  }
+  // Another node: new brokers on empty engines.
+  void MoveToAnotherNode() {
+    Settle();
+    brokers_.clear();
+    engines_.clear();
+    engines_.push_back(OpenEngine(0));
+    Boot();
+    brokers_[0]->set_cluster(&port_);
+  }
+  ReplicatingPort port_;
+};
+
+TEST_F(SessionReplicationTest, APublishIsAcknowledgedOnlyOnceThePartitionHasItsDelivery) {
+  StartNode();
+  OfflineSubscriber("sub", "t");
+  port_.ReleaseAll();
+  EXPECT_EQ(port_.Load("sub").size(), 2u);  // record and subscription
+  int acked = 0;
+  brokers_[0]->Publish(Make("t", "a"), [&] { ++acked; });
+  Settle();
+  EXPECT_EQ(acked, 0);  // written locally, not yet replicated
+  port_.ReleaseAll();
+  Settle();
+  EXPECT_EQ(acked, 1);
+  EXPECT_EQ(port_.Load("sub").size(), 3u);
+  // Retained messages stay on the node's own store.
+  brokers_[0]->Publish(Make("r", "v", QoS::kAtLeastOnce, /*retain=*/true), [] {});
+  Settle();
+  for (const auto& change : port_.changes_seen) EXPECT_NE(change.key.front(), store::kRetainedTag);
+}
+
+// replication.ack = "leader": acknowledged on the node's own store; the
+// partition still gets the delivery, after.
+TEST_F(SessionReplicationTest, WithLeaderAcksAPublishIsAcknowledgedBeforeThePartitionHasIt) {
+  replication_ack_leader_ = true;
+  StartNode();
+  OfflineSubscriber("sub", "t");
+  port_.ReleaseAll();
+  int acked = 0;
+  brokers_[0]->Publish(Make("t", "a"), [&] { ++acked; });
+  Settle();
+  EXPECT_EQ(acked, 1) << "waited for the partition";
+  EXPECT_FALSE(port_.waiting.empty()) << "the partition answered already: the test shows nothing";
+  EXPECT_EQ(port_.Load("sub").size(), 3u) << "the delivery was not handed to the partition";
+  port_.ReleaseAll();
+  Settle();
+  EXPECT_EQ(acked, 1);
+}
+
+TEST_F(SessionReplicationTest, AnAdoptedSessionResumesWithItsQueueRoutesAndInflightIds) {
+  StartNode();
+  OfflineSubscriber("sub", "t", QoS::kExactlyOnce);
+  for (int i = 0; i < 3; ++i) brokers_[0]->Publish(Make("t", "m" + std::to_string(i), QoS::kExactlyOnce), [] {});
+  Settle();
+  Session* session = brokers_[0]->Attach("sub", false, &sink_).session;
+  session->set_expiry_interval(3600);
+  Delivery first = session->PopQueued();
+  const uint16_t id = session->NextPacketId();
+  session->AddInflight(id, InflightDelivery{std::move(first), InflightPhase::kAwaitingPubrec, session->NextSendOrder()});
+  session->AddInboundQos2(9);
+  Settle();
+  port_.ReleaseAll();
+  Settle();
+
+  MoveToAnotherNode();  // the node died; its client connects elsewhere
+  const size_t changes_before = port_.changes_seen.size();
+  brokers_[0]->AdoptSession("sub", port_.Load("sub"));
+  Settle();
+  session = brokers_[0]->FindSession("sub");
+  ASSERT_NE(session, nullptr);
+  EXPECT_EQ(session->expiry_interval(), 3600u);
+  ASSERT_EQ(session->inflight().count(id), 1u);
+  EXPECT_EQ(*session->inflight().at(id).delivery.message->payload, "m0");
+  EXPECT_EQ(session->inbound_qos2(), (std::set<uint16_t>{9}));
+  // The route is back on this node, and the queue continues.
+  brokers_[0]->Publish(Make("t", "m3", QoS::kExactlyOnce), [] {});
+  Settle();
+  auto attached = brokers_[0]->Attach("sub", false, &sink_);
+  EXPECT_TRUE(attached.session_present);
+  // Connected: deliveries are staged (written, and replicated) before they show.
+  EXPECT_FALSE(attached.session->HasQueued());
+  Settle();
+  EXPECT_FALSE(attached.session->HasQueued());
+  port_.ReleaseAll();
+  Settle();
+  EXPECT_EQ(QueuedPayloads(attached.session), (std::vector<std::string>{"m1", "m2", "m3"}));
+  // Adopting wrote the keys to this node's store and deleted nothing in the partition.
+  EXPECT_GT(KeyCount(0), 0u);
+  for (size_t i = changes_before; i < port_.changes_seen.size(); ++i) {
+    EXPECT_NE(port_.changes_seen[i].kind, store::SessionChange::kWipe);
+  }
+  EXPECT_EQ(metrics_[0].sessions_adopted.load(), 1u);
+}
+
+TEST_F(SessionReplicationTest, AStaleLocalCopyIsReplacedWithoutTouchingThePartition) {
+  StartNode();
+  OfflineSubscriber("sub", "old/#");
+  port_.ReleaseAll();
+  // Meanwhile the session moved on elsewhere: another subscription there.
+  ReplicatingPort elsewhere;
+  elsewhere.partition = port_.partition;
+  elsewhere.partition.erase(store::SubscriptionKey("sub", "old/#"));
+  elsewhere.partition[store::SubscriptionKey("sub", "new/#")] = store::EncodeOptions(SubscriptionOptions{QoS::kAtLeastOnce});
+  const size_t changes_before = port_.changes_seen.size();
+  brokers_[0]->AdoptSession("sub", elsewhere.Load("sub"));
+  Settle();
+  Session* session = brokers_[0]->FindSession("sub");
+  ASSERT_NE(session, nullptr);
+  EXPECT_EQ(session->subscriptions().count("old/#"), 0u);
+  EXPECT_EQ(session->subscriptions().count("new/#"), 1u);
+  brokers_[0]->Publish(Make("old/x", "no"));
+  brokers_[0]->Publish(Make("new/x", "yes"));
+  Settle();
+  EXPECT_EQ(QueuedPayloads(session), (std::vector<std::string>{"yes"}));
+  for (size_t i = changes_before; i < port_.changes_seen.size(); ++i) {
+    EXPECT_EQ(port_.changes_seen[i].kind, store::SessionChange::kPut) << port_.changes_seen[i].key;
+  }
+  // After a restart this node recovers the adopted copy, not the stale one.
+  Restart();
+  session = brokers_[0]->FindSession("sub");
+  ASSERT_NE(session, nullptr);
+  EXPECT_EQ(session->subscriptions().count("new/#"), 1u);
+  EXPECT_EQ(session->subscriptions().count("old/#"), 0u);
+}
+
+// A cluster node restarted after its sessions were taken over elsewhere:
+// the wills of what it recovered wait for the registry's word; a session
+// still its own publishes its will, a stale copy is dropped silently.
+TEST_F(SessionReplicationTest, ARestartedNodeHoldsRecoveredWillsUntilTheRegistryAnswers) {
+  StartNode();
+  OfflineSubscriber("watcher", "will/#");
+  for (const std::string id : {"mine", "moved"}) {
+    Session* session = brokers_[0]->Attach(id, false, &sink_).session;
+    session->set_expiry_interval(600);
+    WillMessage will;
+    auto message = std::make_shared<Message>();
+    message->topic = "will/" + id;
+    message->payload = MakePayload(id);
+    message->qos = QoS::kAtLeastOnce;
+    will.message = message;
+    session->set_will(will);  // connected when the node dies
+  }
+  Settle();
+  port_.ReleaseAll();
+  boot_port_ = &port_;
+  auto counts = Restart();  // (the brokers go as a killed process would: nothing more is written)
+  EXPECT_EQ(counts.wills, 2u);
+  loop_.AdvanceBy(5'000);
+  Session* watcher = brokers_[0]->FindSession("watcher");
+  ASSERT_NE(watcher, nullptr);
+  EXPECT_EQ(watcher->queued_messages(), 0u);  // held
+  auto unconfirmed = brokers_[0]->TakeUnconfirmed();
+  std::sort(unconfirmed.begin(), unconfirmed.end());
+  EXPECT_EQ(unconfirmed, (std::vector<std::string>{"mine", "moved", "watcher"}));
+  EXPECT_TRUE(brokers_[0]->TakeUnconfirmed().empty());
+
+  const size_t changes_before = port_.changes_seen.size();
+  brokers_[0]->ConfirmRecovered("watcher", true);
+  brokers_[0]->ConfirmRecovered("moved", false);
+  brokers_[0]->ConfirmRecovered("mine", true);
+  loop_.AdvanceBy(10);  // the will's delay (0) had passed: it goes at once
+  Settle();
+  EXPECT_EQ(QueuedPayloads(watcher), (std::vector<std::string>{"mine"}));
+  EXPECT_EQ(brokers_[0]->FindSession("moved"), nullptr);
+  EXPECT_NE(brokers_[0]->FindSession("mine"), nullptr);
+  EXPECT_EQ(metrics_[0].sessions_stale_dropped.load(), 1u);
+  for (size_t i = changes_before; i < port_.changes_seen.size(); ++i) {
+    EXPECT_EQ(port_.changes_seen[i].key.find("moved"), std::string::npos) << "the partition's copy was touched";
+  }
+  // Gone from this node's store too.
+  boot_port_ = nullptr;
+  Restart();
+  EXPECT_EQ(brokers_[0]->FindSession("moved"), nullptr);
+}
+
+// A restarted node's recovered shared member turns out stale: the
+// messages its group gave it since the restart (its route was back) go to
+// the other member; what it recovered stays with the session's new home.
+TEST_F(SessionReplicationTest, AStaleRecoveredMemberGivesUpWhatItGotSinceTheRestart) {
+  StartNode();
+  OfflineSubscriber("m1", "$share/g/t");
+  OfflineSubscriber("m2", "$share/g/t");
+  for (int i = 0; i < 2; ++i) brokers_[0]->Publish(Make("t", "before" + std::to_string(i)), [] {});
+  Settle();
+  port_.ReleaseAll();
+  Settle();
+  boot_port_ = &port_;
+  Restart();
+  (void)brokers_[0]->TakeUnconfirmed();
+  const size_t m1_recovered = brokers_[0]->FindSession("m1")->queued_messages();
+  for (int i = 0; i < 4; ++i) brokers_[0]->Publish(Make("t", "after" + std::to_string(i)), [] {});
+  Settle();
+  port_.ReleaseAll();
+  Settle();
+  ASSERT_GT(brokers_[0]->FindSession("m1")->queued_messages(), m1_recovered) << "the group never picked m1";
+  brokers_[0]->ConfirmRecovered("m1", false);
+  Settle();
+  port_.ReleaseAll();
+  Settle();
+  EXPECT_EQ(brokers_[0]->FindSession("m1"), nullptr);
+  // m2 has every message published after the restart, and its own recovered
+  // ones; m1's recovered ones stayed with m1's session (its new home has them).
+  const std::vector<std::string> m2 = QueuedPayloads(brokers_[0]->FindSession("m2"));
+  EXPECT_EQ(std::count_if(m2.begin(), m2.end(), [](const std::string& p) { return p.starts_with("after"); }), 4);
+  EXPECT_EQ(m2.size(), 4u + (2u - m1_recovered));
+}
+
+TEST_F(SessionReplicationTest, ASessionThatEndsIsWipedFromThePartition) {
+  StartNode();
+  OfflineSubscriber("sub", "t");
+  brokers_[0]->Publish(Make("t", "a"), [] {});
+  Settle();
+  port_.ReleaseAll();
+  EXPECT_EQ(port_.Load("sub").size(), 3u);
+  Session* session = brokers_[0]->Attach("sub", true, &sink_).session;
+  session->set_expiry_interval(0);
+  Settle();
+  EXPECT_TRUE(port_.Load("sub").empty());
+  EXPECT_TRUE(std::any_of(port_.changes_seen.begin(), port_.changes_seen.end(), [](const auto& change) {
+    return change.kind == store::SessionChange::kWipe && change.key == "sub";
+  }));
+}
+
+// The takeover gap (docs/partitions.md): a session adopted as taken from a
+// gone node (9) is offered each replayed forward once, also one it held
+// already (node 9 had replicated it before it died); a session here that
+// was not node 9's gets none, and a replay about another node reaches nobody.
+// (The test's brokers are node 7.)
+TEST_F(SessionReplicationTest, ASessionTakenFromAGoneNodeGetsEachReplayedMessageOnce) {
+  StartNode();
+  OfflineSubscriber("sub", "t");
+  port_.ReleaseAll();
+  const MessagePtr held = Make("t", "held");
+  const MessagePtr fresh = Make("t", "fresh");
+  const MessagePtr other_node = Make("t", "about node 8");
+  brokers_[0]->Publish(held, [] {});
+  Settle();
+  port_.ReleaseAll();
+  Settle();
+  const auto keys = port_.Load("sub");
+  MoveToAnotherNode();
+  brokers_[0]->AdoptSession("sub", keys, /*taken_over=*/true, /*taken_from=*/9);
+  Session* bystander = OfflineSubscriber("bystander", "t");
+  int done = 0;
+  brokers_[0]->DeliverReplayed(held, 9, [&] { ++done; });
+  brokers_[0]->DeliverReplayed(fresh, 9, [&] { ++done; });
+  brokers_[0]->DeliverReplayed(fresh, 9, [&] { ++done; });
+  brokers_[0]->DeliverReplayed(other_node, 8, [&] { ++done; });
+  Settle();
+  port_.ReleaseAll();
+  Settle();
+  EXPECT_EQ(done, 4);
+  EXPECT_EQ(QueuedPayloads(brokers_[0]->FindSession("sub")), (std::vector<std::string>{"held", "fresh"}));
+  EXPECT_EQ(QueuedPayloads(bystander), std::vector<std::string>{});
+  EXPECT_EQ(metrics_[0].replayed_duplicates_skipped.load(), 2u);
+  EXPECT_EQ(metrics_[0].replayed_delivered.load(), 3u);
+  // The window closes (kTakenFromWindowMs): replays then reach nobody.
+  clock_.Advance(kTakenFromWindowMs);
+  brokers_[0]->DeliverReplayed(Make("t", "late"), 9, [&] { ++done; });
+  Settle();
+  port_.ReleaseAll();
+  Settle();
+  EXPECT_EQ(done, 5);
+  EXPECT_EQ(QueuedPayloads(brokers_[0]->FindSession("sub")), std::vector<std::string>{});
+}
+
+}  // namespace
+}  // namespace estuary::core
