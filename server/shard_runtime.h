@@ -98,6 +98,7 @@ class ShardRuntime {
   void StartAmqpPeer(std::shared_ptr<io::TcpConnection> tcp, std::shared_ptr<amqp::AmqpConnection> connection,
                      std::string client_address = {});
   void HandOffAmqp(AmqpPeer* peer);
+  amqp::SessionClaims AmqpSessionClaims();  // durable links' claims, answered on this shard
   void RemoveAmqp(AmqpPeer* peer);
   void ShutdownAmqp();
   void AbortAmqp();

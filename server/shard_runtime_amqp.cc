@@ -62,6 +62,8 @@ void ShardRuntime::StartAmqpPeer(std::shared_ptr<io::TcpConnection> tcp,
     connection = std::make_shared<amqp::AmqpConnection>(broker_, *peer->stream, std::move(settings));
   }
   peer->amqp = std::move(connection);
+  // Bound here, on the shard that owns the connection (also after a move).
+  if (shared_.claim_client_id) peer->amqp->BindSessionClaims(AmqpSessionClaims());
   amqp_peers_.emplace(peer, std::move(owned));
   core::ShardMetrics::Add(broker_.metrics().connections);
 
@@ -88,6 +90,27 @@ void ShardRuntime::StartAmqpPeer(std::shared_ptr<io::TcpConnection> tcp,
     peer->amqp->Start();
   }
   if (amqp_peers_.count(peer) != 0 && !peer->amqp->closed()) peer->tcp->StartReading();
+}
+
+amqp::SessionClaims ShardRuntime::AmqpSessionClaims() {
+  // A durable link's session id goes through the client-id registry as an
+  // MQTT client id does (never clean: the subscription continues); a
+  // session served elsewhere becomes this shard's before the link attaches.
+  amqp::SessionClaims claims;
+  claims.claim = [this](const std::string& session_id, std::function<void(bool)> done) {
+    shared_.claim_client_id(session_id, /*clean_start=*/false,
+                            [this, session_id, done](NodeShared::ClaimReply reply) {
+                              loop_.mailbox().Send([this, session_id, done, reply = std::move(reply)] {
+                                if (reply.granted && reply.session) {
+                                  broker_.AdoptSession(session_id, *reply.session, /*taken_over=*/false,
+                                                       reply.taken_from);
+                                }
+                                done(reply.granted);
+                              });
+                            });
+  };
+  claims.release = [this](const std::string& session_id) { shared_.release_client_id(session_id); };
+  return claims;
 }
 
 void ShardRuntime::HandOffAmqp(AmqpPeer* peer) {

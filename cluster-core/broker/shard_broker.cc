@@ -25,13 +25,32 @@ bool Expired(const Message& message, int64_t now_wall_ms) {
   return message.properties.expiry_at_ms && *message.properties.expiry_at_ms <= now_wall_ms;
 }
 
+// What places a session on a shard: the client id, except for an AMQP
+// durable subscription ("\0amqp/<length>:<container-id>/<link name>",
+// frontends/amqp/session/connection.h), which lives with its connection,
+// on the shard of its container-id. A malformed one: the whole id.
+std::string_view ShardKey(std::string_view client_id) {
+  constexpr std::string_view kDurableAmqp("\0amqp/", 6);
+  if (!client_id.starts_with(kDurableAmqp)) return client_id;
+  const std::string_view rest = client_id.substr(kDurableAmqp.size());
+  const size_t colon = rest.find(':');
+  if (colon == 0 || colon == std::string_view::npos || colon > 9) return client_id;
+  size_t length = 0;
+  for (char c : rest.substr(0, colon)) {
+    if (c < '0' || c > '9') return client_id;
+    length = length * 10 + static_cast<size_t>(c - '0');
+  }
+  if (rest.size() - colon - 1 < length) return client_id;
+  return rest.substr(colon + 1, length);
+}
+
 }  // namespace
 
 bool IsNodeLocalTopic(std::string_view topic) { return topic.starts_with("$SYS/"); }
 
 uint16_t ShardForClientId(std::string_view client_id, uint16_t shard_count) {
   if (shard_count <= 1) return 0;
-  return static_cast<uint16_t>(Fnv1a(client_id) % shard_count);
+  return static_cast<uint16_t>(Fnv1a(ShardKey(client_id)) % shard_count);
 }
 
 uint16_t ShardForTopic(std::string_view topic, uint16_t shard_count) {

@@ -71,7 +71,8 @@ class ShardLink {
 // than a takeover, the grace for replays and their hold on the receiver.
 inline constexpr int64_t kTakenFromWindowMs = 60'000;
 
-// Which shard owns a client id's session.
+// Which shard owns a client id's session (an AMQP durable subscription's:
+// the shard of its container-id, where its connection lives).
 uint16_t ShardForClientId(std::string_view client_id, uint16_t shard_count);
 // Topics that describe one node ($SYS/...): never forwarded to other nodes
 // nor replicated to them, so each node's $SYS shows that node.

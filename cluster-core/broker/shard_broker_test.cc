@@ -294,6 +294,22 @@ TEST_F(ShardBrokerTest, ClientIdsSpreadOverShardsStably) {
   EXPECT_EQ(ShardForClientId("abc", 1), 0);
 }
 
+// An AMQP durable subscription's session lives with its connection, on the
+// shard of its container-id: the agent's takeovers and attach notices must
+// find it there (ids as frontends/amqp DurableSessionId makes them).
+TEST_F(ShardBrokerTest, AnAmqpDurableSubscriptionIsOnItsContainersShard) {
+  using namespace std::string_literals;
+  for (int i = 0; i < 50; ++i) {
+    const std::string container = "container-" + std::to_string(i);
+    const std::string id = "\0amqp/"s + std::to_string(container.size()) + ":" + container + "/link-" + std::to_string(i);
+    EXPECT_EQ(ShardForClientId(id, 7), ShardForClientId(container, 7)) << container;
+  }
+  // Malformed: hashed whole, never out of range.
+  for (const std::string& bad : {"\0amqp/"s, "\0amqp/:x/y"s, "\0amqp/99:short/l"s, "\0amqp/x1:a/b"s}) {
+    EXPECT_LT(ShardForClientId(bad, 7), 7) << bad.substr(1);
+  }
+}
+
 class CountingFlow final : public PublisherFlow {
  public:
   void PauseIngress() override { ++pauses; }

@@ -40,9 +40,7 @@ void ClusterAgent::OnReplicateSessions(uint16_t shard, std::vector<core::store::
     auto client = partition::ClientOfSessionOp(op);
     if (!client) continue;  // not a session key: nothing to replicate
     // AMQP durable subscriptions (ids start with a NUL, which no MQTT
-    // client id holds) claim no id in the registry: the partition would
-    // refuse their changes, so they stay on their node for now.
-    if (!client->empty() && client->front() == '\0') continue;
+    // client id holds) are here too: their links claim their ids first.
     parts[partitions_->PartitionOf(*client)].push_back(std::move(op));
   }
   if (parts.empty()) {

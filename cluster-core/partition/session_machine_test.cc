@@ -150,6 +150,37 @@ TEST(SessionMachineTest, ASurvivorFindsAGoneNodesSessionsAndTakesThemOnlyFromIt)
   EXPECT_TRUE(state.Query(std::string("\x31\x00", 2)).empty());  // malformed: no answer
 }
 
+// AMQP durable subscriptions (docs/amqp.md) are sessions whose id starts
+// with a NUL byte (frontends/amqp DurableSessionId): ids are byte strings
+// to the registry, the session machine, the listing and the snapshot.
+TEST(SessionMachineTest, AnIdStartingWithANulIsAnIdLikeAnyOther) {
+  const std::string amqp("\0amqp/6:cont-1/sub", 18);
+  const std::string prefix_of_it(1, '\0');  // a different client, a prefix of the other
+  PartitionState state([] { return kNow; });
+  Claim(state, amqp, ClientOwner{2, 1, 1});
+  Claim(state, prefix_of_it, ClientOwner{2, 1, 2});
+  const std::vector<SessionOp> ops = {Put(store::SessionKey(amqp), "r"), Put(store::SubscriptionKey(amqp, "t/#"), "s"),
+                                      Put(store::QueuedKey(amqp, 1), "q"), Put(store::InflightKey(amqp, 7), "f")};
+  for (const SessionOp& op : ops) EXPECT_EQ(ClientOfSessionOp(op), amqp);
+  EXPECT_EQ(Write(state, 1, 1, ops), std::vector<std::string>{amqp}) << "only its owner writes it";
+  EXPECT_TRUE(Write(state, 2, 1, ops).empty());
+  EXPECT_TRUE(Write(state, 2, 1, {Put(store::SessionKey(prefix_of_it), "r")}).empty());
+  EXPECT_EQ(Load(state, amqp).size(), 4u);
+  EXPECT_EQ(Load(state, prefix_of_it).size(), 1u);
+  auto owned = DecodeClientList(state.Query(EncodeSessionsOwnedBy(2)));
+  ASSERT_TRUE(owned.has_value());
+  EXPECT_EQ(*owned, (std::vector<std::string>{prefix_of_it, amqp}));
+
+  PartitionState copy([] { return kNow; });
+  ASSERT_TRUE(copy.Restore(state.Snapshot()));
+  EXPECT_EQ(Load(copy, amqp), Load(state, amqp));
+  EXPECT_EQ(copy.registry().owners().at(amqp), (ClientOwner{2, 1, 1}));
+  // A release ends it, and only it.
+  state.Apply(EntryOf(EncodeRegistryCommand(ReleaseClient{amqp, ClientOwner{2, 1, 1}})));
+  EXPECT_TRUE(Load(state, amqp).empty());
+  EXPECT_EQ(Load(state, prefix_of_it).size(), 1u);
+}
+
 TEST(SessionMachineTest, SnapshotCarriesTheSessionsAndOlderSnapshotsRestoreNone) {
   PartitionState state([] { return kNow; });
   Claim(state, "dev", ClientOwner{1, 1, 1});

@@ -71,6 +71,26 @@ struct AmqpSettings {
   std::function<bool(const std::string& container_id)> route_open;
 };
 
+// Durable subscriptions in a cluster with partitions (docs/amqp.md
+// "Durable subscriptions in a cluster"): a durable link's session id is
+// claimed in the cluster's client-id registry, as an MQTT CONNECT claims
+// its client id, before the attach is answered. Unset (a single node): no
+// claims. Bound by the shard that owns the connection (BindSessionClaims),
+// since a claim's answer runs there.
+struct SessionClaims {
+  // Asks for `session_id` (never clean: the session continues). `done` must
+  // be called exactly once, on the connection's loop thread, possibly after
+  // the connection or the link is gone (it then does nothing, or ends a
+  // session closed meanwhile). Before a granted answer a session served
+  // elsewhere (another node, or a run of this one before) has been adopted
+  // by the connection's ShardBroker; not granted: no quorum, or no answer.
+  std::function<void(const std::string& session_id, std::function<void(bool granted)> done)> claim;
+  // The durable subscription ended here for good (its link closed): the id
+  // is free. Not called on a detach (the session stays for a reattach), nor
+  // when the link was attached elsewhere (the new owner holds the id).
+  std::function<void(const std::string& session_id)> release;
+};
+
 // Error conditions (AMQP 1.0 §2.8.15, §2.8.16, §2.8.17).
 inline constexpr const char* kNotFound = "amqp:not-found";
 inline constexpr const char* kInvalidField = "amqp:invalid-field";
@@ -81,6 +101,7 @@ inline constexpr const char* kDecodeError = "amqp:decode-error";
 inline constexpr const char* kConnectionForced = "amqp:connection:forced";
 inline constexpr const char* kMessageSizeExceeded = "amqp:link:message-size-exceeded";
 inline constexpr const char* kLinkStolen = "amqp:link:stolen";
+inline constexpr const char* kInternalError = "amqp:internal-error";
 
 // The core::Session id of a durable subscription link. The leading NUL
 // cannot occur in an MQTT client id [MQTT-1.5.4-2], so the two never meet.
@@ -112,6 +133,9 @@ class AmqpConnection final : public proton::messaging_handler,
   // On the new shard: rebinds to its broker and stream, answers the open
   // and runs what arrived meanwhile (sessions and links begun with it).
   void Resume(core::ShardBroker& broker, io::Stream& stream);
+  // Sets the claim hooks of durable links (see SessionClaims), on the shard
+  // that owns the connection, before Start or Resume.
+  void BindSessionClaims(SessionClaims claims) { claims_ = std::move(claims); }
 
   bool closed() const { return state_ == State::kClosed; }
   const std::string& remote_container_id() const { return container_id_; }
@@ -177,6 +201,17 @@ class AmqpConnection final : public proton::messaging_handler,
   void OpenOutgoing(proton::sender sender);
   void AttachSubscription(proton::sender sender, std::string filter, bool durable, bool dynamic,
                           std::optional<UnsettledMap> remote_unsettled);
+  // The link's session attached and subscribed; the attach answered once
+  // routes are visible.
+  void AttachSession(OutgoingLink& link);
+  // session_claims.cc: a durable link's session id claimed in the cluster
+  // (SessionClaims) before AttachSession; refused: the link is closed with
+  // amqp:internal-error. A link closed while its claim was out ends its
+  // session once the claim is granted; closing a claimed link releases it.
+  void ClaimSession(OutgoingLink& link);
+  void OnSessionClaimed(pn_link_t* link, uint64_t serial, const std::string& session_id, bool granted);
+  void AbandonClaim(const OutgoingLink& link, bool closed);
+  void EndClaimedSession(const std::string& session_id);
   // Link recovery (§2.6.13): the deliveries in flight at the last detach,
   // in the order first sent, go to redeliver, except those the client's
   // unsettled map holds accepted or rejected (settled here instead);
@@ -214,6 +249,10 @@ class AmqpConnection final : public proton::messaging_handler,
   core::ShardBroker* broker_;
   io::Stream* stream_;
   AmqpSettings settings_;
+  SessionClaims claims_;
+  uint64_t next_claim_ = 0;
+  // Claims whose link was closed before the answer came: serial -> session id.
+  std::unordered_map<uint64_t, std::string> closed_while_claiming_;
   SaslState sasl_;  // before driver_: Proton keeps pointers into it
   proton::io::connection_driver driver_;
   State state_ = State::kOpening;

@@ -62,8 +62,9 @@ class AmqpConnectionTest : public ::testing::Test {
     config.node_id = 3;
     return config;
   }
-  void Start(AmqpSettings settings = {}) {
+  void Start(AmqpSettings settings = {}, SessionClaims claims = {}) {
     server_ = std::make_shared<AmqpConnection>(broker_, stream_, std::move(settings));
+    server_->BindSessionClaims(std::move(claims));
     server_->Start();
     client_.connect(proton::connection_options(handler_).container_id("unit-client"));
     Pump();
@@ -185,6 +186,95 @@ TEST_F(AmqpConnectionTest, InvalidSourceIsRefusedWithInvalidField) {  // §2.8.1
   Pump();
   ASSERT_EQ(handler_.link_errors.size(), 1u);
   EXPECT_EQ(handler_.link_errors[0], "amqp:invalid-field");
+}
+
+// Durable subscriptions in a cluster (docs/amqp.md): a durable link's
+// session id is claimed before the attach is answered; the link's close
+// releases it, a detach does not; links that are not durable claim nothing.
+class AmqpClaimTest : public AmqpConnectionTest {
+ protected:
+  SessionClaims Claims() {
+    SessionClaims claims;
+    claims.claim = [this](const std::string& id, std::function<void(bool)> done) {
+      claimed.push_back(id);
+      answers.push_back(std::move(done));
+    };
+    claims.release = [this](const std::string& id) { released.push_back(id); };
+    return claims;
+  }
+  proton::receiver OpenDurable(const std::string& name, const std::string& address) {
+    proton::source_options source;
+    source.address(address).durability_mode(proton::source::UNSETTLED_STATE).expiry_policy(proton::source::NEVER);
+    return client_.connection().open_receiver(
+        address, proton::receiver_options().name(name).source(source).credit_window(10));
+  }
+  void Answer(bool granted) {
+    ASSERT_FALSE(answers.empty());
+    auto done = std::move(answers.front());
+    answers.pop_front();
+    done(granted);
+    Pump();
+  }
+  std::vector<std::string> claimed, released;
+  std::deque<std::function<void(bool)>> answers;
+};
+
+TEST_F(AmqpClaimTest, ADurableAttachWaitsForItsClaimAndItsCloseReleasesIt) {
+  Start({}, Claims());
+  proton::receiver durable = OpenDurable("d", "c/#");
+  client_.connection().open_receiver("c/#", proton::receiver_options().name("plain").credit_window(10));
+  Pump();
+  ASSERT_EQ(claimed, std::vector<std::string>{DurableSessionId("unit-client", "d")}) << "only the durable link claims";
+  EXPECT_EQ(handler_.receivers_open, 1) << "the durable attach was answered before its claim";
+  Answer(true);
+  EXPECT_EQ(handler_.receivers_open, 2);
+  proton::sender sender = client_.connection().open_sender("c/a", proton::sender_options().name("s"));
+  Pump();
+  proton::message message;
+  message.body(proton::binary("to both"));
+  sender.send(message);
+  Pump();
+  EXPECT_EQ(handler_.bodies.size(), 2u);
+  EXPECT_EQ(metrics_.client_id_claims.load(), 1u);
+  durable.close();
+  Pump();
+  EXPECT_EQ(released, claimed) << "closing a durable link ends its session: the id is released";
+}
+
+TEST_F(AmqpClaimTest, ADetachKeepsTheClaimAndARefusedClaimRefusesTheAttach) {
+  Start({}, Claims());
+  proton::receiver durable = OpenDurable("d", "c/#");
+  Pump();
+  Answer(true);
+  ASSERT_EQ(handler_.receivers_open, 1);
+  durable.detach();
+  Pump();
+  EXPECT_TRUE(released.empty()) << "a detached durable subscription stays, and so does its claim";
+  OpenDurable("d", "c/#");
+  Pump();
+  ASSERT_EQ(claimed.size(), 2u) << "the reattach claims again";
+  Answer(false);  // no quorum
+  ASSERT_EQ(handler_.link_errors.size(), 1u);
+  EXPECT_EQ(handler_.link_errors[0], "amqp:internal-error");
+  EXPECT_EQ(metrics_.client_id_claims_refused.load(), 1u);
+  EXPECT_TRUE(released.empty());
+}
+
+TEST_F(AmqpClaimTest, ALinkClosedWhileClaimingEndsItsSessionOnceGranted) {
+  Start({}, Claims());
+  proton::receiver first = OpenDurable("d", "c/#");
+  Pump();
+  Answer(true);
+  first.detach();  // the subscription stays, with its queue
+  Pump();
+  ASSERT_EQ(broker_.session_count(), 1u);
+  proton::receiver again = OpenDurable("d", "c/#");
+  Pump();
+  again.close();  // before the claim's answer
+  Pump();
+  Answer(true);
+  EXPECT_EQ(broker_.session_count(), 0u) << "the closed subscription kept its session";
+  EXPECT_EQ(released, std::vector<std::string>{DurableSessionId("unit-client", "d")});
 }
 
 TEST_F(AmqpConnectionTest, SilentPeerIsClosedAfterTheIdleTimeout) {  // §2.4.5

@@ -31,6 +31,12 @@ struct AmqpConnection::OutgoingLink final : public core::SessionSink {
   std::string session_id;
   std::string filter;
   bool durable = false;
+  bool dynamic = false;
+  // Cluster claims (SessionClaims): out while claiming; granted once ours
+  // (the link's close then releases the id). 0: never claimed.
+  uint64_t claim_serial = 0;
+  bool claiming = false;
+  bool claim_granted = false;
   bool presettled = false;  // the client asked for snd-settle-mode settled
   bool opened = false;      // our attach was sent (routes visible)
   bool pumping = false;

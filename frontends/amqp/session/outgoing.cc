@@ -110,14 +110,25 @@ void AmqpConnection::AttachSubscription(proton::sender sender, std::string filte
   pn_link_t* link = CObject::Of(sender);
   auto owned = std::make_unique<OutgoingLink>(*this, sender, link);
   OutgoingLink& out = *owned;
-  out.filter = filter;
+  out.filter = std::move(filter);
   out.durable = durable;
+  out.dynamic = dynamic;
   out.remote_unsettled = std::move(remote_unsettled);
   out.presettled = pn_link_remote_snd_settle_mode(link) == PN_SND_SETTLED;
   out.session_id = durable ? DurableSessionId(container_id_, sender.name())
                            : EphemeralSessionId(broker_->config().shard_id);
   outgoing_[link] = std::move(owned);
+  if (durable && claims_.claim) {
+    ClaimSession(out);  // AttachSession once the cluster answers
+    return;
+  }
+  AttachSession(out);
+}
 
+void AmqpConnection::AttachSession(OutgoingLink& out) {
+  pn_link_t* link = out.pn;
+  const std::string& filter = out.filter;
+  const bool durable = out.durable;
   auto attached = broker_->Attach(out.session_id, !durable, &out);
   core::Session* session = attached.session;
   out.session = session;
@@ -141,7 +152,7 @@ void AmqpConnection::AttachSubscription(proton::sender sender, std::string filte
   // rcv-settle-mode second: the receiver settles after us, and we settle
   // when its outcome arrives (Settle), as we do in mode first.
   pn_link_set_rcv_settle_mode(link, pn_link_remote_rcv_settle_mode(link));
-  if (dynamic) {
+  if (out.dynamic) {
     // The assigned address, with `dynamic` unset, or Proton erases it.
     pn_terminus_t* local = pn_link_source(link);
     pn_terminus_set_dynamic(local, false);
@@ -448,6 +459,7 @@ void AmqpConnection::DetachOutgoing(pn_link_t* link, bool closed) {
   auto it = outgoing_.find(link);
   if (it == outgoing_.end()) return;
   OutgoingLink& out = *it->second;
+  if (out.claiming) AbandonClaim(out, closed);
   if (out.session != nullptr) {
     // Deliveries waiting to be sent again are still in the session's
     // in-flight map: the next attach recovers them.
@@ -456,6 +468,8 @@ void AmqpConnection::DetachOutgoing(pn_link_t* link, bool closed) {
     if (closed || !out.durable) out.session->set_expiry_interval(0);
     broker_->Disconnect(out.session, &out, false);
     out.session = nullptr;
+    // Ended for good: the cluster's claim on its id goes too.
+    if (closed && out.claim_granted && claims_.release) claims_.release(out.session_id);
   }
   outgoing_.erase(it);
 }
