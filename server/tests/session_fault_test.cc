@@ -48,21 +48,36 @@ TEST_P(SessionQos2FaultTest, AcknowledgedMessagesReachTheirSessionsExactlyOnce) 
 
 INSTANTIATE_TEST_SUITE_P(Matrix, SessionQos2FaultTest, ::testing::ValuesIn(FullMatrix()), CaseName);
 
-// The sessions live on the victims: task transfer under a stream.
+// The sessions live on the victims: task transfer under a stream. Until
+// 2026-11-30 every case lost thousands of messages acknowledged in the
+// ~3 s before the takeover (the takeover gap, docs/partitions.md); the
+// forwards a dead node never confirmed are now replayed to the sessions
+// taken from it. ctest runs one case.
 class VictimSessionFaultTest : public ::testing::TestWithParam<FaultCase> {};
 
 TEST_P(VictimSessionFaultTest, AcknowledgedMessagesReachTakenOverSessions) {
   SessionWorkload workload({.sessions = kSessions, .qos = 1, .on_victims = true});
   FaultChecks checks;
-  checks.in_ci = [](const FaultCase&) { return false; };
-  checks.expected_fail = [](const FaultCase&) -> std::string {
-    return "the takeover gap (docs/partitions.md): publishes for sessions on the victim are acknowledged once it is "
-           "suspect and lost until a survivor takes the sessions over (about 3 s)";
+  checks.in_ci = [](const FaultCase& c) {
+    return c.nodes == 3 && c.storage == "bitcask" && c.fault == FaultKind::kKillLeader;
   };
   RunAndCheckFaultCase(GetParam(), workload, checks);
 }
 
 INSTANTIATE_TEST_SUITE_P(Matrix, VictimSessionFaultTest, ::testing::ValuesIn(FullMatrix()), CaseName);
+
+// The same at QoS 2: a replayed message a taken-over session held already
+// (the dead node had replicated it) must not come twice. Full matrix only.
+class VictimSessionQos2FaultTest : public ::testing::TestWithParam<FaultCase> {};
+
+TEST_P(VictimSessionQos2FaultTest, AcknowledgedMessagesReachTakenOverSessionsExactlyOnce) {
+  SessionWorkload workload({.sessions = kSessions, .qos = 2, .on_victims = true});
+  FaultChecks checks;
+  checks.in_ci = [](const FaultCase&) { return false; };
+  RunAndCheckFaultCase(GetParam(), workload, checks);
+}
+
+INSTANTIATE_TEST_SUITE_P(Matrix, VictimSessionQos2FaultTest, ::testing::ValuesIn(FullMatrix()), CaseName);
 
 }  // namespace
 }  // namespace estuary::server::testing

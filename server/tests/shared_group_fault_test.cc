@@ -2,8 +2,9 @@
 // the fault matrix of retained_fault_test.cc under a QoS 1 stream to a
 // group $share/fault/fault/g whose members (persistent MQTT 5 sessions) sit
 // on the victims and on survivors (fault_shared_workload.h). Each
-// acknowledged message must reach exactly one member. Full matrix only
-// (ESTUARY_FAULT_MATRIX=full). What each case asserts: fault_check.h.
+// acknowledged message must reach a member (QoS 1: duplicates are counted,
+// not failed). ctest runs one case; the rest with ESTUARY_FAULT_MATRIX=full.
+// What each case asserts: fault_check.h.
 #include <gtest/gtest.h>
 
 #include "server/tests/fault_check.h"
@@ -19,10 +20,21 @@ class SharedGroupFaultTest : public ::testing::TestWithParam<FaultCase> {};
 TEST_P(SharedGroupFaultTest, AcknowledgedMessagesReachOneMember) {
   SharedGroupWorkload workload(kMembers);
   FaultChecks checks;
-  checks.in_ci = [](const FaultCase&) { return false; };
-  checks.expected_fail = [](const FaultCase&) -> std::string {
-    return "the takeover gap: messages the group sends to the victim's member are acknowledged once the victim is "
-           "suspect and lost until its session is taken over";
+  // QoS 1 is at least once: duplicates are counted in the figures, not
+  // failed (9-16 a kill case: a message the dead node's member held, and
+  // had replicated, is sent to the group again as the forward it never
+  // confirmed, and the taken-over member's copy moves to a member too).
+  checks.no_duplicates = false;
+  checks.in_ci = [](const FaultCase& c) {
+    return c.nodes == 3 && c.storage == "bitcask" && c.fault == FaultKind::kKillFollower;
+  };
+  checks.expected_fail = [](const FaultCase& c) -> std::string {
+    if (c.nodes == 5 && (c.fault == FaultKind::kKillLeader || c.fault == FaultKind::kKillTwo ||
+                         c.fault == FaultKind::kIsolateLeader)) {
+      return "5 nodes: the group loses messages acknowledged 5-7 s after the fault (79-382 a case on 2026-11-30; "
+             "not diagnosed, docs/reliability.md)";
+    }
+    return {};
   };
   RunAndCheckFaultCase(GetParam(), workload, checks);
 }
