@@ -27,11 +27,7 @@ void ShardBroker::AdoptSession(const std::string& client_id,
                                const std::vector<std::pair<std::string, std::string>>& keys, bool taken_over,
                                uint16_t taken_from) {
   if (Session* stale = FindSession(client_id)) {
-    if (SessionSink* old = stale->sink(); old != nullptr) {
-      stale->set_sink(nullptr);
-      old->OnDetached(DetachReason::kTakenOver);
-    }
-    stale->NextGeneration();
+    DetachTakenOver(*stale);
     stale->will().reset();
     stale->set_store(nullptr);  // the partition's copy is the one adopted below
     RemoveSession(stale);
@@ -187,11 +183,7 @@ void ShardBroker::RestoreSession(store::RecoveredSession& recovered, RecoveryCou
 void ShardBroker::LostToAnotherNode(const std::string& client_id) {
   Session* session = FindSession(client_id);
   if (session == nullptr) return;
-  if (SessionSink* old = session->sink(); old != nullptr) {
-    session->set_sink(nullptr);
-    old->OnDetached(DetachReason::kTakenOver);
-  }
-  session->NextGeneration();
+  DetachTakenOver(*session);
   session->will().reset();
   recovered_seq_end_.erase(client_id);
   std::vector<Delivery> orphans = TakeShared(*session, /*inflight=*/true, nullptr, /*keep_without_member=*/false);

@@ -74,11 +74,7 @@ ShardBroker::AttachResult ShardBroker::Attach(const std::string& client_id, bool
                                               SessionSink* sink) {
   Session* session = FindSession(client_id);
   if (session != nullptr) {
-    if (SessionSink* old = session->sink(); old != nullptr) {
-      session->set_sink(nullptr);
-      old->OnDetached(DetachReason::kTakenOver);
-    }
-    session->NextGeneration();  // cancels a pending will delay or expiry
+    DetachTakenOver(*session);  // cancels a pending will delay or expiry
     auto& will = session->will();
     if (will && (clean_start || will->delay_seconds == 0)) {
       PublishWill(*session);
@@ -106,12 +102,7 @@ ShardBroker::AttachResult ShardBroker::Attach(const std::string& client_id, bool
 void ShardBroker::TakenOverElsewhere(const std::string& client_id) {
   Session* session = FindSession(client_id);
   if (session == nullptr) return;
-  if (SessionSink* old = session->sink(); old != nullptr) {
-    session->set_sink(nullptr);
-    old->OnDetached(DetachReason::kTakenOver);
-  }
-  // Sessions do not move between nodes yet (docs/cluster.md): this one ends.
-  session->NextGeneration();
+  DetachTakenOver(*session);
   if (session->will()) PublishWill(*session);
   // A session on partitions moves with its client (its shared deliveries
   // go with it); any other ends here.
@@ -165,6 +156,17 @@ void ShardBroker::ScheduleExpiry(Session& session, std::optional<int64_t> delay)
     if (current->will()) PublishWill(*current);  // the session ends: the will goes now
     RemoveSession(current, /*session_ended=*/true);
   });
+}
+
+// The connection attached to `session` (if any) loses it as taken over
+// (MQTT 5: 0x8E); timers set for the session so far (will delay, expiry)
+// no longer act.
+void ShardBroker::DetachTakenOver(Session& session) {
+  if (SessionSink* old = session.sink(); old != nullptr) {
+    session.set_sink(nullptr);
+    old->OnDetached(DetachReason::kTakenOver);
+  }
+  session.NextGeneration();
 }
 
 Session* ShardBroker::FindSession(const std::string& client_id) {

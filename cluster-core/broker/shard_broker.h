@@ -306,6 +306,7 @@ class ShardBroker {
   // `orphans`: shared deliveries already taken out of it, sent to other
   // members once it has left its groups (as its own are when it ended).
   void RemoveSession(Session* session, bool session_ended = false, std::vector<Delivery> orphans = {});
+  void DetachTakenOver(Session& session);
   bool RemoveSubscription(Session* session, const std::string& filter);
   void PublishWill(Session& session);
   void ScheduleExpiry(Session& session, std::optional<int64_t> delay_ms = std::nullopt);

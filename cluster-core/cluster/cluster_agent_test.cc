@@ -194,6 +194,15 @@ class ClusterAgentTest : public ::testing::Test {
     loop_.AdvanceBy(1000);
     return members;
   }
+  void StartThree() {
+    for (NodeId id : {1, 2, 3}) AddNode(id);
+    ConnectAll();
+  }
+  // kill -9: no goodbye, its links drop.
+  void Crash(NodeId node) {
+    nodes_.erase(node);
+    loop_.RunUntilIdle();
+  }
   void ConnectAll() {
     for (auto& [a, node_a] : nodes_) {
       for (auto& [b, node_b] : nodes_) {
@@ -625,14 +634,10 @@ TEST_F(ClusterAgentTest, ForwardsHeldForAnUnreachablePeerDoNotPauseThePublisher)
 // the gone node's lingering route after that reaches the session once, not
 // once per path.
 TEST_F(ClusterAgentTest, AForwardADeadNodeNeverConfirmedReachesTheSessionTakenFromIt) {
-  AddNode(1);
-  AddNode(2);
-  AddNode(3);
-  ConnectAll();
+  StartThree();
   Subscriber(2, "victim", "t");
   core::Session* bystander = Subscriber(3, "bystander", "t");
-  nodes_.erase(2);  // kill -9: no goodbye
-  loop_.RunUntilIdle();
+  Crash(2);
   auto lost_before = Publish(1, Make(1, "t", "m1"));
   loop_.AdvanceBy(config_.peer_gone_grace_ms / 2);
   EXPECT_FALSE(*lost_before);  // node 2 has not confirmed: not acknowledged
@@ -667,14 +672,10 @@ TEST_F(ClusterAgentTest, AForwardADeadNodeNeverConfirmedReachesTheSessionTakenFr
 // acknowledged on suspicion; once the node is gone the publisher's node
 // sends it to the group again, which picks a live member.
 TEST_F(ClusterAgentTest, AGroupMessageForADeadNodesMemberGoesToALiveMember) {
-  AddNode(1);
-  AddNode(2);
-  AddNode(3);
-  ConnectAll();
+  StartThree();
   Subscriber(2, "m2", "$share/g/t");
   core::Session* m3 = Subscriber(3, "m3", "$share/g/t");
-  nodes_.erase(2);
-  loop_.RunUntilIdle();
+  Crash(2);
   std::vector<std::shared_ptr<bool>> safe;
   for (int i = 0; i < 4; ++i) safe.push_back(Publish(1, Make(1, "t", "m" + std::to_string(i))));
   loop_.RunUntilIdle();
@@ -695,13 +696,9 @@ TEST_F(ClusterAgentTest, AGroupMessageForADeadNodesMemberGoesToALiveMember) {
 // publisher after replay_timeout_ms (counted); a late confirmation then
 // changes nothing.
 TEST_F(ClusterAgentTest, AReplayNotConfirmedInTimeReleasesItsPublisher) {
-  AddNode(1);
-  AddNode(2);
-  AddNode(3);
-  ConnectAll();
+  StartThree();
   Subscriber(2, "victim", "t");
-  nodes_.erase(2);
-  loop_.RunUntilIdle();
+  Crash(2);
   auto safe = Publish(1, Make(1, "t", "m1"));
   network_.paused = true;  // node 3 gets the replay only later
   loop_.AdvanceBy(config_.peer_gone_grace_ms + 200);
