@@ -357,33 +357,57 @@ std::vector<std::pair<Destination, std::string>> ShardBroker::DeliverShared(cons
   for (SharedGroup* group : match.local_shared) add_candidate(group->key, config_.shard_id);
   for (const RemoteShared* remote : match.remote_shared) add_candidate(remote->key, remote->destination);
   std::vector<std::pair<Destination, std::string>> elsewhere;
+  // On to another node holding the group, once (marked, so that node never
+  // sends it on again); false if there is none or it was sent on already.
+  auto pass_on = [&](const std::string& key, bool was_marked) {
+    if (was_marked || IsNodeLocalTopic(message->topic)) return false;
+    std::vector<Destination> nodes;
+    for (const RemoteShared* remote : match.remote_shared) {
+      if (remote->key == key && IsNodeDestination(remote->destination)) nodes.push_back(remote->destination);
+    }
+    if (nodes.empty()) return false;
+    ShardMetrics::Add(metrics_.shared_redelivered);
+    elsewhere.emplace_back(PickSharedDestination(key, message->topic, nodes), MarkRerouted(key));
+    return true;
+  };
+  auto named_marked = [&](const std::string& key) {
+    for (size_t i = 0; i < named->size(); ++i) {
+      if ((*named)[i] == key) return marked(i);
+    }
+    return false;
+  };
+  const SessionLimits& limits = config_.limits.session;
+  auto all_full = [&](const SharedGroup& group) {
+    return std::all_of(group.members.begin(), group.members.end(), [&](const SubscriberRef& member) {
+      return member.session->queued_messages() >= limits.max_queued_messages ||
+             member.session->queued_bytes() >= limits.max_queued_bytes;
+    });
+  };
   for (auto& [key, destinations] : candidates) {
     const Destination chosen = PickSharedDestination(key, message->topic, destinations);
-    if (chosen == config_.shard_id) {
-      if (SharedGroup* group = router_.FindSharedGroup(key)) DeliverToShared(*group, message);
-    } else {
+    if (chosen != config_.shard_id) {
       elsewhere.emplace_back(chosen, key);
+      continue;
     }
+    SharedGroup* group = router_.FindSharedGroup(key);
+    if (group == nullptr) continue;
+    // Every member here has a full queue (a member taken over from a dead
+    // node, disconnected, fills up while the group's other nodes keep
+    // picking this one): another node's member takes it rather than the
+    // message being dropped.
+    if (all_full(*group) && pass_on(key, named_marked(key))) continue;
+    DeliverToShared(*group, message);
   }
   for (size_t i = 0; i < named->size(); ++i) {
     const std::string& key = (*named)[i];
     if (std::any_of(candidates.begin(), candidates.end(), [&](const auto& c) { return c.first == key; })) continue;
     // The group left this node while the message was on its way (its last
     // member here unsubscribed or ended): on to another node holding it,
-    // once (marked, so that node never sends it on again), else dropped.
-    std::vector<Destination> nodes;
-    if (!marked(i) && !IsNodeLocalTopic(message->topic)) {
-      for (const RemoteShared* remote : match.remote_shared) {
-        if (remote->key == key && IsNodeDestination(remote->destination)) nodes.push_back(remote->destination);
-      }
-    }
-    if (nodes.empty()) {
+    // once, else dropped.
+    if (!pass_on(key, marked(i))) {
       ShardMetrics::Add(metrics_.messages_dropped);
       ShardMetrics::Add(metrics_.shared_dropped_no_member);
-      continue;
     }
-    ShardMetrics::Add(metrics_.shared_redelivered);
-    elsewhere.emplace_back(PickSharedDestination(key, message->topic, nodes), MarkRerouted(key));
   }
   return elsewhere;
 }

@@ -350,6 +350,40 @@ TEST_F(SharedGroupTest, AForwardWhoseGroupLeftThisNodeGoesOnToAnotherNodeOnce) {
   EXPECT_EQ(Drain(a), std::vector<std::string>{"here"});
 }
 
+// The 5-node fault suite's shared-group losses: a member taken over from a
+// dead node (disconnected) filled its queue while the other nodes kept
+// picking its node, and what came after was dropped. Now a node whose
+// members are all full sends the message on to another node holding the
+// group, once.
+TEST_F(SharedGroupTest, AForwardToANodeWhoseMembersAreAllFullGoesOnToAnotherNodeOnce) {
+  BrokerLimits limits;
+  limits.session.max_queued_messages = 2;
+  metrics_ = std::vector<ShardMetrics>(1);
+  ShardConfig config;
+  config.limits = limits;
+  shards_.push_back(std::make_unique<ShardBroker>(config, loop_, link_, metrics_[0]));
+  link_.shards.push_back(shards_.back().get());
+  RecordingPort port;
+  shards_[0]->set_cluster(&port);
+  const std::string key = SharedKey("g", "jobs/+");
+  shards_[0]->ApplyRouteUpdate(RouteUpdate{true, "jobs/+", key, NodeDestination(9)});
+  Session* member = Member(0, "member");  // it reads nothing: its queue fills
+  for (int i = 0; i < 2; ++i) shards_[0]->DeliverFromNode(Make("jobs/1", "q" + std::to_string(i)), false, {key}, [] {});
+  EXPECT_EQ(member->queued_messages(), 2u);
+  EXPECT_TRUE(port.forwards.empty());
+  shards_[0]->DeliverFromNode(Make("jobs/1", "more"), false, {key}, [] {});
+  ASSERT_EQ(port.forwards.size(), 1u);
+  EXPECT_EQ(port.forwards[0].first, 9);
+  std::string sent = port.forwards[0].second.shared_keys.at(0);
+  EXPECT_TRUE(StripRerouted(sent));
+  EXPECT_EQ(sent, key);
+  // Sent on once only: a marked one finding every member full is dropped, as any full queue's.
+  shards_[0]->DeliverFromNode(Make("jobs/1", "again"), false, {MarkRerouted(key)}, [] {});
+  EXPECT_EQ(port.forwards.size(), 1u);
+  EXPECT_EQ(metrics_[0].messages_dropped.load(), 1u);
+  EXPECT_EQ(member->queued_messages(), 2u);
+}
+
 TEST_F(SharedGroupTest, AShardForwardWhoseGroupLeftGoesToAnotherShard) {
   MakeShards(3);
   Session* b = Member(1, "b");
