@@ -38,10 +38,11 @@ class RecordingPort final : public ClusterPort {
 
 class SharedGroupTest : public ::testing::Test {
  protected:
-  void MakeShards(uint16_t count, SharedGroupConfig shared = {}) {
+  void MakeShards(uint16_t count, SharedGroupConfig shared = {}, BrokerLimits limits = {}) {
     metrics_ = std::vector<ShardMetrics>(count);
     for (uint16_t i = 0; i < count; ++i) {
       ShardConfig config;
+      config.limits = limits;
       config.node_id = 7;
       config.shard_id = i;
       config.shard_count = count;
@@ -358,11 +359,7 @@ TEST_F(SharedGroupTest, AForwardWhoseGroupLeftThisNodeGoesOnToAnotherNodeOnce) {
 TEST_F(SharedGroupTest, AForwardToANodeWhoseMembersAreAllFullGoesOnToAnotherNodeOnce) {
   BrokerLimits limits;
   limits.session.max_queued_messages = 2;
-  metrics_ = std::vector<ShardMetrics>(1);
-  ShardConfig config;
-  config.limits = limits;
-  shards_.push_back(std::make_unique<ShardBroker>(config, loop_, link_, metrics_[0]));
-  link_.shards.push_back(shards_.back().get());
+  MakeShards(1, {}, limits);
   RecordingPort port;
   shards_[0]->set_cluster(&port);
   const std::string key = SharedKey("g", "jobs/+");
@@ -402,11 +399,7 @@ TEST_F(SharedGroupTest, AShardForwardWhoseGroupLeftGoesToAnotherShard) {
 TEST_F(SharedGroupTest, AMemberWithAFullQueueIsPassedOver) {
   BrokerLimits limits;
   limits.session.max_queued_messages = 3;
-  metrics_ = std::vector<ShardMetrics>(1);
-  ShardConfig config;
-  config.limits = limits;
-  shards_.push_back(std::make_unique<ShardBroker>(config, loop_, link_, metrics_[0]));
-  link_.shards.push_back(shards_.back().get());
+  MakeShards(1, {}, limits);
   Session* stuck = Member(0, "stuck");
   Session* b = Member(0, "b");
   size_t taken_by_b = 0;

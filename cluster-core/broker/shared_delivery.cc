@@ -1,0 +1,129 @@
+// Shared subscriptions: which member of a group a message goes to, on this
+// shard, another shard or another node (docs/cluster.md, "Shared
+// subscriptions across nodes"; the strategies: shared_strategy.h). What
+// happens to a departed member's messages: shared_redelivery.cc.
+#include <algorithm>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "cluster-core/broker/shard_broker.h"
+#include "cluster-core/broker/shared_strategy.h"
+
+namespace estuary::core {
+
+// Shared subscriptions: one member cluster-wide, chosen here. Delivers to
+// a group picked on this shard; returns the groups picked elsewhere.
+std::vector<std::pair<Destination, std::string>> ShardBroker::DeliverShared(const MessagePtr& message,
+                                                                           const MatchResult& match,
+                                                                           const RouteScope& scope) {
+  // A forward from a node stays on this node, and only for its groups
+  // (their keys as named, a rerouted mark taken off: copied only then).
+  static const std::vector<std::string> kNone;
+  const std::vector<std::string>* named = scope.from_node ? scope.shared_keys : &kNone;
+  auto marked = [&](size_t i) { return !(*scope.shared_keys)[i].empty() && (*scope.shared_keys)[i].front() == '\0'; };
+  std::vector<std::string> unmarked;
+  for (size_t i = 0; i < named->size(); ++i) {
+    if (!marked(i)) continue;
+    unmarked = *named;
+    for (std::string& key : unmarked) StripRerouted(key);
+    named = &unmarked;
+    break;
+  }
+  const bool node_local = scope.from_node || IsNodeLocalTopic(message->topic);
+  auto in_scope = [&](Destination destination, const std::string& key) {
+    if (node_local && IsNodeDestination(destination)) return false;
+    return !scope.from_node || std::find(named->begin(), named->end(), key) != named->end();
+  };
+  std::vector<std::pair<std::string, std::vector<Destination>>> candidates;
+  auto add_candidate = [&](const std::string& key, Destination destination) {
+    if (!in_scope(destination, key)) return;
+    auto it = std::find_if(candidates.begin(), candidates.end(),
+                           [&](const auto& c) { return c.first == key; });
+    if (it == candidates.end()) it = candidates.insert(candidates.end(), {key, {}});
+    it->second.push_back(destination);
+  };
+  for (SharedGroup* group : match.local_shared) add_candidate(group->key, config_.shard_id);
+  for (const RemoteShared* remote : match.remote_shared) add_candidate(remote->key, remote->destination);
+  std::vector<std::pair<Destination, std::string>> elsewhere;
+  // On to another node holding the group, once (marked, so that node never
+  // sends it on again); false if there is none or it was sent on already.
+  auto pass_on = [&](const std::string& key, bool was_marked) {
+    if (was_marked || IsNodeLocalTopic(message->topic)) return false;
+    std::vector<Destination> nodes;
+    for (const RemoteShared* remote : match.remote_shared) {
+      if (remote->key == key && IsNodeDestination(remote->destination)) nodes.push_back(remote->destination);
+    }
+    if (nodes.empty()) return false;
+    ShardMetrics::Add(metrics_.shared_redelivered);
+    elsewhere.emplace_back(PickSharedDestination(key, message->topic, nodes), MarkRerouted(key));
+    return true;
+  };
+  auto named_marked = [&](const std::string& key) {
+    for (size_t i = 0; i < named->size(); ++i) {
+      if ((*named)[i] == key) return marked(i);
+    }
+    return false;
+  };
+  const SessionLimits& limits = config_.limits.session;
+  auto all_full = [&](const SharedGroup& group) {
+    return std::all_of(group.members.begin(), group.members.end(), [&](const SubscriberRef& member) {
+      return member.session->queued_messages() >= limits.max_queued_messages ||
+             member.session->queued_bytes() >= limits.max_queued_bytes;
+    });
+  };
+  for (auto& [key, destinations] : candidates) {
+    const Destination chosen = PickSharedDestination(key, message->topic, destinations);
+    if (chosen != config_.shard_id) {
+      elsewhere.emplace_back(chosen, key);
+      continue;
+    }
+    SharedGroup* group = router_.FindSharedGroup(key);
+    if (group == nullptr) continue;
+    // Every member here has a full queue (a member taken over from a dead
+    // node, disconnected, fills up while the group's other nodes keep
+    // picking this one): another node's member takes it rather than the
+    // message being dropped.
+    if (all_full(*group) && pass_on(key, named_marked(key))) continue;
+    DeliverToShared(*group, message);
+  }
+  for (size_t i = 0; i < named->size(); ++i) {
+    const std::string& key = (*named)[i];
+    if (std::any_of(candidates.begin(), candidates.end(), [&](const auto& c) { return c.first == key; })) continue;
+    // The group left this node while the message was on its way (its last
+    // member here unsubscribed or ended): on to another node holding it,
+    // once, else dropped.
+    if (!pass_on(key, marked(i))) {
+      ShardMetrics::Add(metrics_.messages_dropped);
+      ShardMetrics::Add(metrics_.shared_dropped_no_member);
+    }
+  }
+  return elsewhere;
+}
+
+Destination ShardBroker::PickSharedDestination(const std::string& key, std::string_view topic,
+                                               std::vector<Destination>& destinations) {
+  return core::PickSharedDestination(config_.shared.strategy, destinations, topic, shared_round_robin_[key]);
+}
+
+void ShardBroker::DeliverToShared(SharedGroup& group, const MessagePtr& message, const Session* exclude) {
+  // Connected members with room first (an offline one queues): shared_strategy.h.
+  const size_t pick = PickSharedMember(group, config_.shared.strategy, message->topic, config_.limits.session, exclude);
+  if (pick == kNoMember) {
+    ShardMetrics::Add(metrics_.messages_dropped);
+    ShardMetrics::Add(metrics_.shared_dropped_no_member);
+    return;
+  }
+  const SubscriberRef& member = group.members[pick];
+  Delivery delivery;
+  delivery.message = message;
+  delivery.shared_key = group.key_ref;
+  delivery.qos = MinQoS(message->qos, member.options->max_qos);
+  delivery.retain = member.options->retain_as_published && message->retain;
+  if (member.options->subscription_id != 0) {
+    delivery.subscription_ids.push_back(member.options->subscription_id);
+  }
+  Offer(*member.session, std::move(delivery));
+}
+
+}  // namespace estuary::core
