@@ -84,9 +84,9 @@ void BuildApp(CLI::App& app, NodeConfig& config) {
       ->capture_default_str()
       ->check(CLI::Range(1u, 9u));
   app.add_option("--replication-ack", config.replication_ack,
-                 "When a QoS 1/2 publish into a persistent session is acknowledged in a cluster: majority "
-                 "(once a majority of the session's partition has it) or leader (once this node's store has "
-                 "it: faster, and a node lost before its partition caught up loses those messages)")
+                 "When a QoS 1/2 publish into a persistent session, or a retained one, is acknowledged in a "
+                 "cluster: majority (once a majority of the partition has it) or leader (once this node's store "
+                 "has it: faster, and a node lost before its partition caught up loses those messages)")
       ->capture_default_str()
       ->check(CLI::IsMember({"majority", "leader"}));
   app.add_option("--cluster-forward-timeout", config.cluster_forward_timeout_ms,

@@ -285,15 +285,17 @@ void ShardBroker::Route(const MessagePtr& message, std::function<void()> on_safe
                             !IsNodeLocalTopic(message->topic) && cluster_->RetainedOnPartitions();
   // The publisher's acknowledgement waits for durable writes, for the
   // nodes it reached, (a forward from a node) for this node's other
-  // shards it reached, and for the retained partition's commit; with none
-  // of these it is given at once, below.
+  // shards it reached, and for the retained partition's commit (not with
+  // replication.ack = "leader": this node's store is enough, the partition
+  // gets it after); with none of these it is given at once, below.
   const bool from_node_to_shards = scope.from_node && !destinations.empty();
-  const uint64_t safe_token = on_safe && (store_ || to_nodes || from_node_to_shards || to_partition)
+  const bool wait_partition = to_partition && !config_.replication_ack_leader;
+  const uint64_t safe_token = on_safe && (store_ || to_nodes || from_node_to_shards || wait_partition)
                                   ? BeginSafe(std::move(on_safe))
                                   : 0;
   if (to_partition) {
-    if (safe_token != 0) AddSafeStep(safe_token);
-    cluster_->RetainedToPartition(message, config_.shard_id, safe_token);
+    if (wait_partition && safe_token != 0) AddSafeStep(safe_token);
+    cluster_->RetainedToPartition(message, config_.shard_id, wait_partition ? safe_token : 0);
   }
   for (size_t i = 0; i < destinations.size(); ++i) {
     std::vector<std::string> keys;

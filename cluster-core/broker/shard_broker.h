@@ -87,9 +87,10 @@ struct ShardConfig {
   BrokerLimits limits;
   SharedGroupConfig shared;  // shared subscriptions: strategy, redelivery delay
   // replication.ack = "leader" (--replication-ack): a QoS 1/2 publish into a
-  // persistent session is acknowledged once this node's store has it; the
-  // session's partition gets it after, so a node lost in between loses it
-  // for its sessions (docs/partitions.md). false: once both have it.
+  // persistent session, or a retained one, is acknowledged once this node's
+  // store has it; the partition gets it after, so a node lost in between
+  // loses it for its sessions and the topic (docs/partitions.md). false:
+  // once both have it.
   bool replication_ack_leader = false;
 };
 

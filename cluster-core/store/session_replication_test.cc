@@ -30,6 +30,10 @@ class ReplicatingPort final : public ClusterPort {
   void ClientAttached(const std::string&) override {}
   void ForwardSafe(uint16_t, uint64_t) override {}
   bool SessionsOnPartitions() const override { return true; }
+  bool RetainedOnPartitions() const override { return retained_on_partitions; }
+  void RetainedToPartition(const MessagePtr& message, uint16_t, uint64_t safe_token) override {
+    retained_writes.emplace_back(message, safe_token);
+  }
   void ReplicateSessions(uint16_t, std::vector<store::SessionChange> changes, std::function<void()> done) override {
     for (auto& change : changes) {
       changes_seen.push_back(change);
@@ -67,6 +71,8 @@ class ReplicatingPort final : public ClusterPort {
   }
   std::map<std::string, std::string> partition;
   std::vector<store::SessionChange> changes_seen;
+  bool retained_on_partitions = false;
+  std::vector<std::pair<MessagePtr, uint64_t>> retained_writes;  // (message, the token the commit releases)
   std::vector<std::function<void()>> waiting;
 };
 
@@ -123,6 +129,37 @@ TEST_F(SessionReplicationTest, WithLeaderAcksAPublishIsAcknowledgedBeforeThePart
   port_.ReleaseAll();
   Settle();
   EXPECT_EQ(acked, 1);
+}
+
+// Retained messages on partitions (docs/partitions.md): by default a
+// retained QoS 1 publish is acknowledged once its topic's partition has
+// committed it (the agent's OnForwardSafe); with replication.ack = "leader"
+// on this node's store, the partition written all the same (nobody waits).
+TEST_F(SessionReplicationTest, ARetainedPublishIsAcknowledgedOnceItsPartitionHasIt) {
+  port_.retained_on_partitions = true;
+  StartNode();
+  int acked = 0;
+  brokers_[0]->Publish(Make("r", "v", QoS::kAtLeastOnce, /*retain=*/true), [&] { ++acked; });
+  Settle();
+  ASSERT_EQ(port_.retained_writes.size(), 1u);
+  EXPECT_EQ(port_.retained_writes[0].first->topic, "r");
+  ASSERT_NE(port_.retained_writes[0].second, 0u);
+  EXPECT_EQ(acked, 0) << "acknowledged before the partition committed";
+  brokers_[0]->OnForwardSafe(port_.retained_writes[0].second);
+  Settle();
+  EXPECT_EQ(acked, 1);
+}
+
+TEST_F(SessionReplicationTest, WithLeaderAcksARetainedPublishIsAcknowledgedBeforeItsPartitionHasIt) {
+  port_.retained_on_partitions = true;
+  replication_ack_leader_ = true;
+  StartNode();
+  int acked = 0;
+  brokers_[0]->Publish(Make("r", "v", QoS::kAtLeastOnce, /*retain=*/true), [&] { ++acked; });
+  Settle();
+  EXPECT_EQ(acked, 1) << "waited for the partition";
+  ASSERT_EQ(port_.retained_writes.size(), 1u) << "the partition was not written";
+  EXPECT_EQ(port_.retained_writes[0].second, 0u) << "a token nobody will release";
 }
 
 TEST_F(SessionReplicationTest, AnAdoptedSessionResumesWithItsQueueRoutesAndInflightIds) {
