@@ -184,10 +184,17 @@ bool ClusterAgent::StillGone(NodeId node) const {
 // replays for the gone node's sessions wait for that (cluster_replay.cc).
 void ClusterAgent::TakeOverSessionsOf(NodeId gone) {
   if (!partitions_ || !meta_) return;
+  // One step held across the loop: a partition another survivor takes
+  // over ends its step at once, and the count must not reach zero (and
+  // release the held replays) before every partition's step is counted.
+  // (Found by the fault suite: a replay delivered before the session it
+  // was for was adopted here, the one in-flight loss of a kill.)
+  TakeoverStep(gone);
   for (const auto& [open_id, open] : meta_->state().open_partitions()) {
     TakeoverStep(gone);
     TakeOverPartition(gone, open_id, 0);
   }
+  TakeoverDone(gone);
 }
 
 // One partition's share of TakeOverSessionsOf, retried alone (every second,

@@ -62,7 +62,9 @@ void RawClient::Send(const mqtt::Packet& packet) {
 
 bool RawClient::ReadMore(std::chrono::steady_clock::time_point deadline) {
   if (fd_ < 0 || closed_) return false;
-  const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
+  // Rounded up: a short wait (1 ms) must still look at the socket once,
+  // or a closed connection or waiting bytes go unseen.
+  const auto left = std::chrono::ceil<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
   if (left.count() <= 0) return false;
   pollfd poll_fd{fd_, POLLIN, 0};
   const int ready = ::poll(&poll_fd, 1, static_cast<int>(left.count()));

@@ -78,8 +78,12 @@ NodeProcess* FaultCluster::StartNode(int id, std::string* error) {
     options.log_path = dir_ + "/node-" + std::to_string(id) + ".log";
     // The data folder goes in extra_flags: NodeProcess's own data_dir
     // option always picks bitcask.
+    // Queues far above what a case publishes (about 20,000 messages): the
+    // suite measures what faults lose, not what the queue bound drops (an
+    // offline session's queue is full after 1,000 by default, and those
+    // drops are acknowledged to the publisher as in any MQTT broker).
     options.extra_flags = {"--data-dir", dir_ + "/node-" + std::to_string(id), "--storage", options_.storage,
-                           "--sync", "always"};
+                           "--sync", "always", "--max-queued-messages", "200000"};
     options.extra_flags.insert(options.extra_flags.end(), options_.extra_flags.begin(), options_.extra_flags.end());
   }
   options.seeds.clear();

@@ -202,7 +202,9 @@ Choice ChooseVictims(const FaultCase& fault_case, int publisher, const std::map<
 
 // --- the case ----------------------------------------------------------
 
-int64_t ReadFallbacks(FaultCluster& cluster) {
+// The sum of a counter over the running nodes (since their last start).
+int64_t SumCounter(FaultCluster& cluster, const std::string& name) {
+  const std::string prefix = name + "{";
   int64_t total = 0;
   for (int node : cluster.running_ids()) {
     auto reply = estuary::testing::AdminGet(cluster.node(node).admin_port(), "/metrics");
@@ -210,9 +212,7 @@ int64_t ReadFallbacks(FaultCluster& cluster) {
     std::istringstream lines(reply->body);
     std::string line;
     while (std::getline(lines, line)) {
-      if (line.rfind("estuary_retained_read_fallbacks_total{", 0) == 0) {
-        total += std::stoll(line.substr(line.rfind(' ') + 1));
-      }
+      if (line.rfind(prefix, 0) == 0) total += std::stoll(line.substr(line.rfind(' ') + 1));
     }
   }
   return total;
@@ -291,8 +291,13 @@ void RunSteps(const FaultCase& fault_case, Workload& workload, CaseResult& resul
   std::string why;
   if (!cluster->WaitMembersUp(kConvergeWait, &why)) AddNote(result, "members not all up again: " + why);
   if (!workload.Verify(*cluster, cluster->running_ids(), counters, &error)) return void(error = "after recovery: " + error);
-  if (const int64_t fallbacks = ReadFallbacks(*cluster); fallbacks > 0) {
+  if (const int64_t fallbacks = SumCounter(*cluster, "estuary_retained_read_fallbacks_total"); fallbacks > 0) {
     AddNote(result, fmt::format("{} read(s) fell back to a node's own copy", fallbacks));
+  }
+  // A loss the broker chose (a full queue, an expired message) rather than
+  // one a fault caused: named, so the two are not confused.
+  if (const int64_t dropped = SumCounter(*cluster, "estuary_messages_dropped_total"); dropped > 0) {
+    AddNote(result, fmt::format("{} message(s) dropped by queue limits or expiry on the running nodes", dropped));
   }
 }
 

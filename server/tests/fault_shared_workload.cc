@@ -114,6 +114,7 @@ bool SharedGroupWorkload::Prepare(FaultCluster& cluster, int publisher, const st
 
 bool SharedGroupWorkload::Verify(FaultCluster& cluster, const std::vector<int>& nodes, StreamCounters& counters,
                                  std::string* error) {
+  DrainAll(std::chrono::milliseconds(20));  // also notices connections the fault closed
   for (Member& member : members_) {
     const bool node_listed = std::find(nodes.begin(), nodes.end(), member.node) != nodes.end();
     if (member.online && !member.online->closed() && node_listed) continue;

@@ -58,6 +58,12 @@ class VictimSessionFaultTest : public ::testing::TestWithParam<FaultCase> {};
 TEST_P(VictimSessionFaultTest, AcknowledgedMessagesReachTakenOverSessions) {
   SessionWorkload workload({.sessions = kSessions, .qos = 1, .on_victims = true});
   FaultChecks checks;
+  // QoS 1 is at least once: a message an online session's client received
+  // and acknowledged just before its node died, the acknowledgement not yet
+  // replicated, comes again from the survivor (counted, not failed; 0-1 a
+  // case since the members really read during the stream). QoS 2 below
+  // must have none.
+  checks.no_duplicates = false;
   checks.in_ci = [](const FaultCase& c) {
     return c.nodes == 3 && c.storage == "bitcask" && c.fault == FaultKind::kKillLeader;
   };

@@ -28,13 +28,6 @@ TEST_P(SharedGroupFaultTest, AcknowledgedMessagesReachOneMember) {
   checks.in_ci = [](const FaultCase& c) {
     return c.nodes == 3 && c.storage == "bitcask" && c.fault == FaultKind::kKillFollower;
   };
-  checks.expected_fail = [](const FaultCase& c) -> std::string {
-    if (c.fault == FaultKind::kKillTwo) {
-      return "two of five killed: the group loses messages acknowledged after the restart (349-376 a case on "
-             "2026-11-30; not diagnosed, docs/reliability.md)";
-    }
-    return {};
-  };
   RunAndCheckFaultCase(GetParam(), workload, checks);
 }
 
