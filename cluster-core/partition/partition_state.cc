@@ -16,13 +16,15 @@ std::string_view View(const std::vector<uint8_t>& bytes) {
 std::vector<uint8_t> Vector(std::string_view bytes) { return {bytes.begin(), bytes.end()}; }
 }  // namespace
 
-PartitionState::PartitionState(std::function<int64_t()> wall_ms) : retained_(std::move(wall_ms)) {}
+PartitionState::PartitionState(std::function<int64_t()> wall_ms, QueueLimits queue_limits)
+    : retained_(wall_ms), queues_(std::move(wall_ms), queue_limits) {}
 
 PartitionMachine* PartitionState::MachineFor(uint8_t tag) {
   if (tag >= 0x01 && tag <= 0x0F) return &registry_;
   if (tag >= 0x10 && tag <= 0x1F) return &retained_;
   if (tag >= 0x20 && tag <= 0x2F) return &index_;
   if (tag >= 0x30 && tag <= 0x3F) return &sessions_;
+  if (tag >= 0x40 && tag <= 0x4F) return &queues_;
   return nullptr;
 }
 
@@ -59,6 +61,10 @@ std::vector<uint8_t> PartitionState::Snapshot() const {
   out.Bytes(retained_.Snapshot());
   out.Bytes(index_.Snapshot());
   out.Bytes(sessions_.Snapshot());
+  // Left out while no queue command was ever applied (the same state as
+  // no section): a partition that holds no queues keeps the snapshot an
+  // older binary restores, so a rolling upgrade can still send it.
+  if (!queues_.pristine()) out.Bytes(queues_.Snapshot());
   return Vector(out.str());
 }
 
@@ -66,11 +72,11 @@ bool PartitionState::Restore(const std::vector<uint8_t>& data) {
   if (data.empty()) {
     registry_ = ClientRegistry();
     index_ = RetainedIndex();
-    return retained_.Restore({}) && sessions_.Restore({});
+    return retained_.Restore({}) && sessions_.Restore({}) && queues_.Restore({});
   }
   if (data.front() == kLegacyRegistryVersion) {
     index_ = RetainedIndex();
-    return registry_.Restore(data) && retained_.Restore({}) && sessions_.Restore({});
+    return registry_.Restore(data) && retained_.Restore({}) && sessions_.Restore({}) && queues_.Restore({});
   }
   meta::ByteReader in(View(data));
   if (in.U8() != kSnapshotMagic) return false;
@@ -79,9 +85,11 @@ bool PartitionState::Restore(const std::vector<uint8_t>& data) {
   const std::vector<uint8_t> index = Vector(in.Bytes());
   std::vector<uint8_t> sessions;
   if (in.ok() && !in.done()) sessions = Vector(in.Bytes());
+  std::vector<uint8_t> queues;
+  if (in.ok() && !in.done()) queues = Vector(in.Bytes());
   if (!in.done()) return false;
   return registry_.Restore(registry) && retained_.Restore(retained) && index_.Restore(index) &&
-         sessions_.Restore(sessions);
+         sessions_.Restore(sessions) && queues_.Restore(queues);
 }
 
 }  // namespace estuary::partition

@@ -1,6 +1,6 @@
 // libFuzzer target for what every partition runs (partition_state.h): the
-// registry, retained messages, the retained index and persistent sessions
-// behind one dispatch,
+// registry, retained messages, the retained index, persistent sessions and
+// replicated queues behind one dispatch,
 // built with -DESTUARY_FUZZ=ON and clang. Entries and snapshots come from
 // other replicas (authenticated, but a bug or a bad disk must not crash a
 // node). The first byte picks the input:
@@ -79,6 +79,10 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       (void)DecodeRetainedIndexList(input);
       (void)DecodeSessionLoadResult(input);
       (void)DecodeSessionWriteResult(input);
+      (void)DecodeQueueAppendResult(input);
+      (void)DecodeQueueAckResult(input);
+      (void)DecodeQueueReadResult(input);
+      (void)DecodeQueueStats(input);
       break;
     }
   }

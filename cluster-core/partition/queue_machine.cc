@@ -1,0 +1,405 @@
+#include "cluster-core/partition/queue_machine.h"
+
+#include <utility>
+
+#include "cluster-core/meta/raft_codec.h"
+#include "cluster-core/store/record_codec.h"
+#include "model/hlc.h"
+
+namespace estuary::partition {
+
+namespace {
+
+constexpr uint8_t kAppend = 0x40;
+constexpr uint8_t kAck = 0x41;
+constexpr uint8_t kAssign = 0x42;
+constexpr uint8_t kDrop = 0x43;
+constexpr uint8_t kRead = 0x40;
+constexpr uint8_t kStats = 0x41;
+constexpr uint8_t kSnapshotVersion = 1;
+constexpr std::string_view kFull = "full";
+
+std::string_view View(const std::vector<uint8_t>& bytes) {
+  return {reinterpret_cast<const char*>(bytes.data()), bytes.size()};
+}
+
+bool Expired(const std::optional<int64_t>& expiry_at_ms, int64_t now_ms) {
+  return expiry_at_ms && *expiry_at_ms <= now_ms;
+}
+
+}  // namespace
+
+std::string EncodeQueueAppend(std::string_view queue, const Message& message) {
+  meta::ByteWriter out;
+  out.U8(kAppend);
+  out.Bytes(queue);
+  out.Bytes(core::store::EncodeMessage(message));
+  return out.Take();
+}
+
+std::string EncodeQueueAck(std::string_view queue, uint64_t epoch, const std::vector<uint64_t>& offsets) {
+  meta::ByteWriter out;
+  out.U8(kAck);
+  out.Bytes(queue);
+  out.U64(epoch);
+  out.U32(static_cast<uint32_t>(offsets.size()));
+  for (uint64_t offset : offsets) out.U64(offset);
+  return out.Take();
+}
+
+std::string EncodeQueueAssign(std::string_view queue, NodeId consumer, uint64_t epoch) {
+  meta::ByteWriter out;
+  out.U8(kAssign);
+  out.Bytes(queue);
+  out.U32(consumer);
+  out.U64(epoch);
+  return out.Take();
+}
+
+std::string EncodeQueueDrop(std::string_view queue) {
+  meta::ByteWriter out;
+  out.U8(kDrop);
+  out.Bytes(queue);
+  return out.Take();
+}
+
+std::string EncodeQueueRead(std::string_view queue, uint64_t from, uint32_t max_count, uint32_t max_bytes) {
+  meta::ByteWriter out;
+  out.U8(kRead);
+  out.Bytes(queue);
+  out.U64(from);
+  out.U32(max_count);
+  out.U32(max_bytes);
+  return out.Take();
+}
+
+std::string EncodeQueueStats() { return std::string(1, static_cast<char>(kStats)); }
+
+std::optional<QueueAppendResult> DecodeQueueAppendResult(std::string_view bytes) {
+  if (bytes == kFull) return QueueAppendResult{true, 0};
+  meta::ByteReader in(bytes);
+  const uint64_t offset = in.U64();
+  if (!in.done()) return std::nullopt;
+  return QueueAppendResult{false, offset};
+}
+
+std::optional<uint32_t> DecodeQueueAckResult(std::string_view bytes) {
+  meta::ByteReader in(bytes);
+  const uint32_t removed = in.U32();
+  if (!in.done()) return std::nullopt;
+  return removed;
+}
+
+std::optional<QueueReadResult> DecodeQueueReadResult(std::string_view bytes) {
+  meta::ByteReader in(bytes);
+  QueueReadResult result;
+  result.next_offset = in.U64();
+  const uint32_t count = in.Count(12);
+  for (uint32_t i = 0; i < count && in.ok(); ++i) {
+    QueuedMessage message;
+    message.offset = in.U64();
+    message.record = std::string(in.Bytes());
+    result.messages.push_back(std::move(message));
+  }
+  if (!in.done()) return std::nullopt;
+  return result;
+}
+
+std::optional<std::vector<QueueStats>> DecodeQueueStats(std::string_view bytes) {
+  meta::ByteReader in(bytes);
+  std::vector<QueueStats> stats;
+  const uint32_t count = in.Count(48);
+  for (uint32_t i = 0; i < count && in.ok(); ++i) {
+    QueueStats queue;
+    queue.name = std::string(in.Bytes());
+    queue.depth = in.U64();
+    queue.bytes = in.U64();
+    queue.first_offset = in.U64();
+    queue.next_offset = in.U64();
+    const uint32_t consumer = in.U32();
+    if (consumer > 0xFFFF) in.Fail();
+    queue.consumer = static_cast<NodeId>(consumer);
+    queue.epoch = in.U64();
+    stats.push_back(std::move(queue));
+  }
+  if (!in.done()) return std::nullopt;
+  return stats;
+}
+
+QueueMachine::QueueMachine(std::function<int64_t()> wall_ms, QueueLimits limits)
+    : wall_ms_(std::move(wall_ms)), limits_(limits) {}
+
+std::string QueueMachine::Apply(const raft::Entry& entry) {
+  // Sweeps follow entry time, so every replica drops the same messages at
+  // the same point of the log.
+  const uint64_t entry_ms = HybridLogicalClock::PhysicalMs(entry.timestamp);
+  if (entry_ms >= last_sweep_ms_ + kSweepEveryMs) {
+    for (auto& [name, queue] : queues_) Sweep(queue, static_cast<int64_t>(entry_ms));
+    last_sweep_ms_ = entry_ms;
+  }
+  const std::string_view bytes = View(entry.data);
+  if (bytes.empty()) return Malformed();
+  const std::string_view body = bytes.substr(1);
+  switch (static_cast<uint8_t>(bytes.front())) {
+    case kAppend:
+      return ApplyAppend(body, static_cast<int64_t>(entry_ms));
+    case kAck:
+      return ApplyAck(body);
+    case kAssign:
+      return ApplyAssign(body);
+    case kDrop:
+      return ApplyDrop(body);
+    default:
+      return Malformed();
+  }
+}
+
+std::string QueueMachine::Malformed() {
+  ++malformed_;
+  return "0";
+}
+
+std::string QueueMachine::ApplyAppend(std::string_view body, int64_t entry_ms) {
+  meta::ByteReader in(body);
+  const std::string_view name = in.Bytes();
+  const std::string_view record = in.Bytes();
+  if (!in.done()) return Malformed();
+  auto message = core::store::DecodeMessage(record);
+  if (!message || (*message)->topic.empty()) return Malformed();
+  const std::optional<int64_t> expiry = (*message)->properties.expiry_at_ms;
+  auto it = queues_.find(name);
+  if (it == queues_.end()) {
+    if (record.size() > limits_.max_bytes || limits_.max_messages == 0) return std::string(kFull);
+    it = queues_.emplace(std::string(name), Queue{}).first;
+  }
+  Queue& queue = it->second;
+  auto fits = [&] {
+    return queue.messages.size() < limits_.max_messages && queue.bytes + record.size() <= limits_.max_bytes;
+  };
+  if (!fits()) {
+    // Room taken by messages nobody may receive any more is not room.
+    Sweep(queue, entry_ms);
+    if (!fits()) return std::string(kFull);
+  }
+  const uint64_t offset = next_offset_++;
+  queue.next_offset = offset + 1;
+  if (Expired(expiry, entry_ms)) {
+    // Expired on its way here: acknowledged to the publisher, never served.
+    ++expired_;
+  } else {
+    queue.messages.emplace(offset, Stored{std::string(record), expiry});
+    queue.bytes += record.size();
+    if (expiry) ++queue.expiring;
+  }
+  meta::ByteWriter out;
+  out.U64(offset);
+  return out.Take();
+}
+
+std::string QueueMachine::ApplyAck(std::string_view body) {
+  meta::ByteReader in(body);
+  const std::string_view name = in.Bytes();
+  const uint64_t epoch = in.U64();
+  const uint32_t count = in.Count(8);
+  std::vector<uint64_t> offsets;
+  offsets.reserve(count);
+  for (uint32_t i = 0; i < count && in.ok(); ++i) offsets.push_back(in.U64());
+  if (!in.done()) return Malformed();
+  uint32_t removed = 0;
+  if (auto it = queues_.find(name); it != queues_.end()) {
+    Queue& queue = it->second;
+    if (epoch < queue.epoch) ++stale_acks_;  // applied all the same (see the header)
+    for (uint64_t offset : offsets) {
+      auto message = queue.messages.find(offset);
+      if (message == queue.messages.end()) continue;
+      Remove(queue, message);
+      ++removed;
+    }
+  }
+  meta::ByteWriter out;
+  out.U32(removed);
+  return out.Take();
+}
+
+std::string QueueMachine::ApplyAssign(std::string_view body) {
+  meta::ByteReader in(body);
+  const std::string_view name = in.Bytes();
+  const uint32_t consumer = in.U32();
+  const uint64_t epoch = in.U64();
+  if (!in.done() || consumer > 0xFFFF) return Malformed();
+  auto it = queues_.find(name);
+  if (it == queues_.end()) {
+    if (epoch == 0) return "0";  // refused: no queue made for it
+    it = queues_.emplace(std::string(name), Queue{}).first;
+  }
+  Queue& queue = it->second;
+  if (epoch <= queue.epoch) return "0";
+  queue.consumer = static_cast<NodeId>(consumer);
+  queue.epoch = epoch;
+  return "1";
+}
+
+std::string QueueMachine::ApplyDrop(std::string_view body) {
+  meta::ByteReader in(body);
+  const std::string_view name = in.Bytes();
+  if (!in.done()) return Malformed();
+  auto it = queues_.find(name);
+  if (it == queues_.end()) return "0";
+  queues_.erase(it);
+  return "1";
+}
+
+void QueueMachine::Remove(Queue& queue, std::map<uint64_t, Stored>::iterator it) {
+  queue.bytes -= it->second.record.size();
+  if (it->second.expiry_at_ms) --queue.expiring;
+  queue.messages.erase(it);
+}
+
+void QueueMachine::Sweep(Queue& queue, int64_t now_ms) {
+  if (queue.expiring == 0) return;
+  for (auto it = queue.messages.begin(); it != queue.messages.end();) {
+    auto next = std::next(it);
+    if (Expired(it->second.expiry_at_ms, now_ms)) {
+      Remove(queue, it);
+      ++expired_;
+    }
+    it = next;
+  }
+}
+
+std::string QueueMachine::Query(std::string_view query) const {
+  if (query.empty()) return {};
+  const std::string_view body = query.substr(1);
+  switch (static_cast<uint8_t>(query.front())) {
+    case kRead:
+      return QueryRead(body);
+    case kStats: {
+      if (!body.empty()) return {};
+      const std::vector<QueueStats> stats = Stats();
+      meta::ByteWriter out;
+      out.U32(static_cast<uint32_t>(stats.size()));
+      for (const QueueStats& queue : stats) {
+        out.Bytes(queue.name);
+        out.U64(queue.depth);
+        out.U64(queue.bytes);
+        out.U64(queue.first_offset);
+        out.U64(queue.next_offset);
+        out.U32(queue.consumer);
+        out.U64(queue.epoch);
+      }
+      return out.Take();
+    }
+    default:
+      return {};
+  }
+}
+
+std::string QueueMachine::QueryRead(std::string_view body) const {
+  meta::ByteReader in(body);
+  const std::string_view name = in.Bytes();
+  const uint64_t from = in.U64();
+  const uint32_t max_count = in.U32();
+  const uint32_t max_bytes = in.U32();
+  if (!in.done()) return {};
+  auto it = queues_.find(name);
+  std::vector<std::pair<uint64_t, std::string_view>> found;
+  if (it != queues_.end()) {
+    // Read-time expiry by the leader's clock: a message the sweep has not
+    // reached yet is still never served once expired.
+    const int64_t now = wall_ms_ ? wall_ms_() : 0;
+    uint64_t bytes = 0;
+    for (auto message = it->second.messages.lower_bound(from);
+         message != it->second.messages.end() && found.size() < max_count; ++message) {
+      if (Expired(message->second.expiry_at_ms, now)) continue;
+      const std::string& record = message->second.record;
+      if (!found.empty() && bytes + record.size() > max_bytes) break;
+      bytes += record.size();
+      found.emplace_back(message->first, record);
+    }
+  }
+  meta::ByteWriter out;
+  out.U64(it == queues_.end() ? 0 : it->second.next_offset);
+  out.U32(static_cast<uint32_t>(found.size()));
+  for (const auto& [offset, record] : found) {
+    out.U64(offset);
+    out.Bytes(record);
+  }
+  return out.Take();
+}
+
+std::vector<QueueStats> QueueMachine::Stats() const {
+  std::vector<QueueStats> stats;
+  stats.reserve(queues_.size());
+  for (const auto& [name, queue] : queues_) {
+    const uint64_t first = queue.messages.empty() ? queue.next_offset : queue.messages.begin()->first;
+    stats.push_back(
+        QueueStats{name, queue.messages.size(), queue.bytes, first, queue.next_offset, queue.consumer, queue.epoch});
+  }
+  return stats;
+}
+
+std::vector<uint8_t> QueueMachine::Snapshot() const {
+  meta::ByteWriter out;
+  out.U8(kSnapshotVersion);
+  out.U64(next_offset_);
+  out.U64(last_sweep_ms_);
+  out.U32(static_cast<uint32_t>(queues_.size()));
+  for (const auto& [name, queue] : queues_) {
+    out.Bytes(name);
+    out.U64(queue.next_offset);
+    out.U32(queue.consumer);
+    out.U64(queue.epoch);
+    out.U32(static_cast<uint32_t>(queue.messages.size()));
+    for (const auto& [offset, stored] : queue.messages) {
+      out.U64(offset);
+      out.Bytes(stored.record);
+    }
+  }
+  std::string bytes = out.Take();
+  return {bytes.begin(), bytes.end()};
+}
+
+bool QueueMachine::Restore(const std::vector<uint8_t>& data) {
+  std::map<std::string, Queue, std::less<>> queues;
+  uint64_t next_offset = 0;
+  uint64_t last_sweep_ms = 0;
+  if (!data.empty()) {
+    meta::ByteReader in(View(data));
+    if (in.U8() != kSnapshotVersion) return false;
+    next_offset = in.U64();
+    last_sweep_ms = in.U64();
+    const uint32_t count = in.Count(24);
+    for (uint32_t i = 0; i < count && in.ok(); ++i) {
+      std::string name(in.Bytes());
+      Queue queue;
+      queue.next_offset = in.U64();
+      const uint32_t consumer = in.U32();
+      queue.epoch = in.U64();
+      const uint32_t messages = in.Count(12);
+      // Offsets must be what this machine could have written: increasing,
+      // below the queue's and the partition's counters; else a later
+      // Append could hand one out again.
+      if (consumer > 0xFFFF || queue.next_offset > next_offset) return false;
+      queue.consumer = static_cast<NodeId>(consumer);
+      for (uint32_t m = 0; m < messages && in.ok(); ++m) {
+        const uint64_t offset = in.U64();
+        const std::string_view record = in.Bytes();
+        auto message = core::store::DecodeMessage(record);
+        if (!in.ok() || !message || (*message)->topic.empty() || offset >= queue.next_offset) return false;
+        if (!queue.messages.empty() && offset <= queue.messages.rbegin()->first) return false;
+        const std::optional<int64_t> expiry = (*message)->properties.expiry_at_ms;
+        queue.messages.emplace_hint(queue.messages.end(), offset, Stored{std::string(record), expiry});
+        queue.bytes += record.size();
+        if (expiry) ++queue.expiring;
+      }
+      if (!queues.emplace(std::move(name), std::move(queue)).second) return false;
+    }
+    if (!in.done()) return false;
+  }
+  queues_ = std::move(queues);
+  next_offset_ = next_offset;
+  last_sweep_ms_ = last_sweep_ms;
+  return true;
+}
+
+}  // namespace estuary::partition
