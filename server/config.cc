@@ -57,6 +57,19 @@ void AddSharedSubscriptionOptions(CLI::App& app, core::SharedGroupConfig& shared
                  "messages before they go to another member (0 = at once, -1 = never)")
       ->capture_default_str()
       ->check(CLI::Range(int64_t{-1}, int64_t{86'400'000}));
+  app.add_option_function<std::vector<std::string>>(
+         "--partitioned-group",
+         [&shared](const std::vector<std::string>& specs) {
+           for (const std::string& spec : specs) {
+             if (auto parsed = core::ParsePartitionedGroup(spec)) shared.partitioned[parsed->first] = parsed->second;
+           }
+         },
+         "G=K: keep the messages of $share/G/... groups in K replicated queues on the cluster's partitions, "
+         "spread in turn (G=K:topic: by the topic's hash, one topic's messages in order in one queue); "
+         "repeatable; the same on every node (docs/cluster.md \"Partitioned shared groups\")")
+      ->check([](const std::string& spec) -> std::string {
+        return core::ParsePartitionedGroup(spec) ? std::string() : "expected G=K or G=K:topic with K from 1 to 1024";
+      });
 }
 
 void BuildApp(CLI::App& app, NodeConfig& config) {

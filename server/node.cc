@@ -126,6 +126,7 @@ void Node::SetUpCluster() {
   agent.shard_count = config_.shards;
   agent.peer_gone_grace_ms = config_.cluster_peer_grace_ms;
   agent.forward_timeout_ms = config_.cluster_forward_timeout_ms;
+  agent.partitioned_groups = config_.shared_subscriptions.partitioned;
   shard0_thread_ = std::this_thread::get_id();
   // Shard 0 shares the agent's loop: a plain post, no mailbox wake-up.
   auto post_to_agent = [first, thread = shard0_thread_](std::function<void()> fn) {

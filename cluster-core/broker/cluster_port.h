@@ -80,6 +80,22 @@ class ClusterPort {
   // Deliveries for a forward received from `origin` (DeliverFromNode) are
   // enqueued, and durable with a store: the agent tells the origin node.
   virtual void ForwardSafe(uint16_t origin, uint64_t forward_id) = 0;
+  // --- partitioned shared groups (docs/cluster.md "Partitioned shared
+  // groups"); off unless the agent runs partitions. Any thread.
+  virtual bool QueuesOnPartitions() const { return false; }
+  // A message for the partitioned group `key` (a SharedKey), published on
+  // this node: appended to one of the group's queues; once a majority of
+  // that queue's partition has it the agent calls OnForwardSafe(safe_token)
+  // on origin_shard (0: nobody waits).
+  virtual void AppendToGroupQueue(const MessagePtr& /*message*/, const std::string& /*key*/, uint16_t /*origin_shard*/,
+                                  uint64_t /*safe_token*/) {}
+  // The answer to a ShardBroker::TakeFromGroupQueue the agent asked for:
+  // `handoff` names it; `taken` false: no member here could take it now,
+  // true: a member's session holds it, durably.
+  virtual void GroupQueueHandoff(uint64_t /*handoff*/, bool /*taken*/) {}
+  // `shard`'s answer to the agent's question which partitioned groups have
+  // a connected member there (ShardBroker::PartitionedGroupsWithConnectedMembers).
+  virtual void GroupConsumersOn(uint16_t /*shard*/, std::vector<std::string> /*keys*/) {}
 };
 
 }  // namespace estuary::core

@@ -256,6 +256,8 @@ void ShardBroker::Route(const MessagePtr& message, std::function<void()> on_safe
   }
   if (scope.plain) DeliverLocal(message, match);
   const std::vector<std::pair<Destination, std::string>> shared_forwards = DeliverShared(message, match, scope);
+  std::vector<std::string> to_queues;
+  if (!to_queues_.empty()) to_queues.swap(to_queues_);  // a nested Route finds its own empty
   // A forward from a node stays on this node; $SYS topics describe this
   // node and stay on it too.
   const bool node_local = scope.from_node || IsNodeLocalTopic(message->topic);
@@ -290,9 +292,14 @@ void ShardBroker::Route(const MessagePtr& message, std::function<void()> on_safe
   // gets it after); with none of these it is given at once, below.
   const bool from_node_to_shards = scope.from_node && !destinations.empty();
   const bool wait_partition = to_partition && !config_.replication_ack_leader;
-  const uint64_t safe_token = on_safe && (store_ || to_nodes || from_node_to_shards || wait_partition)
-                                  ? BeginSafe(std::move(on_safe))
-                                  : 0;
+  const uint64_t safe_token =
+      on_safe && (store_ || to_nodes || from_node_to_shards || wait_partition || !to_queues.empty())
+          ? BeginSafe(std::move(on_safe))
+          : 0;
+  for (const std::string& key : to_queues) {
+    if (safe_token != 0) AddSafeStep(safe_token);
+    cluster_->AppendToGroupQueue(message, key, config_.shard_id, safe_token);
+  }
   if (to_partition) {
     if (wait_partition && safe_token != 0) AddSafeStep(safe_token);
     cluster_->RetainedToPartition(message, config_.shard_id, wait_partition ? safe_token : 0);

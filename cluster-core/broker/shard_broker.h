@@ -207,6 +207,18 @@ class ShardBroker {
   // not offered again. (A shared group's part is sent to the group again
   // by the publisher's node.) `done` once those deliveries are durable.
   void DeliverReplayed(const MessagePtr& message, uint16_t gone, std::function<void()> done);
+  // A message the agent took out of one of the partitioned group `key`'s
+  // queues (docs/cluster.md "Partitioned shared groups"): given to a
+  // connected member of the group on this shard with fewer than
+  // kGroupQueueHandoffDepth messages queued, in turn; the queue keeps what no
+  // member can take now (the backlog stays replicated, not in sessions).
+  // Answers through the cluster port's GroupQueueHandoff(handoff, taken),
+  // once the member's session holds the delivery durably.
+  void TakeFromGroupQueue(const MessagePtr& message, const std::string& key, uint64_t handoff);
+  static constexpr size_t kGroupQueueHandoffDepth = 32;
+  // The partitioned groups (their keys) with a connected member on this
+  // shard: the agent consumes a group's queues only on nodes that have one.
+  std::vector<std::string> PartitionedGroupsWithConnectedMembers() const;
   // Replaces every route held for `destination` (a node's snapshot; empty:
   // the node is gone).
   void ReplaceRoutesOf(Destination destination, const std::vector<std::pair<std::string, std::string>>& routes);
@@ -269,6 +281,8 @@ class ShardBroker {
   void Route(const MessagePtr& message, std::function<void()> on_safe, FlowId flow, const RouteScope& scope);
   std::vector<std::pair<Destination, std::string>> DeliverShared(const MessagePtr& message, const MatchResult& match,
                                                                  const RouteScope& scope);
+  // Whether `key`'s group keeps its messages in queues on partitions.
+  bool IsPartitionedGroup(std::string_view key) const;
   void SendForward(Destination destination, const MessagePtr& message, bool plain,
                    std::vector<std::string> keys, FlowId flow, uint64_t safe_token);
   // `only_taken_from` (0: every session): only sessions taken from that node.
@@ -336,6 +350,7 @@ class ShardBroker {
   MatchResult match_scratch_;
   std::vector<SubscriberRef> refs_scratch_;
   std::vector<Destination> destinations_scratch_;  // Route's, lent out for one call
+  std::vector<std::string> to_queues_;  // DeliverShared's partitioned groups, taken by Route at once
   std::unordered_map<std::string, uint32_t> shared_round_robin_;
   std::unordered_map<FlowId, std::weak_ptr<PublisherFlow>> flows_;
   FlowId next_flow_ = 1;

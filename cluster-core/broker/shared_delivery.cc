@@ -73,6 +73,13 @@ std::vector<std::pair<Destination, std::string>> ShardBroker::DeliverShared(cons
     });
   };
   for (auto& [key, destinations] : candidates) {
+    // A partitioned group's messages go to its queues (the publisher's
+    // node appends; nodes holding members take them out), never straight
+    // to a member.
+    if (!scope.from_node && !IsNodeLocalTopic(message->topic) && IsPartitionedGroup(key)) {
+      to_queues_.push_back(key);
+      continue;
+    }
     const Destination chosen = PickSharedDestination(key, message->topic, destinations);
     if (chosen != config_.shard_id) {
       elsewhere.emplace_back(chosen, key);
@@ -124,6 +131,51 @@ void ShardBroker::DeliverToShared(SharedGroup& group, const MessagePtr& message,
     delivery.subscription_ids.push_back(member.options->subscription_id);
   }
   Offer(*member.session, std::move(delivery));
+}
+
+bool ShardBroker::IsPartitionedGroup(std::string_view key) const {
+  if (config_.shared.partitioned.empty() || cluster_ == nullptr || !cluster_->QueuesOnPartitions()) return false;
+  return config_.shared.partitioned.find(SharedKeyGroup(key)) != config_.shared.partitioned.end();
+}
+
+std::vector<std::string> ShardBroker::PartitionedGroupsWithConnectedMembers() const {
+  std::vector<std::string> keys;
+  if (config_.shared.partitioned.empty()) return keys;
+  for (const auto& [key, group] : router_.shared_groups()) {
+    if (config_.shared.partitioned.find(SharedKeyGroup(key)) == config_.shared.partitioned.end()) continue;
+    if (std::any_of(group.members.begin(), group.members.end(),
+                    [](const SubscriberRef& member) { return member.session->connected(); })) {
+      keys.push_back(key);
+    }
+  }
+  return keys;
+}
+
+void ShardBroker::TakeFromGroupQueue(const MessagePtr& message, const std::string& key, uint64_t handoff) {
+  SharedGroup* group = router_.FindSharedGroup(key);
+  const size_t count = group != nullptr ? group->members.size() : 0;
+  for (size_t tried = 0; tried < count; ++tried) {
+    const size_t i = (group->next + tried) % count;
+    const SubscriberRef& member = group->members[i];
+    Session& session = *member.session;
+    // Connected and nearly idle: the backlog stays in the replicated queue
+    // (any member may take it later) rather than in one member's session.
+    if (!session.connected() || session.queued_messages() >= kGroupQueueHandoffDepth) continue;
+    group->next = (i + 1) % count;
+    Delivery delivery;
+    delivery.message = message;
+    delivery.shared_key = group->key_ref;
+    delivery.qos = MinQoS(message->qos, member.options->max_qos);
+    delivery.retain = member.options->retain_as_published && message->retain;
+    if (member.options->subscription_id != 0) delivery.subscription_ids.push_back(member.options->subscription_id);
+    const FlowRef publisher = std::exchange(current_publisher_, FlowRef{});  // nobody to pause
+    Offer(session, std::move(delivery));
+    current_publisher_ = publisher;
+    ClusterPort* port = cluster_;
+    AfterDurable([port, handoff] { port->GroupQueueHandoff(handoff, true); });
+    return;
+  }
+  cluster_->GroupQueueHandoff(handoff, false);
 }
 
 }  // namespace estuary::core

@@ -38,6 +38,29 @@ int Preference(const SubscriberRef& member, const Session* exclude, const Sessio
 
 }  // namespace
 
+std::optional<std::pair<std::string, PartitionedGroup>> ParsePartitionedGroup(std::string_view spec) {
+  const size_t equals = spec.find('=');
+  if (equals == 0 || equals == std::string_view::npos) return std::nullopt;
+  const std::string_view group = spec.substr(0, equals);
+  if (group.find_first_of("/+#") != std::string_view::npos) return std::nullopt;  // not a share name
+  std::string_view rest = spec.substr(equals + 1);
+  PartitionedGroup setting;
+  if (const size_t colon = rest.find(':'); colon != std::string_view::npos) {
+    if (rest.substr(colon + 1) != "topic") return std::nullopt;
+    setting.by_topic = true;
+    rest = rest.substr(0, colon);
+  }
+  if (rest.empty() || rest.size() > 4) return std::nullopt;
+  uint32_t count = 0;
+  for (char c : rest) {
+    if (c < '0' || c > '9') return std::nullopt;
+    count = count * 10 + static_cast<uint32_t>(c - '0');
+  }
+  if (count < 1 || count > 1024) return std::nullopt;
+  setting.queues = count;
+  return std::make_pair(std::string(group), setting);
+}
+
 std::optional<SharedStrategy> ParseSharedStrategy(std::string_view name) {
   if (name == "round_robin") return SharedStrategy::kRoundRobin;
   if (name == "least_outstanding") return SharedStrategy::kLeastOutstanding;

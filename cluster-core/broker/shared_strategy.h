@@ -7,9 +7,12 @@
 // Pure functions over the router's SharedGroup; called on the owning
 // shard's thread only (round robin moves the group's position).
 #include <cstdint>
+#include <functional>
+#include <map>
 #include <optional>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "cluster-core/router/router.h"
@@ -25,8 +28,27 @@ enum class SharedStrategy : uint8_t {
 std::optional<SharedStrategy> ParseSharedStrategy(std::string_view name);
 std::string_view SharedStrategyName(SharedStrategy strategy);
 
+// A shared group whose messages are kept in replicated queues on the
+// cluster's partitions (--partitioned-group; docs/cluster.md "Partitioned
+// shared groups"): the publisher's node appends each message to one of
+// `queues` queues, in turn or by its topic's hash, and the nodes holding
+// members take them out.
+struct PartitionedGroup {
+  uint32_t queues = 0;
+  bool by_topic = false;
+  friend bool operator==(const PartitionedGroup&, const PartitionedGroup&) = default;
+};
+
+// "G=K" or "G=K:topic" (--partitioned-group): the group's name and setting;
+// nullopt when malformed (K from 1 to 1024).
+std::optional<std::pair<std::string, PartitionedGroup>> ParsePartitionedGroup(std::string_view spec);
+// The group name of a SharedKey (the part before its NUL).
+inline std::string_view SharedKeyGroup(std::string_view key) { return key.substr(0, key.find('\0')); }
+
 struct SharedGroupConfig {
   SharedStrategy strategy = SharedStrategy::kRoundRobin;
+  // By group name (the G of $share/G/F). Empty: no group is partitioned.
+  std::map<std::string, PartitionedGroup, std::less<>> partitioned;
   // A member whose session is persistent and merely disconnected keeps its
   // shared deliveries this long (so a reconnect resumes them, QoS 2
   // handshakes included); then they go to another member. 0: at once;

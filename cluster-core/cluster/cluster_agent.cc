@@ -45,6 +45,22 @@ class ClusterAgent::Port final : public core::ClusterPort {
     });
   }
   void set_retained_on_partitions(bool on) { retained_on_partitions_.store(on, std::memory_order_release); }
+  // Partitioned groups' queues live on the same partitions.
+  bool QueuesOnPartitions() const override { return retained_on_partitions_.load(std::memory_order_acquire); }
+  void AppendToGroupQueue(const MessagePtr& message, const std::string& key, uint16_t origin_shard,
+                          uint64_t safe_token) override {
+    Run([message, key, origin_shard, safe_token](ClusterAgent& agent) {
+      agent.OnAppendToGroupQueue(message, key, origin_shard, safe_token);
+    });
+  }
+  void GroupQueueHandoff(uint64_t handoff, bool taken) override {
+    Run([handoff, taken](ClusterAgent& agent) { agent.OnGroupQueueHandoff(handoff, taken); });
+  }
+  void GroupConsumersOn(uint16_t shard, std::vector<std::string> keys) override {
+    Run([shard, keys = std::move(keys)](ClusterAgent& agent) mutable {
+      agent.OnGroupConsumersOn(shard, std::move(keys));
+    });
+  }
   bool SessionsOnPartitions() const override { return sessions_on_partitions_.load(std::memory_order_acquire); }
   void ReplicateSessions(uint16_t shard, std::vector<core::store::SessionChange> changes,
                          std::function<void()> done) override {
@@ -426,6 +442,9 @@ void ClusterAgent::SendSnapshots(NodeId node) {
   const size_t waiting_bytes = peer.held_bytes;
   peer.held_bytes = 0;
   if (!meta_) Send(node, Control(kRouteSnapshot, EncodeRoutes(routes)));
+  if (!config_.partitioned_groups.empty()) {  // even empty: it replaces what the peer had from an earlier boot
+    Send(node, Control(kGroupConsumers, EncodeClientIds({group_ready_announced_.begin(), group_ready_announced_.end()})));
+  }
   // Retained messages in frames of about kRetainedChunkBytes, far below
   // the links' frame limit however many there are.
   std::vector<MessagePtr> retained;
@@ -543,6 +562,12 @@ void ClusterAgent::OnFrame(NodeId from, uint8_t type, std::string_view body) {
       auto messages = DecodeRetained(body);
       if (!messages) break;
       for (const MessagePtr& message : *messages) ApplyRetained(message, true);
+      return;
+    }
+    case kGroupConsumers: {
+      auto keys = DecodeClientIds(body);  // the same shape: a list of strings
+      if (!keys) break;
+      group_ready_remote_[from] = std::set<std::string>(keys->begin(), keys->end());
       return;
     }
     case kClientAttached: {

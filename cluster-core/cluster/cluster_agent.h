@@ -88,6 +88,12 @@ struct ClusterAgentConfig {
   // Forward frames held per peer while its link is down or full, in bytes.
   size_t max_held_bytes = 8u << 20;
   uint32_t tick_ms = 100;
+  // Partitioned shared groups by group name (--partitioned-group; the
+  // shards have the same map): docs/cluster.md "Partitioned shared groups".
+  std::map<std::string, core::PartitionedGroup, std::less<>> partitioned_groups;
+  // A message not appended to a partitioned group's queue by then releases
+  // its publisher (counted, logged).
+  uint32_t group_append_deadline_ms = 30000;
 };
 
 struct ClusterCounters {
@@ -126,6 +132,13 @@ struct ClusterCounters {
   uint64_t sessions_taken_over = 0;      // a gone node's sessions claimed and served here
   uint64_t session_takeovers_failed = 0; // listings, claims or reads that did not succeed
   uint64_t recovered_sessions_stale = 0; // recovered here, owned by another node by then
+  uint64_t group_appends = 0;            // partitioned groups: messages appended to their queues
+  uint64_t group_append_retries = 0;     // attempts not committed (or the queue full), made again
+  uint64_t group_appends_dropped = 0;    // not appended by the deadline (their publishers released)
+  uint64_t group_reads = 0;              // reads of queues this node consumes
+  uint64_t group_handed_off = 0;         // queue messages given to members here
+  uint64_t group_acked = 0;              // offsets removed from queues once members' sessions held them
+  uint64_t group_queues_consumed = 0;    // queues this node consumes (now)
   uint64_t bad_frames = 0;
 };
 
@@ -226,6 +239,10 @@ class ClusterAgent final : public LinkHandler {
   void OnForwardSafe(NodeId origin, uint64_t forward_id);
   void OnRetainedToPartition(const MessagePtr& message, uint16_t origin_shard, uint64_t safe_token);
   void OnReadRetained(uint16_t shard, const std::string& filter, core::ClusterPort::RetainedReadDone done);
+  void OnAppendToGroupQueue(const MessagePtr& message, const std::string& key, uint16_t origin_shard,
+                            uint64_t safe_token);
+  void OnGroupQueueHandoff(uint64_t handoff, bool taken);
+  void OnGroupConsumersOn(uint16_t shard, std::vector<std::string> keys);
 
   // --- LinkHandler ------------------------------------------------------------
   void OnPeerUp(const PeerInfo& peer) override;
@@ -369,6 +386,42 @@ class ClusterAgent final : public LinkHandler {
   MembershipHandler membership_;
   bool grace_timer_ = true;
   mutable ClusterCounters counters_;  // bad_frames: see bad_frames_
+  // --- partitioned shared groups (cluster_queues.cc) ---
+  struct GroupQueueConsumer {
+    std::string key;          // the group's SharedKey
+    uint64_t cursor = 0;      // the next offset to read
+    bool busy = false;        // a read or its handoffs outstanding
+    bool wanted = true;       // still assigned to this node (each tick)
+    int64_t next_poll_ms = 0;
+    uint32_t pending = 0;     // handoffs of the current batch not answered
+    uint64_t batch_end = 0;   // the offset after the batch's last message
+    uint64_t refused_from = UINT64_MAX;  // the first offset no member took
+    std::vector<uint64_t> to_ack;        // taken in this batch
+    std::set<uint64_t> acking;  // taken, their Ack not committed yet: not handed off again
+  };
+  struct GroupHandoff {
+    std::string queue;
+    uint64_t offset = 0;
+    MessagePtr message;
+    uint16_t first_shard = 0;
+    uint16_t tried = 0;
+  };
+  void TickGroupQueues();
+  void AppendToGroupQueue(const MessagePtr& message, const std::string& key, uint32_t queue_index,
+                          uint16_t origin_shard, uint64_t safe_token, int64_t deadline_ms);
+  void PollGroupQueue(const std::string& queue);
+  void OnGroupQueueRead(const std::string& queue, const partition::PartitionResult& result);
+  void TryGroupHandoff(uint64_t handoff);
+  void FinishGroupBatch(const std::string& queue);
+  void AckGroupQueue(const std::string& queue, std::vector<uint64_t> offsets);
+  std::map<std::string, GroupQueueConsumer> group_consumers_;  // by queue name
+  std::vector<std::set<std::string>> group_ready_local_;       // by shard: keys with a connected member
+  std::set<std::string> group_ready_announced_;                // their union, as last sent to the peers
+  std::map<NodeId, std::set<std::string>> group_ready_remote_;  // what each peer last sent
+  std::map<uint64_t, GroupHandoff> group_handoffs_;
+  std::map<std::string, uint32_t> group_turns_;  // round robin over a group's queues, by key
+  uint64_t next_group_handoff_ = 1;
+  uint16_t next_handoff_shard_ = 0;
   std::map<RouteKey, uint32_t> local_routes_;  // node-level route -> shards holding it
   std::vector<RouteEntry> pending_routes_;
   std::map<NodeId, std::set<RouteKey>> remote_routes_;

@@ -328,6 +328,7 @@ void ClusterAgent::Tick() {
     }
   }
   ExpireParkedAndReplays(now);
+  if (!config_.partitioned_groups.empty()) TickGroupQueues();
 }
 
 }  // namespace estuary::cluster

@@ -30,6 +30,11 @@ enum FrameType : uint8_t {
   // node for the sessions they took over from it (docs/partitions.md, "The
   // takeover gap"); confirmed by kForwardSafe like a kForward.
   kForwardReplay = 0x26,
+  // The partitioned shared groups (their keys) with a connected member on
+  // the sender, all of them, sent when the set changes and at link up: the
+  // nodes that share a group's queues (docs/cluster.md "Partitioned shared
+  // groups"). Body as kClientAttached's (u32 n, n x str).
+  kGroupConsumers = 0x27,
 };
 
 inline constexpr uint8_t kClusterFrameVersion = 1;

@@ -88,6 +88,23 @@ std::string ClusterAgent::MetricsText() const {
          "Replayed forwards waiting here for this node's takeover of the gone node's sessions.", c.replays_held);
   series("estuary_cluster_forwards_held", "gauge", "Forwards held for peers whose link is down or full.",
          c.forwards_held);
+  series("estuary_cluster_group_appends_total", "counter",
+         "Messages of partitioned shared groups appended to their queues (their publishers acknowledged).",
+         c.group_appends);
+  series("estuary_cluster_group_append_retries_total", "counter",
+         "Appends to partitioned groups' queues made again (not committed, or the queue full).",
+         c.group_append_retries);
+  series("estuary_cluster_group_appends_dropped_total", "counter",
+         "Messages of partitioned groups not appended by the deadline (their publishers released).",
+         c.group_appends_dropped);
+  series("estuary_cluster_group_reads_total", "counter", "Reads of the partitioned groups' queues this node consumes.",
+         c.group_reads);
+  series("estuary_cluster_group_handed_off_total", "counter",
+         "Queue messages given to members on this node.", c.group_handed_off);
+  series("estuary_cluster_group_acked_total", "counter",
+         "Queue messages removed once a member's session here held them.", c.group_acked);
+  series("estuary_cluster_group_queues_consumed", "gauge", "Partitioned groups' queues this node consumes.",
+         c.group_queues_consumed);
   series("estuary_cluster_forwards_awaiting_safe", "gauge", "Forwards waiting for the receiving node's confirmation.",
          pending_forwards_.size());
   series("estuary_cluster_local_routes", "gauge", "Node-level routes this node announces.", local_routes_.size());

@@ -108,6 +108,7 @@ class Router {
   // Results with more than kMaxCachedRefs entries are not kept.
   void MatchCached(std::string_view topic, MatchResult& out) const;
   SharedGroup* FindSharedGroup(const std::string& key);
+  const std::map<std::string, SharedGroup, std::less<>>& shared_groups() const { return shared_groups_; }
 
   // The local route set, for replaying to a destination that (re)joins.
   std::vector<RouteUpdate> LocalRoutes() const;
