@@ -12,6 +12,7 @@
 #include "cluster-core/broker/shard_broker.h"
 #include "cluster-core/broker/shared_strategy.h"
 #include "cluster-core/broker/queue_link_for_tests.h"
+#include "cluster-core/store/durable_broker_fixture_for_tests.h"
 #include "io/sim/sim_loop.h"
 
 namespace estuary::core {
@@ -523,6 +524,134 @@ TEST(SharedStrategyTest, NamesParseBothWays) {
     EXPECT_EQ(ParseSharedStrategy(SharedStrategyName(strategy)), strategy);
   }
   EXPECT_FALSE(ParseSharedStrategy("random").has_value());
+}
+
+
+// Issue 7: a member's group deliveries keep their group's key in their
+// stored records, so a restart (or an adoption, which restores the same
+// records) gives them back the group that made them, whatever the member
+// subscribes to by then.
+class SharedGroupRestartTest : public test_support::DurableBrokerTest {
+ protected:
+  // A persistent member, connected (so its groups pick it before an
+  // offline member).
+  Session* ConnectedMember(const std::string& id, const std::vector<std::string>& filters) {
+    Session* session = brokers_[0]->Attach(id, false, &sink_).session;
+    session->set_expiry_interval(3600);
+    SubscriptionOptions options;
+    options.max_qos = QoS::kAtLeastOnce;
+    for (const std::string& filter : filters) brokers_[0]->Subscribe(session, filter, options);
+    Settle();
+    return session;
+  }
+  // What a connected session's connection would be given (staged first).
+  std::vector<std::string> Drain(Session* session) {
+    (void)session->HasQueued();
+    Settle();
+    return QueuedPayloads(session);
+  }
+  // Sends what is queued as a frontend would, leaving it unacknowledged.
+  size_t SendAll(Session* session) {
+    // The first look stages the queue (in-flight records written); it is
+    // shown once they are durable.
+    (void)session->HasQueued();
+    Settle();
+    size_t sent = 0;
+    while (session->HasQueued()) {
+      const uint16_t packet_id = session->NextPacketId();
+      Delivery delivery = session->PopQueued();
+      brokers_[0]->OnDequeued(*session);
+      ShardMetrics::Add(metrics_[0].inflight_messages);
+      session->AddInflight(packet_id, InflightDelivery{std::move(delivery), InflightPhase::kAwaitingPuback,
+                                                       session->NextSendOrder()});
+      ++sent;
+    }
+    Settle();
+    return sent;
+  }
+};
+
+TEST_F(SharedGroupRestartTest, Issue7InFlightGroupMessagesMoveAfterARestartThoughTheMemberLeftTheGroup) {
+  Start(1);
+  OfflineSubscriber("b", "$share/g/jobs/+");
+  Session* a = ConnectedMember("a", {"$share/g/jobs/+"});
+  for (int i = 0; i < 3; ++i) brokers_[0]->Publish(Make("jobs/1", "m" + std::to_string(i)), [] {});
+  Settle();
+  ASSERT_EQ(SendAll(a), 3u);  // in flight at a, never PUBACKed
+  // In flight, they are completed with a [MQTT-3.10.4-3]: they stay.
+  EXPECT_TRUE(brokers_[0]->Unsubscribe(a, "$share/g/jobs/+"));
+  Settle();
+  ASSERT_EQ(a->inflight().size(), 3u);
+
+  EXPECT_EQ(Restart().inflight, 3u);
+  a = brokers_[0]->FindSession("a");
+  ASSERT_NE(a, nullptr);
+  EXPECT_TRUE(a->subscriptions().empty());
+  // a's session ends. When the key was rebuilt from the subscriptions, the
+  // restored a had no $share subscription left to rebuild it from: its
+  // deliveries were plain ones, ended with the session, and b got nothing.
+  brokers_[0]->Attach("a", /*clean_start=*/true, &sink_);
+  Settle();
+  EXPECT_EQ(metrics_[0].shared_redelivered.load(), 3u);
+  EXPECT_EQ(QueuedPayloads(brokers_[0]->FindSession("b")), (std::vector<std::string>{"m0", "m1", "m2"}));
+}
+
+TEST_F(SharedGroupRestartTest, Issue7AfterARestartOnlyTheGroupsCopyMovesWhenAPlainSubscriptionAlsoMatched) {
+  Start(1);
+  OfflineSubscriber("b", "$share/g/jobs/+");
+  Session* a = ConnectedMember("a", {"$share/g/jobs/+", "jobs/#"});
+  brokers_[0]->Publish(Make("jobs/1", "both"), [] {});
+  Settle();
+  ASSERT_EQ(SendAll(a), 2u);  // the group's copy and the plain one
+  // A clean restart leaves a disconnected: after the redelivery delay what
+  // the group gave it goes to b, back by then (so b's own delay, which
+  // would give b's messages to a, no longer runs).
+  EXPECT_EQ(Restart().inflight, 2u);
+  a = brokers_[0]->FindSession("a");
+  ASSERT_NE(a, nullptr);
+  Session* b = brokers_[0]->Attach("b", false, &sink_).session;
+  loop_.AdvanceBy(SharedGroupConfig{}.redelivery_delay_ms);
+  Settle();
+  // The rebuild kept both with a (the topic matched a plain subscription,
+  // so either copy might have been the plain one): b got nothing.
+  EXPECT_EQ(metrics_[0].shared_redelivered.load(), 1u);
+  EXPECT_EQ(Drain(b), (std::vector<std::string>{"both"}));
+  ASSERT_EQ(a->inflight().size(), 1u);
+  EXPECT_EQ(a->inflight().begin()->second.delivery.shared_key, nullptr);  // the plain one stays
+}
+
+// A restored key is the group's own string when the group has a member on
+// the shard, one string per group otherwise. (The rebuild from the
+// subscriptions tagged h's deliveries with g's key: same filter, and g was
+// the only group a still subscribed to.)
+TEST_F(SharedGroupRestartTest, Issue7RestoredKeysShareTheGroupsKey) {
+  Start(1);
+  OfflineSubscriber("b", "$share/g/jobs/+");
+  Session* a = ConnectedMember("a", {"$share/g/jobs/+", "$share/h/jobs/+"});
+  for (int i = 0; i < 2; ++i) brokers_[0]->Publish(Make("jobs/1", "m" + std::to_string(i)), [] {});
+  Settle();
+  ASSERT_EQ(SendAll(a), 4u);  // two from g, two from h
+  EXPECT_TRUE(brokers_[0]->Unsubscribe(a, "$share/h/jobs/+"));  // h has no member left
+  Restart();
+  a = brokers_[0]->FindSession("a");
+  ASSERT_NE(a, nullptr);
+  MatchResult match;
+  brokers_[0]->router().Match("jobs/1", match);
+  ASSERT_EQ(match.local_shared.size(), 1u);  // g (b is its member here), not h
+  const SharedGroup* g = match.local_shared[0];
+  ASSERT_EQ(g->key, SharedKey("g", "jobs/+"));
+  std::set<const std::string*> h_keys;
+  for (const auto& [packet_id, inflight] : a->inflight()) {
+    const auto& key = inflight.delivery.shared_key;
+    ASSERT_NE(key, nullptr);
+    if (*key == g->key) {
+      EXPECT_EQ(key, g->key_ref);
+    } else {
+      EXPECT_EQ(*key, SharedKey("h", "jobs/+"));
+      h_keys.insert(key.get());
+    }
+  }
+  EXPECT_EQ(h_keys.size(), 1u);
 }
 
 }  // namespace

@@ -10,6 +10,7 @@
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
+#include <unordered_map>
 #include <utility>
 
 #include "cluster-core/broker/shard_broker.h"
@@ -118,7 +119,32 @@ void ShardBroker::ScheduleSharedRedelivery(Session& session) {
   });
 }
 
+namespace {
+
+// Deliveries whose records kept their group's key come back with a string
+// of their own: they share one per group, the group's key_ref when it has
+// a member on this shard (as a delivery made here would).
+void ShareStoredKeys(Router& router, Session& session) {
+  std::unordered_map<std::string, std::shared_ptr<const std::string>> keys;
+  session.ForEachDelivery([&](Delivery& delivery) {
+    if (!delivery.shared_key) return;
+    auto [it, added] = keys.try_emplace(*delivery.shared_key);
+    if (added) {
+      SharedGroup* group = router.FindSharedGroup(it->first);
+      it->second = group != nullptr ? group->key_ref : delivery.shared_key;
+    }
+    delivery.shared_key = it->second;
+  });
+}
+
+}  // namespace
+
 void ShardBroker::TagSharedDeliveries(Session& session) {
+  // A stored key is the truth, whatever the session subscribes to now (it
+  // may have left the group since, or match the topic plainly as well).
+  ShareStoredKeys(router_, session);
+  // Records written before the key was stored have none: it is guessed
+  // from the session's subscriptions, as it was then.
   std::vector<std::pair<std::string, std::shared_ptr<const std::string>>> shared;  // (filter, key)
   std::vector<std::string> plain;
   for (const auto& [filter, options] : session.subscriptions()) {

@@ -236,6 +236,15 @@ std::shared_ptr<Message> ReadMessage(Reader& r) {
   return ok ? m : nullptr;
 }
 
+// Delivery records end in optional trailing fields, each a tag byte and a
+// u32-length-prefixed value, written only when they have something to say
+// (so a record without them is byte for byte what the first format wrote).
+// Readers skip tags they do not know: a field added later costs older
+// readers of this format nothing. Readers older than the trailing fields
+// reject any record that has one (they want the record to end after the
+// message): docs/storage.md, "Delivery records".
+constexpr uint8_t kSharedKeyField = 1;  // the shared group's key (Delivery::shared_key)
+
 void WriteDeliveryFields(Writer& w, const Delivery& d) {
   w.U8(static_cast<uint8_t>(d.qos));
   w.U8(d.retain ? 1 : 0);
@@ -243,8 +252,27 @@ void WriteDeliveryFields(Writer& w, const Delivery& d) {
   for (uint32_t id : d.subscription_ids) w.U32(id);
   w.U8(d.message ? 1 : 0);
   if (d.message) WriteMessage(w, *d.message);
+  if (d.shared_key) {
+    w.U8(kSharedKeyField);
+    w.Bytes(*d.shared_key);
+  }
 }
 
+// The trailing fields, to the end of the record.
+bool ReadTrailingFields(Reader& r, Delivery& d) {
+  while (r.ok() && !r.done()) {
+    const uint8_t tag = r.U8();
+    const std::string_view value = r.BytesView();
+    if (!r.ok()) return false;
+    if (tag == kSharedKeyField) {
+      if (d.shared_key) return false;  // written once at most
+      d.shared_key = std::make_shared<const std::string>(value);
+    }
+  }
+  return r.ok();
+}
+
+// Reads to the end of the record: the delivery fields come last.
 bool ReadDeliveryFields(Reader& r, Delivery& d) {
   const uint8_t qos = r.U8();
   if (qos > 2) return false;
@@ -256,7 +284,7 @@ bool ReadDeliveryFields(Reader& r, Delivery& d) {
     d.message = ReadMessage(r);
     if (!d.message) return false;
   }
-  return r.ok();
+  return ReadTrailingFields(r, d);
 }
 
 bool VersionOk(Reader& r) { return r.U8() == kFormatVersion && r.ok(); }
@@ -382,7 +410,7 @@ std::optional<Delivery> DecodeDelivery(std::string_view bytes) {
   Reader r(bytes);
   if (!VersionOk(r)) return std::nullopt;
   Delivery delivery;
-  if (!ReadDeliveryFields(r, delivery) || !r.done() || !delivery.message) return std::nullopt;
+  if (!ReadDeliveryFields(r, delivery) || !delivery.message) return std::nullopt;
   return delivery;
 }
 
@@ -403,7 +431,7 @@ std::optional<InflightDelivery> DecodeInflight(std::string_view bytes) {
   if (phase > static_cast<uint8_t>(InflightPhase::kAwaitingPubcomp)) return std::nullopt;
   inflight.phase = static_cast<InflightPhase>(phase);
   inflight.sent_order = r.U64();
-  if (!ReadDeliveryFields(r, inflight.delivery) || !r.done()) return std::nullopt;
+  if (!ReadDeliveryFields(r, inflight.delivery)) return std::nullopt;
   // Only a QoS 2 delivery past PUBREC may have dropped its message.
   if (!inflight.delivery.message && inflight.phase != InflightPhase::kAwaitingPubcomp) return std::nullopt;
   return inflight;

@@ -69,7 +69,11 @@ std::optional<SessionRecord> DecodeSession(std::string_view bytes);
 std::string EncodeOptions(const SubscriptionOptions& options);
 std::optional<SubscriptionOptions> DecodeOptions(std::string_view bytes);
 
-// A delivery with its message (store_seq is not part of the value).
+// A delivery with its message and, if it was made through a shared
+// subscription, its group's key (store_seq is not part of the value). A
+// decoded key is a fresh string: the broker points it at its group's
+// key_ref (ShardBroker::TagSharedDeliveries). Records written before the
+// key was stored decode with no key.
 std::string EncodeDelivery(const Delivery& delivery);
 std::optional<Delivery> DecodeDelivery(std::string_view bytes);
 

@@ -6,6 +6,8 @@
 #include <string>
 #include <vector>
 
+#include "cluster-core/router/router.h"
+
 namespace estuary::core::store {
 namespace {
 
@@ -217,6 +219,128 @@ TEST(RecordCodecTest, RecyclerRejectsWhatDecodeMessageRejectsAndKeepsNoLargeMess
   EXPECT_FALSE(small_weak.expired());  // kept for reuse
   EXPECT_TRUE(big_weak.expired());     // not kept: gone with its last user
   EXPECT_TRUE(extras_weak.expired());
+}
+
+std::string SharedKeyForTests() { return SharedKey("g", "jobs/+"); }
+
+// A queued delivery record as written before delivery records had trailing
+// fields (and so before the shared group's key was stored), byte by byte:
+// QoS 1, no retain, subscription id 5, a message on "t" with payload "p"
+// from MQTT client "c" on node 2, nothing optional.
+std::string RecordWithoutTrailingFields() {
+  using namespace std::string_literals;
+  return "\x01"s                                       // format version
+         "\x01\x00"s                                   // QoS, retain
+         "\x00\x00\x00\x01"s "\x00\x00\x00\x05"s       // one subscription id: 5
+         "\x01"s                                       // has a message
+         "\x00\x02"s "\x00\x00\x00\x00\x00\x00\x00\x07"s "\x00\x00\x00\x03"s  // id
+         "\x00\x00\x00\x01"s "t"                       // topic
+         "\x01"s "\x00\x00\x00\x01"s "p"               // payload
+         "\x01"s                                       // flags: QoS 1
+         "\x00\x00\x00\x00\x00"s                       // no content type .. expiry
+         "\x00\x00\x00\x00"s                           // no user properties
+         "\x00"s "\x00\x00\x00\x01"s "c" "\x00\x02"s   // origin: MQTT, "c", node 2
+         "\x00"s;                                      // no AMQP extras
+}
+
+TEST(RecordCodecTest, DeliveryRecordsWrittenBeforeTheSharedKeyDecodeWithoutOne) {
+  const std::string old = RecordWithoutTrailingFields();
+  auto decoded = DecodeDelivery(old);
+  ASSERT_TRUE(decoded);
+  EXPECT_EQ(decoded->shared_key, nullptr);
+  EXPECT_EQ(decoded->qos, QoS::kAtLeastOnce);
+  EXPECT_EQ(decoded->subscription_ids, (std::vector<uint32_t>{5}));
+  EXPECT_EQ(decoded->message->topic, "t");
+  EXPECT_EQ(decoded->message->origin.client_id, "c");
+  // A delivery without a key is still written exactly as then, so a binary
+  // from before the key reads it.
+  EXPECT_EQ(EncodeDelivery(*decoded), old);
+  // The in-flight record is the same delivery after phase and send order.
+  const std::string old_inflight = std::string("\x01\x00", 2) + std::string(7, '\0') + "\x09" + old.substr(1);
+  auto inflight = DecodeInflight(old_inflight);
+  ASSERT_TRUE(inflight);
+  EXPECT_EQ(inflight->phase, InflightPhase::kAwaitingPuback);
+  EXPECT_EQ(inflight->sent_order, 9u);
+  EXPECT_EQ(inflight->delivery.shared_key, nullptr);
+  EXPECT_EQ(EncodeInflight(*inflight), old_inflight);
+}
+
+TEST(RecordCodecTest, QueuedAndInflightRecordsKeepTheSharedGroupsKey) {
+  const std::string key = SharedKeyForTests();
+  Delivery delivery{FullMessage(), QoS::kExactlyOnce, false, {7}};
+  delivery.shared_key = std::make_shared<const std::string>(key);
+  const std::string bytes = EncodeDelivery(delivery);
+  auto decoded = DecodeDelivery(bytes);
+  ASSERT_TRUE(decoded);
+  ASSERT_NE(decoded->shared_key, nullptr);
+  EXPECT_EQ(*decoded->shared_key, key);
+  EXPECT_EQ(decoded->subscription_ids, (std::vector<uint32_t>{7}));
+  ExpectSameMessage(*delivery.message, *decoded->message);
+  EXPECT_EQ(EncodeDelivery(*decoded), bytes);
+  // The key is the record's last field: tag 1, length, the key.
+  EXPECT_EQ(bytes.substr(bytes.size() - key.size() - 5), std::string("\x01\x00\x00\x00", 4) +
+                                                             static_cast<char>(key.size()) + key);
+
+  for (InflightPhase phase : {InflightPhase::kAwaitingPuback, InflightPhase::kAwaitingPubrec}) {
+    auto inflight = DecodeInflight(EncodeInflight(InflightDelivery{delivery, phase, 12}));
+    ASSERT_TRUE(inflight);
+    EXPECT_EQ(inflight->phase, phase);
+    EXPECT_EQ(inflight->sent_order, 12u);
+    ASSERT_NE(inflight->delivery.shared_key, nullptr);
+    EXPECT_EQ(*inflight->delivery.shared_key, key);
+  }
+  // Past PUBREC the message is gone; the key may stay.
+  Delivery released{nullptr, QoS::kExactlyOnce, false, {}};
+  released.shared_key = delivery.shared_key;
+  auto pubcomp = DecodeInflight(EncodeInflight(InflightDelivery{released, InflightPhase::kAwaitingPubcomp, 3}));
+  ASSERT_TRUE(pubcomp);
+  EXPECT_EQ(pubcomp->delivery.message, nullptr);
+  ASSERT_NE(pubcomp->delivery.shared_key, nullptr);
+  EXPECT_EQ(*pubcomp->delivery.shared_key, key);
+}
+
+TEST(RecordCodecTest, TrailingFieldsMustBeWholeAndUnknownOnesAreSkipped) {
+  const std::string old = RecordWithoutTrailingFields();
+  Delivery keyed = *DecodeDelivery(old);
+  keyed.shared_key = std::make_shared<const std::string>(SharedKeyForTests());
+  const std::string bytes = EncodeDelivery(keyed);
+  // Cut anywhere inside the key's field: rejected, never read as "no key".
+  for (size_t n = old.size() + 1; n < bytes.size(); ++n) {
+    EXPECT_FALSE(DecodeDelivery(bytes.substr(0, n))) << "prefix of " << n << " bytes";
+  }
+  EXPECT_FALSE(DecodeDelivery(bytes + "x"));
+  // The key twice: malformed.
+  EXPECT_FALSE(DecodeDelivery(bytes + bytes.substr(old.size())));
+  // A field a later format may add (tag 9) is skipped, before or after the key.
+  const std::string later = std::string("\x09\x00\x00\x00\x02", 5) + "zz";
+  for (const std::string& with_later : {old + later + bytes.substr(old.size()), bytes + later}) {
+    auto decoded = DecodeDelivery(with_later);
+    ASSERT_TRUE(decoded);
+    ASSERT_NE(decoded->shared_key, nullptr);
+    EXPECT_EQ(*decoded->shared_key, SharedKeyForTests());
+    EXPECT_EQ(EncodeDelivery(*decoded), bytes);  // written back without it
+  }
+}
+
+// The fuzzers' promise for delivery records, over every one-byte change of
+// a keyed record: whatever decodes encodes to bytes that decode to the same.
+TEST(RecordCodecTest, EveryOneByteChangeOfAKeyedRecordDecodesStablyOrNotAtAll) {
+  Delivery keyed{FullMessage(), QoS::kAtLeastOnce, true, {1, 2}};
+  keyed.shared_key = std::make_shared<const std::string>(SharedKeyForTests());
+  const std::string bytes = EncodeInflight(InflightDelivery{keyed, InflightPhase::kAwaitingPuback, 4});
+  for (size_t i = 0; i < bytes.size(); ++i) {
+    for (int flip : {0x01, 0x80, 0xFF}) {
+      std::string changed = bytes;
+      changed[i] = static_cast<char>(changed[i] ^ flip);
+      auto decoded = DecodeInflight(changed);
+      if (!decoded) continue;
+      const std::string again = EncodeInflight(*decoded);
+      auto redecoded = DecodeInflight(again);
+      ASSERT_TRUE(redecoded) << "byte " << i;
+      EXPECT_EQ(EncodeInflight(*redecoded), again) << "byte " << i;
+      EXPECT_EQ(redecoded->delivery.shared_key == nullptr, decoded->delivery.shared_key == nullptr);
+    }
+  }
 }
 
 }  // namespace
