@@ -65,9 +65,9 @@ struct Delivery {
   std::vector<uint32_t> subscription_ids;
   uint64_t store_seq = 0;  // its queue key when stored (durable sessions), else 0
   // Made through a shared subscription: SharedKey(group, filter); null for
-  // a plain one. In memory only (not in the stored record): a recovered or
-  // adopted session's deliveries are tagged again from its subscriptions
-  // (ShardBroker::TagSharedDeliveries).
+  // a plain one. Stored in the q/f records (record_codec.h); after a
+  // restore it is the group's key_ref (ShardBroker::TagSharedDeliveries),
+  // and records from before it was stored are tagged from the subscriptions.
   std::shared_ptr<const std::string> shared_key = nullptr;
 };
 

@@ -228,8 +228,8 @@ class ShardBroker {
 
   // --- shared subscriptions (shared_redelivery.cc) ---------------------------
   // A session restored from a store or a partition: its deliveries made
-  // through a shared subscription are tagged again from its subscriptions
-  // (the tag is not stored); with `disconnected_member`, a session served
+  // through a shared subscription keep their stored group key (older
+  // records: tagged from its subscriptions); with `disconnected_member`, a session served
   // here without its client (taken over from a gone node, or recovered on
   // a lone node) has its shared deliveries moved to another member after
   // the redelivery delay, unless its client is back by then.
