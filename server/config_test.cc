@@ -124,6 +124,26 @@ TEST_F(ConfigFileTest, SharedStrategyAndRedeliveryDelayFromFileOrFlag) {
   EXPECT_TRUE(std::holds_alternative<ExitRequest>(Parse({"--shared-redelivery-delay", "-2"})));
 }
 
+TEST_F(ConfigFileTest, PartitionedGroupsFromFileOrFlags) {
+  auto defaults = Parse({});
+  ASSERT_TRUE(std::holds_alternative<NodeConfig>(defaults));
+  EXPECT_TRUE(std::get<NodeConfig>(defaults).shared_subscriptions.partitioned.empty());
+  auto flags = Parse({"--partitioned-group", "jobs=4", "--partitioned-group", "logs=2:topic"});
+  ASSERT_TRUE(std::holds_alternative<NodeConfig>(flags));
+  const auto& partitioned = std::get<NodeConfig>(flags).shared_subscriptions.partitioned;
+  ASSERT_EQ(partitioned.size(), 2u);
+  EXPECT_EQ(partitioned.at("jobs"), (core::PartitionedGroup{4, false}));
+  EXPECT_EQ(partitioned.at("logs"), (core::PartitionedGroup{2, true}));
+  const std::string path = Write("partitioned-group = [\"jobs=8\"]\n");
+  auto from_file = Parse({"--config", path.c_str()});
+  ASSERT_TRUE(std::holds_alternative<NodeConfig>(from_file));
+  EXPECT_EQ(std::get<NodeConfig>(from_file).shared_subscriptions.partitioned.at("jobs"), (core::PartitionedGroup{8, false}));
+  auto bad = Parse({"--partitioned-group", "jobs=0"});
+  ASSERT_TRUE(std::holds_alternative<ExitRequest>(bad));
+  EXPECT_EQ(std::get<ExitRequest>(bad).status, 2);
+  EXPECT_TRUE(std::holds_alternative<ExitRequest>(Parse({"--partitioned-group", "jobs"})));
+}
+
 TEST_F(ConfigFileTest, ReplicationAckFromFileOrFlag) {
   auto defaults = Parse({});
   ASSERT_TRUE(std::holds_alternative<NodeConfig>(defaults));
