@@ -17,6 +17,9 @@ namespace estuary::server::testing {
 
 struct FaultChecks {
   bool no_duplicates = true;  // assert 0 duplicated
+  // Losses are measured and printed, not asserted: a mode documented as
+  // able to lose messages (replication.ack = "leader").
+  bool losses_measured_only = false;
   // Why a case cannot pass today with this workload ("" if it must); asked
   // only when the matrix does not already mark the case expected-fail.
   std::function<std::string(const FaultCase&)> expected_fail;

@@ -244,6 +244,7 @@ void RunSteps(const FaultCase& fault_case, Workload& workload, CaseResult& resul
   FaultClusterOptions options;
   options.nodes = fault_case.nodes;
   options.storage = fault_case.storage;
+  options.extra_flags.insert(options.extra_flags.end(), fault_case.node_flags.begin(), fault_case.node_flags.end());
   auto cluster = FaultCluster::Start(options, &error);
   if (!cluster) return;
   if (!cluster->WaitMembersUp(kConvergeWait, &error)) return void(error = "members never all up: " + error);
@@ -353,6 +354,7 @@ CaseResult RunFaultCase(const FaultCase& fault_case, Workload& workload) {
   CaseResult result;
   result.fault_case = fault_case;
   result.workload = workload.name();
+  for (const std::string& flag : fault_case.node_flags) result.workload += " " + flag;
   const auto start = SteadyClock::now();
   RunSteps(fault_case, workload, result);
   result.seconds = double(Ms(SteadyClock::now() - start)) / 1000.0;

@@ -30,6 +30,7 @@ struct FaultCase {
   FaultKind fault = FaultKind::kKillLeader;
   bool in_ci = false;         // run by ctest; the rest only with ESTUARY_FAULT_MATRIX=full
   std::string expected_fail;  // why it cannot pass today; empty: it must pass
+  std::vector<std::string> node_flags;  // more estuaryd flags for every node (e.g. --replication-ack leader)
 
   std::string Name() const;      // "n3_bitcask_kill_leader" (a gtest parameter name)
   std::string Describe() const;  // the fault, in words

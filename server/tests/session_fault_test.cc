@@ -85,5 +85,25 @@ TEST_P(VictimSessionQos2FaultTest, AcknowledgedMessagesReachTakenOverSessionsExa
 
 INSTANTIATE_TEST_SUITE_P(Matrix, VictimSessionQos2FaultTest, ::testing::ValuesIn(FullMatrix()), CaseName);
 
+// replication.ack = "leader" (docs/partitions.md): a publish is acknowledged
+// on the node's own store, so a node killed before its session writes
+// committed loses them. This counts what it loses with the sessions on the
+// victims (figures in docs/reliability.md); losses are not asserted, the
+// rest is. Full matrix only.
+class LeaderAckVictimSessionFaultTest : public ::testing::TestWithParam<FaultCase> {};
+
+TEST_P(LeaderAckVictimSessionFaultTest, CountsWhatLeaderAcknowledgementsLose) {
+  SessionWorkload workload({.sessions = kSessions, .qos = 1, .on_victims = true});
+  FaultChecks checks;
+  checks.no_duplicates = false;
+  checks.losses_measured_only = true;
+  checks.in_ci = [](const FaultCase&) { return false; };
+  FaultCase fault_case = GetParam();
+  fault_case.node_flags = {"--replication-ack", "leader"};
+  RunAndCheckFaultCase(fault_case, workload, checks);
+}
+
+INSTANTIATE_TEST_SUITE_P(Matrix, LeaderAckVictimSessionFaultTest, ::testing::ValuesIn(FullMatrix()), CaseName);
+
 }  // namespace
 }  // namespace estuary::server::testing
