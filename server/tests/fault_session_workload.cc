@@ -1,5 +1,7 @@
 #include "server/tests/fault_session_workload.h"
 
+#include <cstdio>
+
 #include "server/tests/process_support.h"
 
 namespace estuary::server::testing {
@@ -18,14 +20,25 @@ std::vector<std::string> ClientIds(int sessions) {
 std::string TopicOf(const std::string& client) { return "fault/" + client.substr(sizeof("fault-") - 1); }
 
 // A persistent-session CONNECT (MQTT 5, clean start 0, an hour's expiry).
+// `why` (if given) says what the last failed attempt got.
 std::unique_ptr<estuary::testing::RawClient> ConnectSession(const NodeProcess& node, const std::string& client,
-                                                           bool* present) {
+                                                           bool* present, std::string* why = nullptr) {
   auto raw = std::make_unique<estuary::testing::RawClient>();
-  if (!raw->Open("127.0.0.1", node.mqtt_port())) return nullptr;
+  if (!raw->Open("127.0.0.1", node.mqtt_port())) {
+    if (why) *why = "the port refused the connection";
+    return nullptr;
+  }
   mqtt::Properties properties;
   properties.session_expiry_interval = kSessionExpiry;
   auto connack = raw->Connect(client, /*clean_start=*/false, properties);
-  if (!connack || connack->reason != mqtt::ReasonCode::kSuccess) return nullptr;
+  if (!connack || connack->reason != mqtt::ReasonCode::kSuccess) {
+    if (why) {
+      char reason[8];
+      std::snprintf(reason, sizeof(reason), "0x%02x", connack ? static_cast<unsigned>(connack->reason) : 0u);
+      *why = connack ? std::string("CONNACK ") + reason : raw->closed() ? "closed without a CONNACK" : "no CONNACK in time";
+    }
+    return nullptr;
+  }
   if (present != nullptr) *present = connack->session_present;
   return raw;
 }
@@ -48,9 +61,11 @@ mqtt::PublishPacket SessionWorkload::MessageFor(const std::string& client) const
 bool SessionWorkload::Setup(FaultCluster& cluster, int node, std::string* error) {
   for (const std::string& client : Keys()) {
     std::unique_ptr<estuary::testing::RawClient> raw;
-    WaitUntil([&] { return (raw = ConnectSession(cluster.node(node), client, nullptr)) != nullptr; }, kConnectWait);
+    std::string why;
+    WaitUntil([&] { return (raw = ConnectSession(cluster.node(node), client, nullptr, &why)) != nullptr; },
+              kConnectWait);
     if (!raw) {
-      if (error) *error = client + " could not connect to node " + std::to_string(node);
+      if (error) *error = client + " could not connect to node " + std::to_string(node) + " (last attempt: " + why + ")";
       return false;
     }
     mqtt::SubscribePacket subscribe;
