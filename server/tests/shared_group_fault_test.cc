@@ -34,5 +34,23 @@ TEST_P(SharedGroupFaultTest, AcknowledgedMessagesReachOneMember) {
 INSTANTIATE_TEST_SUITE_P(Matrix, SharedGroupFaultTest, ::testing::ValuesIn(FullMatrix()),
                          [](const ::testing::TestParamInfo<FaultCase>& param) { return param.param.Name(); });
 
+// The same group kept in 4 replicated queues (--partitioned-group fault=4,
+// docs/cluster.md "Partitioned shared groups"): the publisher's node appends,
+// the nodes with connected members read and hand over. Full matrix only.
+class PartitionedGroupFaultTest : public ::testing::TestWithParam<FaultCase> {};
+
+TEST_P(PartitionedGroupFaultTest, AcknowledgedMessagesReachOneMember) {
+  SharedGroupWorkload workload(kMembers);
+  FaultChecks checks;
+  checks.no_duplicates = false;  // QoS 1: counted
+  checks.in_ci = [](const FaultCase&) { return false; };
+  FaultCase fault_case = GetParam();
+  fault_case.node_flags = {"--partitioned-group", "fault=4"};
+  RunAndCheckFaultCase(fault_case, workload, checks);
+}
+
+INSTANTIATE_TEST_SUITE_P(Matrix, PartitionedGroupFaultTest, ::testing::ValuesIn(FullMatrix()),
+                         [](const ::testing::TestParamInfo<FaultCase>& param) { return param.param.Name(); });
+
 }  // namespace
 }  // namespace estuary::server::testing
