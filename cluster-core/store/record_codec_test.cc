@@ -2,6 +2,8 @@
 
 #include <gtest/gtest.h>
 
+#include <cstdlib>
+#include <fstream>
 #include <memory>
 #include <string>
 #include <vector>
@@ -344,4 +346,22 @@ TEST(RecordCodecTest, EveryOneByteChangeOfAKeyedRecordDecodesStablyOrNotAtAll) {
 }
 
 }  // namespace
+// Writes record_codec_fuzz's seeds when ESTUARY_WRITE_CORPUS names a
+// directory: a queued and an in-flight record, with and without a group key
+// (first byte: 0 queued, 1 in flight).
+TEST(RecordCodecTest, SeedCorpus) {
+  const char* dir = std::getenv("ESTUARY_WRITE_CORPUS");
+  if (dir == nullptr) GTEST_SKIP() << "set ESTUARY_WRITE_CORPUS=dir to write the seeds";
+  Delivery plain{FullMessage(), QoS::kAtLeastOnce, false, {3}};
+  Delivery keyed = plain;
+  keyed.shared_key = std::make_shared<const std::string>(SharedKeyForTests());
+  auto write = [&](const std::string& name, char kind, const std::string& record) {
+    std::ofstream(std::string(dir) + "/" + name, std::ios::binary) << kind << record;
+  };
+  write("queued", '\0', EncodeDelivery(plain));
+  write("queued_keyed", '\0', EncodeDelivery(keyed));
+  write("inflight", '\1', EncodeInflight(InflightDelivery{plain, InflightPhase::kAwaitingPuback, 4}));
+  write("inflight_keyed", '\1', EncodeInflight(InflightDelivery{keyed, InflightPhase::kAwaitingPubrec, 5}));
+}
+
 }  // namespace estuary::core::store
