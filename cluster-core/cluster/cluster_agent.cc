@@ -476,6 +476,7 @@ void ClusterAgent::OnPeerDown(NodeId node) {
   peer.up = false;
   peer.down_since_ms = loop_.NowMs();
   DropHeld(peer, true);  // control frames are replaced by the next snapshot
+  ResetGroupQueueLinks(node, false);
   spdlog::info("cluster: node {} down", node);
 }
 
@@ -487,6 +488,7 @@ void ClusterAgent::DeclareGone(NodeId node) {
   peer.known = false;
   peer.gone = true;
   DropHeld(peer, false);
+  ResetGroupQueueLinks(node, true);
   // Its shared-group routes go now (the groups pick live members; replayed
   // group messages are sent to the group again), its plain routes after
   // replay_grace_ms (forwards on them are replayed to the sessions taken
@@ -536,6 +538,10 @@ void ClusterAgent::OnFrame(NodeId from, uint8_t type, std::string_view body) {
   }
   if (type >= partition::kPartitionPropose && type <= 0x5F) {
     if (partitions_) partitions_->OnFrame(from, type, body);
+    return;
+  }
+  if (type >= partition::kQueuePull && type <= partition::kQueueReject) {
+    OnQueueFrame(from, type, body);
     return;
   }
   switch (type) {

@@ -40,6 +40,7 @@
 #include <deque>
 #include <functional>
 #include <map>
+#include <optional>
 #include <memory>
 #include <set>
 #include <string>
@@ -55,6 +56,8 @@
 #include "cluster-core/membership/membership.h"
 #include "cluster-core/meta/meta_group.h"
 #include "cluster-core/partition/partition_host.h"
+#include "cluster-core/partition/queue_flow.h"
+#include "cluster-core/partition/queue_frames.h"
 #include "cluster-core/partition/session_machine.h"
 #include "persistence/storage_engine.h"
 #include "io/loop.h"
@@ -135,7 +138,12 @@ struct ClusterCounters {
   uint64_t group_appends = 0;            // partitioned groups: messages appended to their queues
   uint64_t group_append_retries = 0;     // attempts not committed (or the queue full), made again
   uint64_t group_appends_dropped = 0;    // not appended by the deadline (their publishers released)
-  uint64_t group_reads = 0;              // reads of queues this node consumes
+  uint64_t group_pulls = 0;              // credit grants sent to queues' leaders (pull frames)
+  uint64_t group_pushed = 0;             // messages this node pushed as a queue's leader
+  uint64_t group_repushed = 0;           // of which pushed again (a reset, a new consumer, a timeout)
+  uint64_t group_push_duplicates = 0;    // pushed messages this node held or had acked already
+  uint64_t group_assigns = 0;            // queues this node recorded itself as the consumer of
+  uint64_t group_push_in_flight = 0;     // pushed by this node as leaders, their Acks not applied (now)
   uint64_t group_handed_off = 0;         // queue messages given to members here
   uint64_t group_acked = 0;              // offsets removed from queues once members' sessions held them
   uint64_t group_queues_consumed = 0;    // queues this node consumes (now)
@@ -387,17 +395,23 @@ class ClusterAgent final : public LinkHandler {
   bool grace_timer_ = true;
   mutable ClusterCounters counters_;  // bad_frames: see bad_frames_
   // --- partitioned shared groups (cluster_queues.cc) ---
+  // A queue this node consumes (the assignment gives it to this node): it
+  // records itself as the consumer (Assign), grants the queue's leader
+  // credit (pull frames) and hands what is pushed to its members.
   struct GroupQueueConsumer {
-    std::string key;          // the group's SharedKey
-    uint64_t cursor = 0;      // the next offset to read
-    bool busy = false;        // a read or its handoffs outstanding
+    std::string key;  // the group's SharedKey
+    partition::PartitionId partition = 0;
+    uint64_t generation = 0;  // tells this entry's handoffs from those of an earlier one for the queue
     bool wanted = true;       // still assigned to this node (each tick)
-    int64_t next_poll_ms = 0;
-    uint32_t pending = 0;     // handoffs of the current batch not answered
-    uint64_t batch_end = 0;   // the offset after the batch's last message
-    uint64_t refused_from = UINT64_MAX;  // the first offset no member took
-    std::vector<uint64_t> to_ack;        // taken in this batch
-    std::set<uint64_t> acking;  // taken, their Ack not committed yet: not handed off again
+    uint64_t epoch = 0;       // this node's committed Assign (0: not yet)
+    bool assigning = false;   // an Assign (or the read before it) outstanding
+    int64_t next_assign_ms = 0;
+    NodeId target = 0;        // the leader the pulls go to (0: none sent since the last reset)
+    int64_t next_pull_ms = 0;
+    std::optional<partition::QueuePuller> puller;  // once assigned
+    std::map<uint64_t, MessagePtr> waiting;        // pushed, not yet taken by a member
+    std::set<uint64_t> offered;                    // of those, offered to the shards now
+    bool retry_armed = false;                      // members all busy: offered again later
   };
   struct GroupHandoff {
     std::string queue;
@@ -405,22 +419,46 @@ class ClusterAgent final : public LinkHandler {
     MessagePtr message;
     uint16_t first_shard = 0;
     uint16_t tried = 0;
+    uint64_t generation = 0;  // the consumer entry's that offered it
+  };
+  // A queue whose partition this node leads, pushed to its consumer.
+  struct GroupQueuePusher {
+    partition::PartitionId partition = 0;
+    partition::QueuePusher pusher;
   };
   void TickGroupQueues();
   void AppendToGroupQueue(const MessagePtr& message, const std::string& key, uint32_t queue_index,
                           uint16_t origin_shard, uint64_t safe_token, int64_t deadline_ms);
-  void PollGroupQueue(const std::string& queue);
-  void OnGroupQueueRead(const std::string& queue, const partition::PartitionResult& result);
+  void StepGroupConsumer(const std::string& queue);
+  void AssignGroupQueue(const std::string& queue);
+  void PullGroupQueue(const std::string& queue);
+  void OfferGroupMessages(const std::string& queue);
   void TryGroupHandoff(uint64_t handoff);
-  void FinishGroupBatch(const std::string& queue);
+  void FlushGroupAcks(const std::string& queue);
   void AckGroupQueue(const std::string& queue, std::vector<uint64_t> offsets);
+  void DropGroupConsumer(std::map<std::string, GroupQueueConsumer>::iterator consumer);
+  // The leader's side (frames 0x60-0x63).
+  void OnQueueFrame(NodeId from, uint8_t type, std::string_view body);
+  void OnQueuePull(NodeId from, partition::QueuePullFrame pull);
+  void OnQueuePush(NodeId from, partition::QueuePushFrame push);
+  void OnQueueReject(NodeId from, const partition::QueueRejectFrame& reject);
+  void OnQueueApplied(std::string_view queue, std::optional<uint64_t> appended, const std::vector<uint64_t>* acked);
+  void PumpGroupQueue(const std::string& queue);
+  void PumpDueGroupQueues();
+  void TickGroupPushers();
+  void ResetGroupQueueLinks(NodeId node, bool gone);
+  bool SendQueueFrame(NodeId node, uint8_t type, std::string body);
   std::map<std::string, GroupQueueConsumer> group_consumers_;  // by queue name
+  std::map<std::string, GroupQueuePusher, std::less<>> group_pushers_;  // by queue name
+  std::set<std::string> group_pumps_due_;  // pushers with something new to read
+  bool group_pump_posted_ = false;
   std::vector<std::set<std::string>> group_ready_local_;       // by shard: keys with a connected member
   std::set<std::string> group_ready_announced_;                // their union, as last sent to the peers
   std::map<NodeId, std::set<std::string>> group_ready_remote_;  // what each peer last sent
   std::map<uint64_t, GroupHandoff> group_handoffs_;
   std::map<std::string, uint32_t> group_turns_;  // round robin over a group's queues, by key
   uint64_t next_group_handoff_ = 1;
+  uint64_t next_group_generation_ = 1;
   uint16_t next_handoff_shard_ = 0;
   std::map<RouteKey, uint32_t> local_routes_;  // node-level route -> shards holding it
   std::vector<RouteEntry> pending_routes_;

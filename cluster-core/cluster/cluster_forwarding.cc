@@ -329,6 +329,7 @@ void ClusterAgent::Tick() {
   }
   ExpireParkedAndReplays(now);
   if (!config_.partitioned_groups.empty()) TickGroupQueues();
+  TickGroupPushers();
 }
 
 }  // namespace estuary::cluster

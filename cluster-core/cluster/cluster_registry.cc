@@ -18,8 +18,16 @@ Expected<void, std::string> ClusterAgent::EnablePartitions(partition::PartitionH
   boot_id_ = config.boot_id;
   partitions_ = std::make_unique<partition::PartitionHost>(
       *meta_host_, transport_, *meta_, engine, std::move(config),
-      [&loop = loop_](partition::PartitionId) {
-        return std::make_unique<partition::PartitionState>([&loop] { return loop.clock().WallMs(); });
+      [this](partition::PartitionId) {
+        auto state = std::make_unique<partition::PartitionState>([&loop = loop_] { return loop.clock().WallMs(); });
+        // The leader of a queue's partition pushes what is appended to the
+        // queue's consumer (cluster_queues.cc).
+        state->set_queue_hooks(partition::QueueApplyHooks{
+            [this](std::string_view queue, uint64_t offset) { OnQueueApplied(queue, offset, nullptr); },
+            [this](std::string_view queue, const std::vector<uint64_t>& offsets) {
+              OnQueueApplied(queue, std::nullopt, &offsets);
+            }});
+        return state;
       });
   partitions_->Start();
   SetRetainedOnPartitions(true);

@@ -97,8 +97,19 @@ std::string ClusterAgent::MetricsText() const {
   series("estuary_cluster_group_appends_dropped_total", "counter",
          "Messages of partitioned groups not appended by the deadline (their publishers released).",
          c.group_appends_dropped);
-  series("estuary_cluster_group_reads_total", "counter", "Reads of the partitioned groups' queues this node consumes.",
-         c.group_reads);
+  series("estuary_cluster_group_assigns_total", "counter",
+         "Partitioned groups' queues this node recorded itself as the consumer of (Assign committed).", c.group_assigns);
+  series("estuary_cluster_group_pulls_total", "counter",
+         "Credit grants (pull frames) this node sent to the leaders of the queues it consumes.", c.group_pulls);
+  series("estuary_cluster_group_pushed_total", "counter",
+         "Queue messages this node pushed to their consumers as the queues' partition leader.", c.group_pushed);
+  series("estuary_cluster_group_repushed_total", "counter",
+         "Of those, pushed again (a lost link, a new consumer, not acknowledged in 10 s).", c.group_repushed);
+  series("estuary_cluster_group_push_in_flight", "gauge",
+         "Queue messages this node pushed as their partition's leader whose Ack has not applied (each tick).",
+         c.group_push_in_flight);
+  series("estuary_cluster_group_push_duplicates_total", "counter",
+         "Pushed queue messages this node already held or had acknowledged (dropped).", c.group_push_duplicates);
   series("estuary_cluster_group_handed_off_total", "counter",
          "Queue messages given to members on this node.", c.group_handed_off);
   series("estuary_cluster_group_acked_total", "counter",

@@ -424,6 +424,20 @@ void PartitionHost::ReadLocal(PartitionId partition, std::string query, Partitio
   });
 }
 
+NodeId PartitionHost::KnownLeader(PartitionId partition) const {
+  if (auto local = replicas_.find(partition); local != replicas_.end()) {
+    if (const auto leader = static_cast<NodeId>(local->second->group->raft().leader()); leader != 0) return leader;
+  }
+  if (auto hint = leader_hints_.find(partition); hint != leader_hints_.end() && hint->second != 0) return hint->second;
+  const std::vector<NodeId>* placed = PlacedReplicas(partition);
+  return placed != nullptr && !placed->empty() ? placed->front() : 0;
+}
+
+bool PartitionHost::Leads(PartitionId partition) const {
+  auto local = replicas_.find(partition);
+  return local != replicas_.end() && local->second->group->raft().role() == raft::Role::kLeader;
+}
+
 NodeId PartitionHost::LikelyLeader(PartitionId partition, NodeId failed) const {
   if (auto local = replicas_.find(partition); local != replicas_.end()) {
     const auto leader = static_cast<NodeId>(local->second->group->raft().leader());

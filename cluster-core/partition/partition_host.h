@@ -210,6 +210,13 @@ class PartitionHost {
   // Frames 0x50-0x5F from the Transport's handler.
   void OnFrame(NodeId from, uint8_t type, std::string_view body);
 
+  // The partition's leader as far as this node knows, itself included: its
+  // own replica's view, else the last answer that named one, else the first
+  // replica placed (a guess; 0 if there is none).
+  NodeId KnownLeader(PartitionId partition) const;
+  // This node's replica of the partition leads now.
+  bool Leads(PartitionId partition) const;
+
   // This node's group and machine for the partition (null if it has none).
   meta::RaftGroup* group(PartitionId partition);
   PartitionMachine* machine(PartitionId partition);

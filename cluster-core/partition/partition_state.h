@@ -42,6 +42,7 @@ class PartitionState final : public PartitionMachine {
   const RetainedIndex& retained_index() const { return index_; }
   const SessionMachine& sessions() const { return sessions_; }
   const QueueMachine& queues() const { return queues_; }
+  void set_queue_hooks(QueueApplyHooks hooks) { queues_.set_hooks(std::move(hooks)); }
   uint64_t malformed() const { return malformed_; }
 
  private:

@@ -5,7 +5,7 @@
 // consumes it, within credit that node grants; the consumer node's acks
 // remove them (QueueMachine's Ack). Both machines are pure: no IO, no clock
 // (time is an argument), so an event loop drives them with what arrives and
-// sends what they return. Neither is wired into the agent yet.
+// sends what they return (the agent: cluster/cluster_queues.cc).
 //
 // Credit is incremental: a pull grants n more messages, and every message
 // in a push spends one, a redelivered one too. The leader and the consumer

@@ -190,6 +190,7 @@ std::string QueueMachine::ApplyAppend(std::string_view body, int64_t entry_ms) {
     queue.messages.emplace(offset, Stored{std::string(record), expiry});
     queue.bytes += record.size();
     if (expiry) ++queue.expiring;
+    if (hooks_.appended) hooks_.appended(name, offset);
   }
   meta::ByteWriter out;
   out.U64(offset);
@@ -215,6 +216,7 @@ std::string QueueMachine::ApplyAck(std::string_view body) {
       Remove(queue, message);
       ++removed;
     }
+    if (hooks_.acked) hooks_.acked(name, offsets);
   }
   meta::ByteWriter out;
   out.U32(removed);

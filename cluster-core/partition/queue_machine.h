@@ -69,6 +69,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "cluster-core/partition/partition_host.h"
@@ -125,6 +126,18 @@ std::optional<uint32_t> DecodeQueueAckResult(std::string_view bytes);
 std::optional<QueueReadResult> DecodeQueueReadResult(std::string_view bytes);
 std::optional<std::vector<QueueStats>> DecodeQueueStats(std::string_view bytes);
 
+// What a replica applied, for the node that pushes a queue to its consumer
+// (its partition's leader; queue_flow.h QueuePusher): called inside Apply,
+// on every replica, so a hook must be cheap and must not call back into the
+// partition (defer the work).
+struct QueueApplyHooks {
+  // A message was stored at `offset` (not called for one expired on arrival).
+  std::function<void(std::string_view queue, uint64_t offset)> appended;
+  // An Ack of a known queue applied with these offsets (those already gone
+  // included).
+  std::function<void(std::string_view queue, const std::vector<uint64_t>& offsets)> acked;
+};
+
 class QueueMachine final : public PartitionMachine {
  public:
   // How often (in entry time) expired messages are swept.
@@ -139,6 +152,7 @@ class QueueMachine final : public PartitionMachine {
   std::string Query(std::string_view query) const override;
 
   std::vector<QueueStats> Stats() const;
+  void set_hooks(QueueApplyHooks hooks) { hooks_ = std::move(hooks); }
   // No command was ever applied (nor restored): the state of a fresh machine.
   bool pristine() const { return queues_.empty() && next_offset_ == 0 && last_sweep_ms_ == 0; }
   uint64_t next_offset() const { return next_offset_; }
@@ -172,6 +186,7 @@ class QueueMachine final : public PartitionMachine {
 
   std::function<int64_t()> wall_ms_;
   QueueLimits limits_;
+  QueueApplyHooks hooks_;
   std::map<std::string, Queue, std::less<>> queues_;
   uint64_t next_offset_ = 0;    // the partition's offset counter
   uint64_t last_sweep_ms_ = 0;  // entry time of the last sweep

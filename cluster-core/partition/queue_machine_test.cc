@@ -358,6 +358,31 @@ TEST(QueueMachineTest, PartitionStateDispatchesAndSnapshotsQueues) {
   EXPECT_TRUE(copy.queues().Stats().empty());
 }
 
+// The apply hooks tell the leader's pusher what applied (cluster_queues.cc):
+// a stored append with its offset (not one expired on arrival, not a full
+// queue's refusal, not a malformed command) and every Ack's offsets.
+TEST(QueueMachineTest, ApplyHooksReportStoredAppendsAndAcks) {
+  PartitionState state([] { return static_cast<int64_t>(kT0); }, QueueLimits{2, 1 << 20});
+  std::vector<std::pair<std::string, uint64_t>> appended;
+  std::vector<std::pair<std::string, std::vector<uint64_t>>> acked;
+  state.set_queue_hooks(QueueApplyHooks{
+      [&](std::string_view queue, uint64_t offset) { appended.emplace_back(std::string(queue), offset); },
+      [&](std::string_view queue, const std::vector<uint64_t>& offsets) {
+        acked.emplace_back(std::string(queue), offsets);
+      }});
+  const uint64_t first = Append(state, "g/0", Publish("a"));
+  const uint64_t second = Append(state, "g/1", Publish("b"));
+  EXPECT_FALSE(AppendIsFull(state, "g/0", Publish("c", 2, static_cast<int64_t>(kT0) + 60'000)));
+  EXPECT_TRUE(AppendIsFull(state, "g/0", Publish("d")));  // two held: full, not reported
+  Append(state, "g/1", Publish("gone", 3, static_cast<int64_t>(kT0) - 1));  // expired on arrival: not reported
+  state.Apply(EntryOf(std::string("\x40\x01"), kT0));  // malformed: not reported
+  EXPECT_EQ(appended, (std::vector<std::pair<std::string, uint64_t>>{{"g/0", first}, {"g/1", second}, {"g/0", second + 1}}));
+
+  EXPECT_EQ(Ack(state, "g/0", {first, 999}), 1u);
+  EXPECT_EQ(Ack(state, "g/9", {5}), 0u);  // an unknown queue's Ack is not reported: no queue, no pusher
+  EXPECT_EQ(acked, (std::vector<std::pair<std::string, std::vector<uint64_t>>>{{"g/0", {first, 999}}}));
+}
+
 // Seeds for partition_state_fuzz (fuzz_corpus/partition_state), as
 // retained_machine_test.cc's PartitionStateTest.SeedCorpus: the first byte
 // picks the input.

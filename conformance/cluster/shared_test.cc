@@ -7,6 +7,8 @@
 #include <cstdlib>
 #include <set>
 
+#include <nlohmann/json.hpp>
+
 #include "conformance/cluster/cluster_fixture.h"
 #include "conformance/support/wait_for.h"
 #include "frontends/mqtt/codec/packet.h"
@@ -286,12 +288,38 @@ TEST(ClusterSharedTest, APartitionedGroupsQueuesAreSharedByTheNodesHoldingMember
     }
   }
   const int lost = Lost(got, kMessages);
-  std::printf("[counts] partitioned spread: acknowledged=%d node 2=%zu node 3=%zu lost=%d duplicated=%d\n", kMessages,
-              per_member[0], per_member[1], lost, duplicated);
+  // The queues' leaders pushed them (within the consumers' credit): every
+  // message once, none pushed again, and both consumers granted credit.
+  int64_t pushed = 0;
+  int64_t repushed = 0;
+  for (int node = 1; node <= 3; ++node) {
+    pushed += ShardCounter(*cluster, node, "estuary_cluster_group_pushed_total");
+    repushed += ShardCounter(*cluster, node, "estuary_cluster_group_repushed_total");
+  }
+  std::printf("[counts] partitioned spread: acknowledged=%d node 2=%zu node 3=%zu lost=%d duplicated=%d pushed=%lld "
+              "repushed=%lld\n",
+              kMessages, per_member[0], per_member[1], lost, duplicated, static_cast<long long>(pushed),
+              static_cast<long long>(repushed));
   EXPECT_EQ(lost, 0);
   EXPECT_EQ(duplicated, 0);
   EXPECT_GT(per_member[0], 0u);
   EXPECT_GT(per_member[1], 0u);
+  EXPECT_EQ(pushed, kMessages);
+  EXPECT_EQ(repushed, 0);
+  // And each was removed from its queue once a member's session held it:
+  // the leaders' pushes all acknowledged.
+  EXPECT_TRUE(testing::WaitFor(
+      [&] {
+        int64_t in_flight = 0;
+        for (int node = 1; node <= 3; ++node) {
+          in_flight += ShardCounter(*cluster, node, "estuary_cluster_group_push_in_flight");
+        }
+        return in_flight == 0;
+      },
+      kConverge))
+      << "pushed messages were never acknowledged (removed from their queues)";
+  EXPECT_GT(ShardCounter(*cluster, 2, "estuary_cluster_group_pulls_total"), 0);
+  EXPECT_GT(ShardCounter(*cluster, 3, "estuary_cluster_group_pulls_total"), 0);
 }
 
 // A consuming node dies (kill -9) under a steady QoS 1 stream: its queues
@@ -335,6 +363,62 @@ TEST(ClusterSharedTest, APartitionedGroupsQueuesMoveWhenAConsumingNodeDies) {
               static_cast<long long>(stalled_ms));
   EXPECT_GT(doomed.received.size(), 0u) << "node 3 consumed nothing: the test shows nothing";
   EXPECT_EQ(lost, 0);
+}
+
+// The queues' leaders move (a planned transfer of every partition's
+// leadership, as estuaryctl transfer-leader does) under a steady QoS 1
+// stream: the old leaders stop pushing and tell the consumer (not
+// leader), the consumer grants its credit to the new leaders, and they
+// push from the first message not yet removed. Every acknowledged message
+// reaches the member; pushes came from more than one node.
+TEST(ClusterSharedTest, APartitionedGroupsConsumerFollowsItsQueuesLeadersWhenTheyMove) {
+  auto cluster = StartPartitionedGroupCluster();
+  ASSERT_NE(cluster, nullptr);
+  const std::string topic = UniqueName("partitioned/moves/");
+  const std::string filter = "$share/workers/" + topic;
+  auto clients = ConnectClients(*cluster, {{1, UniqueName("pub")}, {2, UniqueName("m2-")}});
+  clients[1]->Subscribe(filter, 1);
+  std::string why;
+  ASSERT_TRUE(cluster->WaitRoute(2, topic, true, kConverge, &why)) << why;
+  ASSERT_TRUE(testing::WaitFor([&] { return ShardCounter(*cluster, 2, "estuary_cluster_group_queues_consumed") == 4; },
+                               kConverge));
+  TrafficPublisher publisher(*clients[0], topic, 1);
+  ASSERT_TRUE(publisher.WaitAcknowledged(100, kDeliver)) << publisher.error();
+  // Every partition a node leads goes to the next node.
+  int moved = 0;
+  std::string answers;
+  for (int node = 1; node <= 3; ++node) {
+    auto partitions = testing::AdminGet(cluster->node(node).admin_port(), "/api/cluster/partitions");
+    ASSERT_TRUE(partitions.has_value());
+    const nlohmann::json document = nlohmann::json::parse(partitions->body);
+    for (const auto& entry : document.at("open")) {
+      if (entry.value("role", std::string()) != "leader") continue;
+      const std::string path = "/api/cluster/partitions/transfer?partition=" +
+                               std::to_string(entry.at("partition").get<int>()) + "&to=" + std::to_string(node % 3 + 1);
+      const auto answer = testing::HttpRequest("127.0.0.1", cluster->node(node).admin_port(), "POST", path);
+      if (answer.status == 202) ++moved;
+      answers += std::to_string(answer.status) + " " + answer.body + "\n";
+    }
+  }
+  ASSERT_GT(moved, 0) << "no leadership could be moved: the test shows nothing\n" << answers;
+  ASSERT_TRUE(publisher.WaitAcknowledged(200, kDeliver)) << publisher.error();
+  publisher.Stop();
+  ASSERT_TRUE(publisher.error().empty()) << publisher.error();
+  int duplicated = 0;
+  const std::set<int> got = TakeAll(*clients[1], publisher.acknowledged(), duplicated);
+  const int lost = Lost(got, publisher.acknowledged());
+  int pushing_nodes = 0;
+  int64_t repushed = 0;
+  for (int node = 1; node <= 3; ++node) {
+    if (ShardCounter(*cluster, node, "estuary_cluster_group_pushed_total") > 0) ++pushing_nodes;
+    repushed += ShardCounter(*cluster, node, "estuary_cluster_group_repushed_total");
+  }
+  std::printf("[counts] partitioned leaders moved: leaderships moved=%d acknowledged=%d delivered=%zu lost=%d "
+              "duplicated=%d nodes that pushed=%d repushed=%lld\n",
+              moved, publisher.acknowledged(), got.size(), lost, duplicated, pushing_nodes,
+              static_cast<long long>(repushed));
+  EXPECT_EQ(lost, 0);
+  EXPECT_GE(pushing_nodes, 2);
 }
 
 }  // namespace
