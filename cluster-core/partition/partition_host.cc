@@ -100,6 +100,18 @@ std::optional<bool> PartitionHost::MayHaveVoted(uint64_t opened_at) const {
   return routes->returning && opened_at <= routes->boot_index;
 }
 
+// Whether an open record may come from before this process started: only
+// if this process started with an empty store and joined an existing
+// cluster (a node that founds a new one has no earlier life in it), and the
+// record was applied no later than this boot's first route reset. A node
+// that kept its store holds every group it ever started. Called once
+// MayHaveVoted has an answer (this boot's reset is applied).
+bool PartitionHost::MayPredateThisProcess(uint64_t opened_at) const {
+  if (!meta_.group().started_empty() || !meta_.config().has_seeds) return false;
+  const meta::NodeRoutes* routes = meta_.state().RoutesOf(config_.self);
+  return routes == nullptr || routes->boot != config_.boot_id || opened_at <= routes->boot_index;
+}
+
 void PartitionHost::StartGroups() {
   const auto& open = meta_.state().open_partitions();
   for (const auto& [partition, record] : open) {
@@ -123,8 +135,14 @@ void PartitionHost::StartGroups() {
     // was the whole cluster), and the record's config alone would let this
     // node elect itself on a fork of the group. (A partition whose only
     // replica lost its store, and still has no other, starts again empty.)
+    // Only a record from before this process can be outgrown: one opened
+    // while it ran names a group it never started (groups are never
+    // dropped), which no other node can have run, since only this node
+    // could elect a leader for it. A new cluster forming is the usual case:
+    // node 1 opens partitions alone while the others join, and may first
+    // see the record after a join has grown the placement.
     const bool outgrown = record.replicas.size() == 1 && record.replicas.front() == config_.self &&
-                          placed != nullptr && placed->size() > 1;
+                          placed != nullptr && placed->size() > 1 && MayPredateThisProcess(record.opened_at);
     const bool lost = *may_have_voted || outgrown;
     if (named && !lost) group.bootstrap.voters.assign(record.replicas.begin(), record.replicas.end());
     group.refuse_votes_when_empty = lost;

@@ -258,6 +258,7 @@ class PartitionHost {
   void OnReadFrame(NodeId from, std::string_view body);
   NodeId LikelyLeader(PartitionId partition, NodeId failed) const;
   std::optional<bool> MayHaveVoted(uint64_t opened_at) const;
+  bool MayPredateThisProcess(uint64_t opened_at) const;
   void ScheduleReconcile();
   void Reconcile();
   void StartGroups();

@@ -370,6 +370,37 @@ TEST(PartitionHost, ANewPartitionsFirstWriteDoesNotWaitAnElectionTimeout) {
   }
 }
 
+// A fresh cluster forming: node 1, alone in the metadata, opens a partition
+// (its record names only node 1), and a joining node's MemberUpsert is
+// applied in the same batch, so node 1 first sees the record with the
+// placement already grown. It has never run the group, so nothing can have
+// moved on without it: it must start the record's config and lead. Before
+// the fix it took itself for a replica that had lost its store, waited for
+// a leader that could never exist, and every write to the partition failed
+// (a persistent-session CONNECT refused for 30 s in the fault suite).
+TEST(PartitionHost, APartitionOpenedAloneAsTheClusterFormsElectsALeader) {
+  for (uint64_t seed : Seeds({41, 42, 43})) {
+    SCOPED_TRACE(seed);
+    PartitionCluster cluster(seed);
+    cluster.Start(1);
+    ASSERT_TRUE(cluster.RunUntil([&] { return cluster.MembersKnown(1) && cluster.meta(1).routes_committed(); },
+                                 20'000));
+    cluster.Start(2);
+    cluster.Start(3);
+    const std::string client = "opened-as-the-cluster-forms";
+    const PartitionId partition = cluster.partitions(1).PartitionOf(client);
+    // Both applied before node 1's partition host looks at the new record
+    // (it does so on the loop's next turn).
+    meta::RaftGroup& group = cluster.meta(1).group();
+    group.Propose(meta::EncodeCommand(meta::PartitionOpen{partition, {1}}), {}, nullptr);
+    group.Propose(meta::EncodeCommand(meta::MemberUpsert{{2, meta::SimAddress(2), cluster.boot(2)}}), {}, nullptr);
+    ASSERT_TRUE(cluster.RunUntil([&] { return cluster.MembersKnown(3); }, 20'000));
+    EXPECT_EQ(cluster.meta(1).state().open_partitions().at(partition).replicas, std::vector<NodeId>{1});
+    EXPECT_EQ(cluster.ClaimOk(1, client, 1), std::nullopt);
+    EXPECT_EQ(cluster.ClaimOk(2, client, 2), (ClientOwner{1, cluster.boot(1), 1}));
+  }
+}
+
 // --- planned leadership moves (docs/partitions.md) ---------------------
 
 
