@@ -9,6 +9,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "conformance/amqp/amqp_client.h"
 #include "conformance/cluster/cluster_fixture.h"
 #include "conformance/support/wait_for.h"
 #include "frontends/mqtt/codec/packet.h"
@@ -419,6 +420,58 @@ TEST(ClusterSharedTest, APartitionedGroupsConsumerFollowsItsQueuesLeadersWhenThe
               static_cast<long long>(repushed));
   EXPECT_EQ(lost, 0);
   EXPECT_GE(pushing_nodes, 2);
+}
+
+// MQTT and AMQP alike (issue 7 point 5): an AMQP receiver on $share/G/F is a
+// member of a partitioned group like an MQTT subscriber; the queues are
+// shared between its node and the MQTT member's, and each message reaches
+// one of them.
+TEST(ClusterSharedTest, APartitionedGroupsMembersMayBeAmqpReceivers) {
+  auto cluster = StartPartitionedGroupCluster();
+  ASSERT_NE(cluster, nullptr);
+  const std::string topic = UniqueName("partitioned/amqp/");
+  const std::string filter = "$share/workers/" + topic;
+  auto clients = ConnectClients(*cluster, {{1, UniqueName("pub")}, {2, UniqueName("m2-")}});
+  clients[1]->Subscribe(filter, 1);
+  AmqpClient amqp("127.0.0.1", cluster->node(3).amqp_port());
+  std::string error;
+  ASSERT_TRUE(amqp.WaitOpen(&error)) << error;
+  amqp.OpenReceiver("r", filter);
+  ASSERT_TRUE(amqp.Wait(AmqpEvent::Kind::kReceiverOpen, "r"));
+  ASSERT_TRUE(testing::WaitFor(
+      [&] {
+        return ShardCounter(*cluster, 2, "estuary_cluster_group_queues_consumed") == 2 &&
+               ShardCounter(*cluster, 3, "estuary_cluster_group_queues_consumed") == 2;
+      },
+      kConverge))
+      << "the AMQP receiver's node does not consume its share of the queues";
+  constexpr int kMessages = 100;
+  for (int i = 0; i < kMessages; ++i) clients[0]->Publish(topic, std::to_string(i), 1);
+  std::set<int> got;
+  int duplicated = 0;
+  size_t by_amqp = 0;
+  size_t by_mqtt = 0;
+  const auto deadline = testing::Clock::now() + kDeliver;
+  while (got.size() < size_t(kMessages) && testing::Clock::now() < deadline) {
+    while (auto message = clients[1]->Next(std::chrono::milliseconds(20))) {
+      ++by_mqtt;
+      if (!got.insert(std::stoi(message->to_string())).second) ++duplicated;
+    }
+    for (const AmqpEvent& event : amqp.TakeMessages("r", kMessages, std::chrono::milliseconds(20))) {
+      ++by_amqp;
+      const auto body = proton::get<proton::binary>(event.message.body());
+      if (!got.insert(std::stoi(std::string(body.begin(), body.end()))).second) ++duplicated;
+      if (!event.settled) amqp.Settle(event.delivery, AmqpClient::Outcome::kAccept);
+    }
+  }
+  const int lost = Lost(got, kMessages);
+  std::printf("[counts] partitioned amqp: acknowledged=%d mqtt member=%zu amqp receiver=%zu lost=%d duplicated=%d\n",
+              kMessages, by_mqtt, by_amqp, lost, duplicated);
+  EXPECT_EQ(lost, 0);
+  EXPECT_EQ(duplicated, 0);
+  EXPECT_GT(by_amqp, 0u);
+  EXPECT_GT(by_mqtt, 0u);
+  amqp.Close();
 }
 
 }  // namespace

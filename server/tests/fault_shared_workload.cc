@@ -20,8 +20,8 @@ std::vector<std::string> MemberIds(int members) {
 
 }  // namespace
 
-SharedGroupWorkload::SharedGroupWorkload(int members)
-    : StreamWorkload(MemberIds(members), 1, "fault-group-publisher-") {
+SharedGroupWorkload::SharedGroupWorkload(int members, uint8_t qos)
+    : StreamWorkload(MemberIds(members), qos, "fault-group-publisher-") {
   for (const std::string& id : Keys()) {
     members_.emplace_back();
     members_.back().client = id;
@@ -54,7 +54,7 @@ bool SharedGroupWorkload::Join(FaultCluster& cluster, Member& member, int node, 
   if (subscribe) {
     mqtt::SubscribePacket packet;
     packet.packet_id = 1;
-    packet.subscriptions.push_back({kFilter, mqtt::SubscribeOptions{1}});
+    packet.subscriptions.push_back({kFilter, mqtt::SubscribeOptions{qos()}});
     raw->Send(packet);
     std::optional<mqtt::SubackPacket> suback;
     while (!suback) {  // deliveries may come first

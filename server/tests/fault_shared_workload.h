@@ -1,8 +1,9 @@
 #pragma once
 // The shared-group workload of the fault suite (issue 7 points 5 and 7):
 // `members` MQTT 5 clients (fault-g0, ...) with persistent sessions (an
-// hour's expiry) subscribe at QoS 1 to $share/fault/fault/g, one per node
-// at first; one raw client publishes QoS 1 messages ("s42") to fault/g.
+// hour's expiry) subscribe at QoS 1 or 2 to $share/fault/fault/g, one per
+// node at first; one raw client publishes messages ("s42") to fault/g at
+// the same QoS.
 // Prepare puts a member on each victim (then on the publisher's node, then
 // the others), so the fault takes a member with it. Members stay connected
 // and read and acknowledge between publish steps. Verify resumes every
@@ -22,9 +23,10 @@ namespace estuary::server::testing {
 
 class SharedGroupWorkload final : public StreamWorkload {
  public:
-  explicit SharedGroupWorkload(int members);
+  // `qos` 1 or 2: the publishes' and the members' subscription's.
+  explicit SharedGroupWorkload(int members, uint8_t qos = 1);
 
-  std::string name() const override { return "shared group QoS 1"; }
+  std::string name() const override { return "shared group QoS " + std::to_string(qos()); }
   // The stream has one topic: the keys only name the members' partitions.
   void UseKeys(const std::vector<std::string>& /*keys*/) override {}
   bool Prepare(FaultCluster& cluster, int publisher, const std::vector<int>& victims, std::string* error) override;
