@@ -65,6 +65,7 @@ Node::~Node() {
   }
   admin_.reset();
   cluster_listener_.reset();
+  if (transport_) transport_->set_dial_observer(nullptr);  // it calls the agent's membership
   agent_.reset();
   transport_.reset();
 }
@@ -151,6 +152,7 @@ void Node::SetUpCluster() {
   // Membership decides when a peer is gone: down after the grace period.
   cluster::MembershipConfig members;
   members.down_after_ms = std::max<uint32_t>(config_.cluster_peer_grace_ms, members.suspect_after_ms + 1);
+  members.down_on_refused = config_.cluster_down_on_refused;
   // A restart comes back with a higher incarnation (persisted with --data-dir).
   members.incarnation = cluster::BootIncarnation(LoadIncarnation(config_), first->loop().clock());
   auto save = [this](uint64_t incarnation) {
@@ -159,7 +161,13 @@ void Node::SetUpCluster() {
     }
   };
   save(*members.incarnation);
-  agent_->EnableMembership(members).set_on_incarnation(save);
+  cluster::Membership& membership = agent_->EnableMembership(members);
+  membership.set_on_incarnation(save);
+  // Refused dials tell membership a peer's process is gone (the agent, the
+  // links' handler, has no use for them). The membership lives as long as
+  // the agent, which goes before the transport: cleared in the destructor.
+  transport_->set_dial_observer(
+      [&membership](const cluster::DialFailure& failure) { membership.OnDialFailed(failure); });
   for (auto& shard : shards_) shard->broker().set_cluster(&agent_->port());  // no thread runs yet
 }
 

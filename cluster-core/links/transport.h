@@ -13,8 +13,10 @@
 //
 // Threading: a Transport and its handler belong to one loop's thread.
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 namespace estuary::cluster {
@@ -24,6 +26,23 @@ using NodeId = uint16_t;
 struct PeerInfo {
   NodeId node = 0;
   std::string cluster_address;  // the address the peer listens on, "HOST:PORT"
+};
+
+// Why a dial failed before a link existed.
+enum class DialError : uint8_t {
+  // The peer's host answered that nothing listens on that port
+  // (ECONNREFUSED): on a sound network, the process behind it is gone.
+  kRefused,
+  // Timed out, unreachable, reset after connecting, ...: says nothing
+  // about whether the process is alive.
+  kOther,
+};
+
+struct DialFailure {
+  std::string address;  // the dialled "HOST:PORT"
+  NodeId node = 0;      // the node last found behind it, 0 if none yet
+  DialError error = DialError::kOther;
+  std::string detail;   // for logs ("connection refused", "timed out")
 };
 
 class LinkHandler {
@@ -68,9 +87,21 @@ class Transport {
   virtual bool connected(NodeId node) const = 0;
   // The peers with an authenticated link now.
   virtual std::vector<PeerInfo> peers() const = 0;
+  // Every failed dial (a seed, a member's address, a redial), with why.
+  // An observer of its own rather than a LinkHandler call: what judges
+  // liveness from it (membership) is not the links' handler in estuaryd
+  // (the ClusterAgent). Called on the loop's thread, never from Close().
+  void set_dial_observer(std::function<void(const DialFailure&)> observer) {
+    dial_observer_ = std::move(observer);
+  }
 
  protected:
+  void ReportDialFailure(const DialFailure& failure) {
+    if (dial_observer_) dial_observer_(failure);
+  }
+
   LinkHandler* handler_ = nullptr;
+  std::function<void(const DialFailure&)> dial_observer_;
 };
 
 }  // namespace estuary::cluster

@@ -153,6 +153,8 @@ void UvTransport::Dial(Dialer& dialer) {
     if (!self || self->state == LinkState::kClosed) return;
     if (status != 0) {
       spdlog::debug("links: dial {} failed: {}", self->dial_address, uv_strerror(status));
+      ReportDialFailed(*self, status == UV_ECONNREFUSED ? DialError::kRefused : DialError::kOther,
+                       uv_strerror(status));
       return;  // on_close follows and schedules the redial
     }
     self->remote = self->connection->peer_address();
@@ -166,6 +168,12 @@ void UvTransport::Dial(Dialer& dialer) {
   link->state = LinkState::kConnecting;
   dialer.link = link;
   StartLink(link);
+}
+
+void UvTransport::ReportDialFailed(const Link& link, DialError error, const std::string& detail) {
+  auto it = dialers_.find(link.dial_address);
+  const NodeId node = it != dialers_.end() ? it->second->node : 0;
+  ReportDialFailure({.address = link.dial_address, .node = node, .error = error, .detail = detail});
 }
 
 void UvTransport::Accept(int fd) {
@@ -401,7 +409,14 @@ void UvTransport::MarkUp(const LinkPtr& link) {
     bool same = (link->dialled && address == link->dial_address) || address == link->advertised;
     if (!same) continue;
     dialer->node = link->node;
-    if (address == link->dial_address && link->dialled) dialer->attempts = 0;
+    // Whichever side dialled, the address answers now: after a loss the
+    // first redial comes within backoff_min_ms, not after the backoff (or a
+    // redial still pending) that dials at start-up, before the peer
+    // listened, ran up. A refused redial is how membership tells a dead
+    // process quickly (docs/membership.md).
+    dialer->attempts = 0;
+    if (dialer->timer != 0) loop_.CancelTimer(dialer->timer);
+    dialer->timer = 0;
     // A dial still in handshake to the same node is redundant now.
     if (dialer->link && dialer->link != link && dialer->link->state != LinkState::kUp) {
       DropLink(dialer->link, false);
@@ -514,6 +529,7 @@ void UvTransport::Tick() {
       if (now - link->started_ms <= config_.handshake_timeout_ms) continue;
       if (link->state == LinkState::kConnecting) {
         spdlog::debug("links: dial {} timed out", link->dial_address);
+        ReportDialFailed(*link, DialError::kOther, "timed out");
         DropLink(link, true);
       } else {
         Refuse(link, "handshake timeout");

@@ -16,6 +16,9 @@
 // OnPeerDown(node) at once if the node was up. Send refuses (kNoLink, and
 // logs an error) a link-layer type (< 0x10) or a body over max_frame_bytes:
 // both are caller bugs. stats() keeps every node ever linked (up or not).
+// Every failed dial goes to the dial observer (Transport::set_dial_observer):
+// kRefused for ECONNREFUSED, kOther for the rest (timeouts included). The
+// first redial after a link loss comes within backoff_min_ms.
 #include <cstdint>
 #include <map>
 #include <memory>
@@ -85,7 +88,9 @@ class UvTransport final : public Transport {
   // cut cable loses them), accepted connections are reset, and nothing is
   // dialled, so the node is cut off from every peer in both directions while
   // its clients still connect. Un-isolating redials every known address at
-  // once. Idempotent.
+  // once. Idempotent. A peer's dial to an isolated node connects and is then
+  // reset, never refused: to membership it looks like a silent cut, not a
+  // dead process.
   void SetIsolated(bool isolated);
   bool isolated() const { return isolated_; }
   const std::string& advertised_address() const { return config_.advertised_address; }
@@ -99,6 +104,7 @@ class UvTransport final : public Transport {
   void Accept(int fd);
   void Dial(Dialer& dialer);
   void ScheduleRedial(Dialer& dialer);
+  void ReportDialFailed(const Link& link, DialError error, const std::string& detail);
   void StartLink(const LinkPtr& link);
   void OnData(const LinkPtr& link, std::string_view bytes);
   void OnFrame(const LinkPtr& link, uint8_t type, std::string_view body);

@@ -440,6 +440,57 @@ TEST(UvTransportTest, PeerRestartIsRedialledAndANewIdOnTheAddressIsANewPeer) {
   EXPECT_EQ(a->transport->open_links(), 1u);
 }
 
+// Counts what a transport's dial observer hears.
+struct DialLog {
+  explicit DialLog(Transport& transport) {
+    transport.set_dial_observer([this](const DialFailure& failure) { failures.push_back(failure); });
+  }
+  size_t Count(DialError error) const {
+    size_t n = 0;
+    for (const DialFailure& failure : failures) n += failure.error == error;
+    return n;
+  }
+  std::vector<DialFailure> failures;
+};
+
+// A dead peer process leaves nothing listening on its address: the
+// redials after the loss are reported refused (membership's evidence that
+// the process is gone), the first within backoff_min_ms of the loss even
+// when dials before the peer first listened ran the backoff up.
+TEST(UvTransportTest, RedialsToAGonePeerAreReportedRefusedSoonAfterTheLoss) {
+  io::UvLoop loop;
+  UvTransportConfig config = TestConfig(1);
+  config.backoff_min_ms = 50;  // the production backoff
+  config.backoff_max_ms = 2000;
+  auto a = StartNode(loop, config);
+  DialLog dials(*a->transport);
+  auto b = StartNode(loop, TestConfig(2));
+  const uint16_t port = b->port;
+  const std::string b_address = b->address();
+  b.reset();
+  a->transport->AddPeerAddress(b_address);  // nothing listens there yet
+  ASSERT_TRUE(RunUntil(loop, [&] { return dials.Count(DialError::kRefused) >= 5; }));
+  EXPECT_EQ(dials.failures.back().address, b_address);
+  EXPECT_EQ(dials.failures.back().node, 0);  // never reached: nobody known behind it
+  EXPECT_EQ(dials.failures.back().detail, "connection refused");
+
+  b = StartNode(loop, TestConfig(2), port);
+  b->transport->AddPeerAddress(a->address());  // B dials first: A's link is the accepted one
+  ASSERT_TRUE(RunUntil(loop, [&] { return a->transport->connected(2); }));
+  dials.failures.clear();
+  b.reset();  // the process dies
+  ASSERT_TRUE(RunUntil(loop, [&] { return a->handler.downs.size() == 1; }));
+  const int64_t lost_at = loop.NowMs();
+  ASSERT_TRUE(RunUntil(loop, [&] { return dials.Count(DialError::kRefused) >= 1; }));
+  const int64_t took = loop.NowMs() - lost_at;
+  EXPECT_EQ(dials.failures.front().node, 2);
+  EXPECT_EQ(dials.failures.front().address, b_address);
+  // The first redial comes 25-50 ms after the loss; the bound leaves room
+  // for a loaded machine (the 5 refusals above ran the backoff to 800 ms+).
+  EXPECT_LE(took, 300);
+  std::printf("first refused redial %lld ms after the loss\n", static_cast<long long>(took));
+}
+
 TEST(UvTransportTest, SilentPeerIsDownAfterDeadAfter) {
   io::UvLoop loop;
   io::UvLoop paused;  // B's loop: not run while B "hangs"
@@ -560,6 +611,7 @@ TEST(UvTransportTest, AnIsolatedNodeHasNoLinksUntilHealed) {
   };
   ASSERT_TRUE(RunUntil(loop, meshed));
   UvTransport& isolated = *nodes[1]->transport;  // node 2
+  DialLog dials(*nodes[0]->transport);
   isolated.SetIsolated(true);
   isolated.SetIsolated(true);  // idempotent
   ASSERT_TRUE(RunUntil(loop, [&] {
@@ -575,6 +627,9 @@ TEST(UvTransportTest, AnIsolatedNodeHasNoLinksUntilHealed) {
   EXPECT_EQ(isolated.Send(1, 0x20, "x"), SendResult::kNoLink);
   EXPECT_EQ(nodes[2]->transport->Send(2, 0x20, "x"), SendResult::kNoLink);
   EXPECT_EQ(nodes[0]->handler.downs, std::vector<NodeId>{2});
+  // Its listener accepts and resets: the redials are never refused, so
+  // membership takes the isolation for a cut, not a dead process.
+  EXPECT_EQ(dials.Count(DialError::kRefused), 0u);
 
   isolated.SetIsolated(false);
   EXPECT_FALSE(isolated.isolated());

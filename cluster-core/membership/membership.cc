@@ -175,7 +175,7 @@ void Membership::OnFrame(NodeId from, uint8_t type, std::string_view body) {
       if (leave_waiting_.erase(from) && leave_waiting_.empty()) FinishLeave();
       return;
     case MembershipFrame::kProbe: return HandleProbe(from, body);
-    case MembershipFrame::kProbeReply: return HandleProbeReply(body);
+    case MembershipFrame::kProbeReply: return HandleProbeReply(from, body);
     case MembershipFrame::kRefuse: return HandleRefuse(from, body);
     case MembershipFrame::kInvite: return HandleInvite(from);
   }
@@ -233,11 +233,13 @@ void Membership::HandleProbe(NodeId from, std::string_view body) {
   transport_.Send(from, static_cast<uint8_t>(MembershipFrame::kProbeReply), EncodeProbe(*probe));
 }
 
-void Membership::HandleProbeReply(std::string_view body) {
+void Membership::HandleProbeReply(NodeId from, std::string_view body) {
   auto probe = DecodeProbe(body);
-  if (!probe || !probe->reachable) return;
+  if (!probe) return;
   auto it = unreachable_.find(probe->target);
-  if (it != unreachable_.end()) it->second.last_vouched_ms = loop_.NowMs();
+  if (it == unreachable_.end()) return;
+  it->second.unanswered.erase(from);
+  if (probe->reachable) it->second.last_vouched_ms = loop_.NowMs();
 }
 
 void Membership::HandleRefuse(NodeId from, std::string_view body) {
@@ -283,6 +285,18 @@ void Membership::OnLinkRefused(const std::string& address, const std::string& re
   spdlog::error("membership: {}; it serves its own clients only until admitted (/healthz answers 503)",
                 refusal);
   last_refusal_ = refusal;
+}
+
+void Membership::OnDialFailed(const DialFailure& failure) {
+  if (failure.error != DialError::kRefused) return;
+  // Matched by address, not failure.node: the table says who lives there now.
+  for (auto& [node, episode] : unreachable_) {
+    const Member* member = Find(node);
+    if (member == nullptr || member->cluster_address != failure.address || episode.refused) continue;
+    episode.refused = true;
+    spdlog::info("membership: node {} lost {} ms ago, and {} refused a redial: {}", node,
+                 loop_.NowMs() - episode.lost_at_ms, failure.address, failure.detail);
+  }
 }
 
 void Membership::HandleInvite(NodeId from) {

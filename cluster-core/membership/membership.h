@@ -46,6 +46,12 @@ struct MembershipConfig {
   std::string admin_address{};
   uint32_t suspect_after_ms = 500;   // link lost this long -> suspect
   uint32_t down_after_ms = 3000;     // link lost this long (and nobody reaches it) -> down
+  // A member whose link is down, whose address refused a redial since
+  // (nothing listens there: its process is gone) and whom no other member
+  // reaches is down once the suspicion's probes are answered, without
+  // waiting for down_after_ms. Off where refusals can be spurious (a
+  // firewall that rejects with a reset).
+  bool down_on_refused = true;
   uint32_t leave_timeout_ms = 2000;  // Leave() waits this long for acks
   uint32_t gossip_interval_ms = 500;
   uint32_t tick_ms = 50;             // resolution of the failure detector
@@ -89,6 +95,10 @@ class Membership {
   // /healthz); the transport keeps redialling and a later admission clears
   // it. Ignored once this node is up (one peer's refusal is not the cluster's).
   void OnLinkRefused(const std::string& address, const std::string& reason);
+  // The transport's dial to `failure.address` failed (Transport's dial
+  // observer). A refusal from a member whose link is down is the evidence
+  // down_on_refused acts on; other failures say nothing and are ignored.
+  void OnDialFailed(const DialFailure& failure);
 
   // estuaryctl join: dial `cluster_address` and exchange tables. On a node
   // that was removed, this is the deliberate rejoin; on a member, pointed at
@@ -126,8 +136,11 @@ class Membership {
     bool suspected = false;        // we hold a suspicion at suspected_incarnation
     int64_t suspected_at_ms = 0;
     uint64_t suspected_incarnation = 0;
+    bool refused = false;          // a dial to it was refused since the loss
+    std::set<NodeId> unanswered{};  // members asked in the latest probe round, yet to answer
   };
   bool RecentlyVouched(const Episode& episode, int64_t now) const;
+  bool GoneForSure(const Episode& episode) const;
   void Probe(NodeId node, Episode& episode, int64_t now);
   void Suspect(Member& member, Episode& episode, int64_t now);
 
@@ -141,7 +154,7 @@ class Membership {
   void HandleWelcome(NodeId from, std::string_view body);
   void HandleLeave(NodeId from, std::string_view body);
   void HandleProbe(NodeId from, std::string_view body);
-  void HandleProbeReply(std::string_view body);
+  void HandleProbeReply(NodeId from, std::string_view body);
   void HandleRefuse(NodeId from, std::string_view body);
   void HandleInvite(NodeId from);
 

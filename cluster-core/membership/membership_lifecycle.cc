@@ -32,8 +32,9 @@ void Membership::Tick() {
 // the others, every suspect_after_ms, whether they still reach it. It is
 // declared down once the suspicion held down_after_ms - suspect_after_ms
 // (so down_after_ms after the loss) with no refutation and no recent "I
-// reach it". A refuted suspicion is raised again only when nobody vouches
-// for the node any more, so a node cut off from us alone does not flap.
+// reach it"; sooner if its address refused a redial (GoneForSure). A
+// refuted suspicion is raised again only when nobody vouches for the node
+// any more, so a node cut off from us alone does not flap.
 void Membership::TickEpisode(NodeId node, Episode& episode, int64_t now) {
   Member& member = table_.at(node);
   const int64_t lost_for = now - episode.lost_at_ms;
@@ -50,6 +51,8 @@ void Membership::TickEpisode(NodeId node, Episode& episode, int64_t now) {
     Probe(node, episode, now);
   }
   const bool refuted = episode.suspected && member.incarnation != episode.suspected_incarnation;
+  // Refusals seen so far were about the process that has since refuted.
+  if (refuted) episode.refused = false;
   if (member.state == MemberState::kSuspect && (!episode.suspected || refuted)) {
     episode.suspected = true;  // suspected by someone else first
     episode.suspected_at_ms = now;
@@ -60,13 +63,14 @@ void Membership::TickEpisode(NodeId node, Episode& episode, int64_t now) {
     return Suspect(member, episode, now);
   }
   const int64_t grace = int64_t{config_.down_after_ms} - config_.suspect_after_ms;
-  if (member.state == MemberState::kSuspect && !refuted && !RecentlyVouched(episode, now) &&
-      now - episode.suspected_at_ms >= grace) {
-    spdlog::warn("membership: node {} unreachable for {} ms and by nobody else: down", node, lost_for);
-    SetState(member, MemberState::kDown);
-    Notify(member);
-    SchedulePush();
-  }
+  if (member.state != MemberState::kSuspect || refuted || RecentlyVouched(episode, now)) return;
+  const bool grace_over = now - episode.suspected_at_ms >= grace;
+  if (!grace_over && !GoneForSure(episode)) return;
+  spdlog::warn("membership: node {} unreachable for {} ms{} and by nobody else: down", node, lost_for,
+               grace_over ? "" : ", its address refusing connections,");
+  SetState(member, MemberState::kDown);
+  Notify(member);
+  SchedulePush();
 }
 
 // A vouch covers two probe rounds (answers take a round trip).
@@ -74,11 +78,27 @@ bool Membership::RecentlyVouched(const Episode& episode, int64_t now) const {
   return episode.last_vouched_ms >= 0 && now - episode.last_vouched_ms < 2 * int64_t{config_.suspect_after_ms};
 }
 
+// down_on_refused: a refused redial says nothing listens at the member's
+// address any more, unlike a silent link (a cut cable, a stalled process),
+// where only time tells. Still down only once this probe round is over
+// (every member asked has answered, none reaching it, or has lost its own
+// link to us), so a member cut off from us alone stays up.
+bool Membership::GoneForSure(const Episode& episode) const {
+  if (!config_.down_on_refused || !episode.refused || episode.last_probe_ms < 0) return false;
+  for (NodeId asked : episode.unanswered) {
+    if (transport_.connected(asked)) return false;
+  }
+  return true;
+}
+
 void Membership::Probe(NodeId node, Episode& episode, int64_t now) {
   episode.last_probe_ms = now;
+  episode.unanswered.clear();
   for (const PeerInfo& peer : transport_.peers()) {
     if (peer.node != node && IsLive(peer.node) && !refused_links_.count(peer.node)) {
-      transport_.Send(peer.node, static_cast<uint8_t>(MembershipFrame::kProbe), EncodeProbe({.target = node}));
+      const SendResult sent =
+          transport_.Send(peer.node, static_cast<uint8_t>(MembershipFrame::kProbe), EncodeProbe({.target = node}));
+      if (sent == SendResult::kQueued) episode.unanswered.insert(peer.node);
     }
   }
 }

@@ -36,6 +36,8 @@ class SimRun {
         loop_, *node.transport, MembershipConfig{.self = id, .cluster_address = Address(id)});
     node.forwarder = std::make_unique<Forwarder>(*node.membership);
     node.transport->set_handler(node.forwarder.get());
+    node.transport->set_dial_observer(
+        [membership = node.membership.get()](const DialFailure& failure) { membership->OnDialFailed(failure); });
     node.membership->Start(seeds);
   }
   void Crash(NodeId id) {

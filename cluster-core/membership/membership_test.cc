@@ -35,6 +35,7 @@ class MembershipTest : public ::testing::Test {
     node->transport = std::make_unique<testing::MemoryTransport>(network_, id, address);
     MembershipConfig config{.self = id, .cluster_address = address, .admin_address = "admin-" + address};
     config.incarnation = incarnation;
+    config.down_on_refused = down_on_refused_;
     node->membership = std::make_unique<Membership>(loop_, *node->transport, config);
     node->forwarder = std::make_unique<Forwarder>(*node->membership);
     node->transport->set_handler(node->forwarder.get());
@@ -43,6 +44,9 @@ class MembershipTest : public ::testing::Test {
                                                                           const std::string& reason) {
       membership->OnLinkRefused(at, reason);
     });
+    // As estuaryd wires it (server/node.cc): refused dials reach membership.
+    node->transport->set_dial_observer(
+        [membership = node->membership.get()](const DialFailure& failure) { membership->OnDialFailed(failure); });
     node->membership->Start(seeds);
     Node& ref = *node;
     nodes_[address] = std::move(node);
@@ -74,6 +78,16 @@ class MembershipTest : public ::testing::Test {
     Run(1000);
   }
 
+  // When `observer` saw `member` turn `state` (its latest such change), or -1.
+  int64_t WhenSeen(NodeId observer, NodeId member, S state) {
+    int64_t when = -1;
+    for (const Member& change : nodes_.at(Address(observer))->changes) {
+      if (change.node == member && change.state == state) when = change.since_ms;
+    }
+    return when;
+  }
+
+  bool down_on_refused_ = true;  // MembershipConfig::down_on_refused of nodes started from now on
   io::ManualClock clock_;
   io::SimLoop loop_{clock_};
   testing::MemoryNetwork network_{loop_};
@@ -93,7 +107,10 @@ TEST_F(MembershipTest, ThreeNodesJoinThroughOneSeedAndFormAFullMesh) {
   EXPECT_TRUE(M(1).IsLive(3));
 }
 
+// The slow path: without the refusal fast path (down_on_refused off) a
+// crash is told from a cut only by time.
 TEST_F(MembershipTest, CrashedNodeIsSuspectThenDownEverywhereThenUpWhenBack) {
+  down_on_refused_ = false;
   StartThree();
   Crash(3);
   Run(600);  // past suspect_after_ms (500)
@@ -109,6 +126,89 @@ TEST_F(MembershipTest, CrashedNodeIsSuspectThenDownEverywhereThenUpWhenBack) {
   EXPECT_TRUE(AllSee(3, S::kUp));
   EXPECT_GT(M(1).Find(3)->incarnation, down_incarnation);  // it refuted "down"
   EXPECT_TRUE(nodes_.at(Address(3))->transport->connected(2));
+}
+
+// A crashed process's address refuses the redials, and the probes find
+// nobody who still reaches it: down at suspect time plus the probe round,
+// not at down_after_ms.
+TEST_F(MembershipTest, CrashedNodeWhoseAddressRefusesIsDownAtSuspectTime) {
+  StartThree();
+  const int64_t crashed_at = loop_.NowMs();
+  Crash(3);
+  Run(450);
+  EXPECT_EQ(StateAt(1, 3), S::kUp);  // refused already, but not yet suspect
+  EXPECT_EQ(StateAt(2, 3), S::kUp);
+  Run(350);  // 800 ms after the crash
+  for (NodeId observer : {1, 2}) {
+    EXPECT_EQ(StateAt(observer, 3), S::kDown) << observer;
+    const int64_t down_after = WhenSeen(observer, 3, S::kDown) - crashed_at;
+    EXPECT_GE(down_after, 500) << observer;  // suspect_after_ms
+    EXPECT_LE(down_after, 650) << observer;  // + a probe round trip and a tick or two
+  }
+}
+
+// A refusal alone is not enough: a member that another member still
+// reaches (a firewall rejecting our dials, a route gone on our side only)
+// stays up, however long.
+TEST_F(MembershipTest, RefusedButReachedByAnotherMemberIsNotDown) {
+  StartThree();
+  network_.Cut(Address(1), Address(3));  // silent; 2 still reaches both
+  Run(100);
+  for (int i = 0; i < 100; ++i) {  // 10 s of refused redials, as if spurious
+    M(1).OnDialFailed({.address = Address(3), .node = 3, .error = DialError::kRefused, .detail = "spurious"});
+    Run(100);
+  }
+  EXPECT_EQ(WhenSeen(1, 3, S::kDown), -1);
+  EXPECT_GE(WhenSeen(1, 3, S::kSuspect), 0);  // suspected, then refuted
+  for (NodeId id : {1, 2, 3}) EXPECT_TRUE(AllSee(id, S::kUp)) << id;
+}
+
+// A cut is silent (dials time out, nobody refuses): down only at
+// down_after_ms, as before.
+TEST_F(MembershipTest, SilentlyCutNodeIsDownOnlyAtDownAfter) {
+  StartThree();
+  const int64_t cut_at = loop_.NowMs();
+  network_.Cut(Address(3), Address(1));
+  network_.Cut(Address(3), Address(2));
+  Run(2900);
+  EXPECT_EQ(StateAt(1, 3), S::kSuspect);
+  EXPECT_EQ(StateAt(2, 3), S::kSuspect);
+  Run(300);
+  for (NodeId observer : {1, 2}) {
+    EXPECT_EQ(StateAt(observer, 3), S::kDown) << observer;
+    EXPECT_GE(WhenSeen(observer, 3, S::kDown) - cut_at, 3000) << observer;
+  }
+}
+
+// A refusal from before the link was lost (a dial at start-up, before the
+// member listened) is no evidence about the process behind the link lost
+// later, and other failures (timeouts) are none at all.
+TEST_F(MembershipTest, OnlyARefusalSinceTheLossCounts) {
+  StartThree();
+  M(1).OnDialFailed({.address = Address(3), .node = 3, .error = DialError::kRefused, .detail = "old"});
+  network_.Cut(Address(3), Address(1));
+  network_.Cut(Address(3), Address(2));
+  Run(100);
+  M(1).OnDialFailed({.address = Address(3), .node = 3, .error = DialError::kOther, .detail = "timed out"});
+  Run(2800);
+  EXPECT_EQ(StateAt(1, 3), S::kSuspect);
+}
+
+// Operators can turn the fast path off: a crash is then down at
+// down_after_ms, refusals or not.
+TEST_F(MembershipTest, RefusalFastPathOffKeepsDownAfter) {
+  down_on_refused_ = false;
+  StartThree();
+  const int64_t crashed_at = loop_.NowMs();
+  Crash(3);
+  Run(2900);
+  EXPECT_EQ(StateAt(1, 3), S::kSuspect);
+  EXPECT_EQ(StateAt(2, 3), S::kSuspect);
+  Run(300);
+  for (NodeId observer : {1, 2}) {
+    EXPECT_EQ(StateAt(observer, 3), S::kDown) << observer;
+    EXPECT_GE(WhenSeen(observer, 3, S::kDown) - crashed_at, 3000) << observer;
+  }
 }
 
 TEST_F(MembershipTest, GracefulLeaveIsFinalAndGossipDoesNotBringItBack) {

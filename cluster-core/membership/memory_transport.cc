@@ -64,8 +64,9 @@ bool MemoryNetwork::IsCut(const std::string& a, const std::string& b) const {
 }
 
 void MemoryNetwork::TryDial(MemoryTransport* from, const std::string& address) {
+  if (IsCut(from->address(), address)) return;  // a cut is silent: the dial just times out
   auto it = nodes_.find(address);
-  if (it == nodes_.end() || IsCut(from->address(), address)) return;
+  if (it == nodes_.end()) return RefuseDial(from, address);
   MemoryTransport* to = it->second;
   if (to == from || from->links_.count(to->self())) return;
   if (auto held = to->links_.find(from->self()); held != to->links_.end()) {
@@ -97,6 +98,20 @@ void MemoryNetwork::TryDial(MemoryTransport* from, const std::string& address) {
   };
   announce(from, to);
   announce(to, from);
+}
+
+// Nothing listens at `address` (never started, or crashed): the dialler
+// hears "connection refused", next turn, as from a kernel.
+void MemoryNetwork::RefuseDial(MemoryTransport* from, const std::string& address) {
+  if (!from->dial_observer_) return;
+  NodeId node = 0;
+  for (const auto& [known, at] : from->addresses_) {
+    if (at == address) node = known;
+  }
+  DialFailure failure{.address = address, .node = node, .error = DialError::kRefused, .detail = "connection refused"};
+  loop_.Post([this, alive = std::weak_ptr<bool>(alive_), from, failure] {
+    if (alive.lock() && Registered(from)) from->ReportDialFailure(failure);
+  });
 }
 
 void MemoryNetwork::Break(MemoryTransport* a, MemoryTransport* b) {

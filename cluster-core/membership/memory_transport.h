@@ -5,6 +5,8 @@
 // pairs are cut and healed. Known addresses are redialled every 100 ms.
 // A link is refused while either side already has one to the other's id
 // (a real link layer refuses a second link claiming a connected node id).
+// A dial to an address where no node runs (never started, crashed) is
+// reported refused to the dial observer; a dial across a cut is silent.
 #include <cstdint>
 #include <functional>
 #include <map>
@@ -74,6 +76,7 @@ class MemoryNetwork {
   void Register(MemoryTransport* transport);
   void Unregister(MemoryTransport* transport);
   void TryDial(MemoryTransport* from, const std::string& address);
+  void RefuseDial(MemoryTransport* from, const std::string& address);
   void Break(MemoryTransport* a, MemoryTransport* b);
   void Deliver(MemoryTransport* from, NodeId to, uint8_t type, std::string body);
   void Redial();

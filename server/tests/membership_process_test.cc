@@ -79,11 +79,13 @@ TEST(MembershipProcessTest, ARestartedNodeComesBackWithAHigherIncarnation) {
 }
 
 // Node 2 is killed and another process takes id 2 on another address while
-// node 1 still counts the old one live (a long peer grace): node 1 refuses
-// it. (With the holder's link still up the links layer refuses it before
-// membership does; see docs/cluster.md.)
+// node 1 still counts the old one live (a long peer grace, and no early
+// down on a refused redial, which would declare the killed node down at
+// once): node 1 refuses it. (With the holder's link still up the links
+// layer refuses it before membership does; see docs/cluster.md.)
 TEST(MembershipProcessTest, ANodeRefusedForItsIdAnswersHealthWith503AndLogsOnce) {
-  auto cluster = StartCluster(2, /*durable=*/false, {"--cluster-peer-grace", "60000"});
+  auto cluster = StartCluster(2, /*durable=*/false,
+                              {"--cluster-peer-grace", "60000", "--cluster-down-on-refused", "false"});
   ASSERT_NE(cluster, nullptr);
   const std::string holder = cluster->node(2).cluster_address();
   cluster->node(2).Kill();
