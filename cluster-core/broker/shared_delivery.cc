@@ -66,10 +66,17 @@ std::vector<std::pair<Destination, std::string>> ShardBroker::DeliverShared(cons
     return false;
   };
   const SessionLimits& limits = config_.limits.session;
+  // A member recovered from this node's store after a restart may have
+  // been taken over elsewhere while the node was down; until the registry
+  // says it is still ours (ConfirmRecovered), it cannot take a group's
+  // message: if it is another node's now, its changes are refused and the
+  // message would be acknowledged and go nowhere. Such a member counts as
+  // full.
   auto all_full = [&](const SharedGroup& group) {
     return std::all_of(group.members.begin(), group.members.end(), [&](const SubscriberRef& member) {
       return member.session->queued_messages() >= limits.max_queued_messages ||
-             member.session->queued_bytes() >= limits.max_queued_bytes;
+             member.session->queued_bytes() >= limits.max_queued_bytes ||
+             recovered_seq_end_.count(member.session->client_id()) != 0;
     });
   };
   for (auto& [key, destinations] : candidates) {
