@@ -76,7 +76,7 @@ std::vector<std::pair<Destination, std::string>> ShardBroker::DeliverShared(cons
     return std::all_of(group.members.begin(), group.members.end(), [&](const SubscriberRef& member) {
       return member.session->queued_messages() >= limits.max_queued_messages ||
              member.session->queued_bytes() >= limits.max_queued_bytes ||
-             recovered_seq_end_.count(member.session->client_id()) != 0;
+             (!recovered_seq_end_.empty() && recovered_seq_end_.count(member.session->client_id()) != 0);
     });
   };
   for (auto& [key, destinations] : candidates) {
