@@ -79,6 +79,18 @@ class MembershipTest : public ::testing::Test {
   }
 
   // When `observer` saw `member` turn `state` (its latest such change), or -1.
+  // Node 3 lost at `lost_at`: nodes 1 and 2 suspect it and declare it down
+  // only once down_after_ms (3000) has passed, not sooner.
+  void ExpectNode3DownOnlyAtDownAfter(int64_t lost_at) {
+    Run(2900);
+    EXPECT_EQ(StateAt(1, 3), S::kSuspect);
+    EXPECT_EQ(StateAt(2, 3), S::kSuspect);
+    Run(300);
+    for (NodeId observer : {1, 2}) {
+      EXPECT_EQ(StateAt(observer, 3), S::kDown) << observer;
+      EXPECT_GE(WhenSeen(observer, 3, S::kDown) - lost_at, 3000) << observer;
+    }
+  }
   int64_t WhenSeen(NodeId observer, NodeId member, S state) {
     int64_t when = -1;
     for (const Member& change : nodes_.at(Address(observer))->changes) {
@@ -170,14 +182,7 @@ TEST_F(MembershipTest, SilentlyCutNodeIsDownOnlyAtDownAfter) {
   const int64_t cut_at = loop_.NowMs();
   network_.Cut(Address(3), Address(1));
   network_.Cut(Address(3), Address(2));
-  Run(2900);
-  EXPECT_EQ(StateAt(1, 3), S::kSuspect);
-  EXPECT_EQ(StateAt(2, 3), S::kSuspect);
-  Run(300);
-  for (NodeId observer : {1, 2}) {
-    EXPECT_EQ(StateAt(observer, 3), S::kDown) << observer;
-    EXPECT_GE(WhenSeen(observer, 3, S::kDown) - cut_at, 3000) << observer;
-  }
+  ExpectNode3DownOnlyAtDownAfter(cut_at);
 }
 
 // A refusal from before the link was lost (a dial at start-up, before the
@@ -201,14 +206,7 @@ TEST_F(MembershipTest, RefusalFastPathOffKeepsDownAfter) {
   StartThree();
   const int64_t crashed_at = loop_.NowMs();
   Crash(3);
-  Run(2900);
-  EXPECT_EQ(StateAt(1, 3), S::kSuspect);
-  EXPECT_EQ(StateAt(2, 3), S::kSuspect);
-  Run(300);
-  for (NodeId observer : {1, 2}) {
-    EXPECT_EQ(StateAt(observer, 3), S::kDown) << observer;
-    EXPECT_GE(WhenSeen(observer, 3, S::kDown) - crashed_at, 3000) << observer;
-  }
+  ExpectNode3DownOnlyAtDownAfter(crashed_at);
 }
 
 TEST_F(MembershipTest, GracefulLeaveIsFinalAndGossipDoesNotBringItBack) {
