@@ -297,7 +297,10 @@ std::vector<Delivery> Session::TakeDeliveries(const std::function<bool(const Del
       RemoveInflight(packet_id);
     }
   }
-  if (std::none_of(queue_.begin(), queue_.end(), wanted)) return taken;
+  if (std::none_of(queue_.begin(), queue_.end(), wanted)) {
+    ForgetOffered(taken);
+    return taken;
+  }
   // Staged entries carry reserved ids and in-flight records: back to plain
   // queued first, so entries can leave the middle of the queue.
   DropUnclaimed();
@@ -315,7 +318,15 @@ std::vector<Delivery> Session::TakeDeliveries(const std::function<bool(const Del
     taken.push_back(std::move(delivery));
   }
   queue_.swap(kept);
+  ForgetOffered(taken);
   return taken;
+}
+
+void Session::ForgetOffered(const std::vector<Delivery>& taken) {
+  // What leaves the session may come back to it (a group's other member
+  // turned it away): then it is new here, not a replay of what it holds.
+  if (!remembering_) return;
+  for (const Delivery& delivery : taken) offered_.erase(delivery.message->id);
 }
 
 // Remembered ids are bounded: past this many the window closes early

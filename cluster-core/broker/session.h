@@ -212,6 +212,8 @@ class Session {
   // The node it was taken from, while the window lasts; 0 otherwise.
   uint16_t taken_from(int64_t now_ms) const { return now_ms < taken_until_ms_ ? taken_from_ : 0; }
   // In the window: true if `id` was offered before (remembered otherwise).
+  // A delivery taken out (TakeDeliveries) is forgotten: it may be offered
+  // again.
   bool OfferedBefore(const MessageId& id, int64_t now_ms);
 
   uint64_t dropped_messages() const { return dropped_; }
@@ -264,6 +266,7 @@ class Session {
   void OnStagedDurable(uint64_t epoch, uint64_t end);
   void Restage(size_t index);
   void DropUnclaimed();
+  void ForgetOffered(const std::vector<Delivery>& taken);
   void ResetStaging(uint64_t from);
   static InflightPhase PhaseFor(QoS qos);
   uint16_t FreshPacketId();

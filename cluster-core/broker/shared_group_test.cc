@@ -382,6 +382,42 @@ TEST_F(SharedGroupTest, AForwardToANodeWhoseMembersAreAllFullGoesOnToAnotherNode
   EXPECT_EQ(member->queued_messages(), 2u);
 }
 
+// Issue 7, the kill of two of five with a fast down: a member session
+// taken over from a dead node (which remembers what it holds, so that a
+// replayed forward is not queued twice) gave its messages to another node
+// after the redelivery delay; that node's only member could not take one
+// and sent it back. It came back to the same session, which took it for a
+// replay of what it had held and dropped it: acknowledged and lost. What
+// leaves a session is forgotten there.
+TEST_F(SharedGroupTest, AMessageTakenFromASessionTakenOverMayComeBackToIt) {
+  SharedGroupConfig shared;
+  shared.redelivery_delay_ms = 100;
+  MakeShards(1, shared);
+  RecordingPort port;
+  shards_[0]->set_cluster(&port);
+  const std::string key = SharedKey("g", "jobs/+");
+  Session* a = Member(0, "a");
+  a->set_expiry_interval(3600);
+  Publish(0, "jobs/1", "m");
+  Leave(0, a);
+  a->MarkTakenFrom(3, loop_.clock().WallMs() + 60'000);  // adopted from gone node 3, holding m
+  shards_[0]->ApplyRouteUpdate(RouteUpdate{true, "jobs/+", key, NodeDestination(9)});
+  loop_.AdvanceBy(100);
+  link_.RunAll();
+  ASSERT_EQ(port.forwards.size(), 1u);  // m went to node 9's member
+  EXPECT_FALSE(a->HasQueued());
+  const MessagePtr m = port.forwards[0].second.message;
+  // Node 9 turned it away (its member full): back here, the group's only other holder.
+  shards_[0]->DeliverFromNode(m, false, {MarkRerouted(key)}, [] {});
+  EXPECT_EQ(Drain(a), std::vector<std::string>{"m"});
+  EXPECT_EQ(metrics_[0].replayed_duplicates_skipped.load(), 0u);
+  // A replay of a message it was given (and sent) is still dropped.
+  shards_[0]->DeliverFromNode(m, false, {key}, [] {});
+  shards_[0]->DeliverFromNode(Make("jobs/1", "n"), false, {key}, [] {});
+  EXPECT_EQ(Drain(a), std::vector<std::string>{"n"});
+  EXPECT_EQ(metrics_[0].replayed_duplicates_skipped.load(), 1u);
+}
+
 TEST_F(SharedGroupTest, AShardForwardWhoseGroupLeftGoesToAnotherShard) {
   MakeShards(3);
   Session* b = Member(1, "b");

@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cstdlib>
 #include <map>
 #include <set>
 #include <sstream>
@@ -350,7 +351,14 @@ std::vector<FaultCase> FullMatrix() {
   return cases;
 }
 
-CaseResult RunFaultCase(const FaultCase& fault_case, Workload& workload) {
+CaseResult RunFaultCase(const FaultCase& given, Workload& workload) {
+  // ESTUARY_FAULT_NODE_FLAGS="--flag value ...": more estuaryd flags for
+  // every node of every case, to measure a setting (docs/reliability.md).
+  FaultCase fault_case = given;
+  if (const char* extra = std::getenv("ESTUARY_FAULT_NODE_FLAGS")) {
+    std::istringstream words(extra);
+    for (std::string word; words >> word;) fault_case.node_flags.push_back(word);
+  }
   CaseResult result;
   result.fault_case = fault_case;
   result.workload = workload.name();
