@@ -93,9 +93,9 @@ void BuildApp(CLI::App& app, NodeConfig& config) {
       ->capture_default_str();
   app.add_option("--cluster-down-on-refused", config.cluster_down_on_refused,
                  "Declare a peer gone without waiting for --cluster-peer-grace once its link is down, a redial "
-                 "to its address was refused (nothing listens: its process died) and no other node reaches it; "
-                 "off by default (docs/membership.md: a loss the fault suite found with it on)")
-      ->default_str("false");
+                 "to its address was refused (nothing listens: its process died) and no other node reaches it "
+                 "(docs/membership.md; turn off where a live peer's address may refuse connections)")
+      ->default_str("true");
   app.add_option("--cluster-replicas", config.cluster_replicas,
                  "Replicas of each partition (sessions, retained messages, client ids), capped at the node "
                  "count; must be the same on every node. 1 keeps one copy: a node's loss loses its partitions")

@@ -31,7 +31,7 @@ struct NodeConfig {
   // process is gone) is gone at once, when no other node reaches it
   // (docs/membership.md "Failure detection"); false: only after the grace.
   // Off by default: docs/membership.md (a loss seen with it on).
-  bool cluster_down_on_refused = false;
+  bool cluster_down_on_refused = true;
   uint32_t cluster_forward_timeout_ms = 5000;  // a QoS 1/2 forward stops holding its PUBACK after this
   std::string replication_ack = "majority";  // "leader": acknowledged before the partition has it
   uint32_t cluster_replicas = 3;  // replicas per partition (docs/partitions.md); the same on every node

@@ -105,17 +105,17 @@ TEST_F(ConfigFileTest, AmqpCreditFromFileOrFlag) {
   EXPECT_TRUE(std::holds_alternative<ExitRequest>(Parse({"--amqp-credit", "0"})));
 }
 
-TEST_F(ConfigFileTest, ClusterDownOnRefusedIsOffByDefaultAndTurnsOn) {
+TEST_F(ConfigFileTest, ClusterDownOnRefusedIsOnByDefaultAndTurnsOff) {
   auto defaults = Parse({});
   ASSERT_TRUE(std::holds_alternative<NodeConfig>(defaults));
-  EXPECT_FALSE(std::get<NodeConfig>(defaults).cluster_down_on_refused);
-  const std::string path = Write("cluster-down-on-refused = true\n");
+  EXPECT_TRUE(std::get<NodeConfig>(defaults).cluster_down_on_refused);
+  const std::string path = Write("cluster-down-on-refused = false\n");
   auto from_file = Parse({"--config", path.c_str()});
   ASSERT_TRUE(std::holds_alternative<NodeConfig>(from_file));
-  EXPECT_TRUE(std::get<NodeConfig>(from_file).cluster_down_on_refused);
-  auto from_flag = Parse({"--config", path.c_str(), "--cluster-down-on-refused", "false"});
+  EXPECT_FALSE(std::get<NodeConfig>(from_file).cluster_down_on_refused);
+  auto from_flag = Parse({"--config", path.c_str(), "--cluster-down-on-refused", "true"});
   ASSERT_TRUE(std::holds_alternative<NodeConfig>(from_flag));
-  EXPECT_FALSE(std::get<NodeConfig>(from_flag).cluster_down_on_refused);
+  EXPECT_TRUE(std::get<NodeConfig>(from_flag).cluster_down_on_refused);
   EXPECT_TRUE(std::holds_alternative<ExitRequest>(Parse({"--cluster-down-on-refused", "maybe"})));
 }
 
