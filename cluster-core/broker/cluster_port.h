@@ -64,6 +64,11 @@ class ClusterPort {
   // --- persistent sessions on partitions (docs/partitions.md "Sessions on
   // partitions"); off unless the agent runs partitions. Any thread.
   virtual bool SessionsOnPartitions() const { return false; }
+  // Whether stored delivery records may carry their shared group's key:
+  // not while the cluster has a node of an older binary, which rejects
+  // them (docs/storage.md, "Older binaries and rolling upgrades"). Any
+  // thread.
+  virtual bool GroupKeysInRecords() const { return true; }
   // A batch of `shard`'s session changes (ShardStore's replication), in
   // the shard's order: `done` runs on `shard` once every partition they
   // touch has committed them (or refused a client's: its session is served

@@ -21,6 +21,7 @@ void ShardBroker::AttachStore(persistence::StorageEngine& engine) {
     }
     cluster_->ReplicateSessions(config_.shard_id, std::move(changes), std::move(done));
   }, /*wait=*/!config_.replication_ack_leader);
+  store_->set_group_keys([this] { return cluster_ == nullptr || cluster_->GroupKeysInRecords(); });
 }
 
 void ShardBroker::AdoptSession(const std::string& client_id,

@@ -62,6 +62,8 @@ class ClusterAgent::Port final : public core::ClusterPort {
     });
   }
   bool SessionsOnPartitions() const override { return sessions_on_partitions_.load(std::memory_order_acquire); }
+  bool GroupKeysInRecords() const override { return group_keys_in_records_.load(std::memory_order_acquire); }
+  void set_group_keys_in_records(bool on) { group_keys_in_records_.store(on, std::memory_order_release); }
   void ReplicateSessions(uint16_t shard, std::vector<core::store::SessionChange> changes,
                          std::function<void()> done) override {
     Run([shard, changes = std::move(changes), done = std::move(done)](ClusterAgent& agent) mutable {
@@ -91,6 +93,7 @@ class ClusterAgent::Port final : public core::ClusterPort {
  private:
   std::atomic<bool> retained_on_partitions_{false};
   std::atomic<bool> sessions_on_partitions_{false};
+  std::atomic<bool> group_keys_in_records_{true};
   struct ForwardBatch {
     std::mutex mutex;
     std::vector<std::pair<uint16_t, core::NodeForward>> forwards;
@@ -173,6 +176,10 @@ Membership& ClusterAgent::EnableMembership(MembershipConfig config) {
     if (member.state == MemberState::kDown || member.state == MemberState::kLeft) {
       ForgetReplayTarget(member.node);
       DeclareGone(member.node);
+    }
+    if (member.state == MemberState::kLeft) {
+      peers_[member.node].minor_known = false;  // whatever binary it comes back with, it says so again
+      UpdateGroupKeysGate();
     }
     if (member.state == MemberState::kUp) ResendParked(member.node);
   });
@@ -422,6 +429,9 @@ void ClusterAgent::OnPeerUp(const PeerInfo& info) {
   Peer& peer = peers_[info.node];
   peer.up = true;
   peer.known = true;
+  peer.minor = info.minor;
+  peer.minor_known = true;
+  UpdateGroupKeysGate();
   if (!membership_owned_ && peer.gone) {  // back, as the grace timer sees it
     peer.gone = false;
     ResendParked(info.node);
@@ -463,6 +473,32 @@ void ClusterAgent::SendSnapshots(NodeId node) {
   if (!retained.empty()) Send(node, Control(kRetained, EncodeRetained(retained)));
   for (Held& frame : waiting) peer.held.push_back(std::move(frame));
   peer.held_bytes += waiting_bytes;
+}
+
+void ClusterAgent::UpdateGroupKeysGate() {
+  // A node of an older binary rejects a delivery record with a group key
+  // (docs/storage.md, "Older binaries and rolling upgrades"): while one is
+  // in the cluster, records are written without it (the deliveries are
+  // tagged from the subscriptions after a restart or a move, as before).
+  NodeId older = 0;
+  counters_.older_binary_peers = 0;
+  for (const auto& [node, peer] : peers_) {
+    if (peer.minor_known && peer.minor < kMinorGroupKeyRecords) {
+      if (older == 0) older = node;
+      ++counters_.older_binary_peers;
+    }
+  }
+  const bool allowed = older == 0;
+  if (allowed == group_keys_in_records_) return;
+  group_keys_in_records_ = allowed;
+  port_->set_group_keys_in_records(allowed);
+  if (allowed) {
+    spdlog::info("cluster: every node reads delivery records with a shared group's key: written with it again");
+  } else {
+    spdlog::warn("cluster: node {} speaks link minor {} (an older binary that rejects delivery records with a "
+                 "shared group's key): delivery records are written without it until it leaves or is upgraded",
+                 older, peers_[older].minor);
+  }
 }
 
 void ClusterAgent::OnPeerDown(NodeId node) {

@@ -144,6 +144,7 @@ struct ClusterCounters {
   uint64_t group_push_duplicates = 0;    // pushed messages this node held or had acked already
   uint64_t group_assigns = 0;            // queues this node recorded itself as the consumer of
   uint64_t group_push_in_flight = 0;     // pushed by this node as leaders, their Acks not applied (now)
+  uint64_t older_binary_peers = 0;       // linked nodes whose link minor is below this one's features (now)
   uint64_t group_handed_off = 0;         // queue messages given to members here
   uint64_t group_acked = 0;              // offsets removed from queues once members' sessions held them
   uint64_t group_queues_consumed = 0;    // queues this node consumes (now)
@@ -286,6 +287,8 @@ class ClusterAgent final : public LinkHandler {
     bool gone = false;         // declared gone and not back since
     bool known = false;        // seen up at least once and not gone since
     int64_t down_since_ms = -1;  // -1: not waiting for a grace period
+    uint8_t minor = 0;         // its hello's link minor (transport.h), once linked
+    bool minor_known = false;  // linked at least once and not left since
     std::deque<Held> held;
     size_t held_bytes = 0;
   };
@@ -447,6 +450,10 @@ class ClusterAgent final : public LinkHandler {
   void PumpDueGroupQueues();
   void TickGroupPushers();
   void ResetGroupQueueLinks(NodeId node, bool gone);
+  // Delivery records keep their group's key only while every node this
+  // one has linked with (and that has not left) reads them.
+  void UpdateGroupKeysGate();
+  bool group_keys_in_records_ = true;
   bool SendQueueFrame(NodeId node, uint8_t type, std::string body);
   std::map<std::string, GroupQueueConsumer> group_consumers_;  // by queue name
   std::map<std::string, GroupQueuePusher, std::less<>> group_pushers_;  // by queue name

@@ -514,6 +514,30 @@ TEST_F(ClusterAgentTest, ReportsRoutesAsJsonAndMetrics) {
   EXPECT_NE(metrics.find("estuary_cluster_peer_up{node=\"1\",peer=\"2\"} 1"), std::string::npos) << metrics;
 }
 
+// Rolling upgrades (docs/storage.md): a node whose hello says link minor 0
+// is an older binary that rejects delivery records with a group key; the
+// shards write them without it until every linked node reads them.
+TEST_F(ClusterAgentTest, DeliveryRecordsKeepTheGroupKeyOnlyWhileEveryLinkedNodeReadsThem) {
+  AddNode(1);
+  AddNode(2);
+  ConnectAll();
+  core::ClusterPort& port = nodes_[1]->agent->port();
+  EXPECT_TRUE(port.GroupKeysInRecords());
+  LinkHandler* handler = nodes_[1]->transport.handler();
+  handler->OnPeerDown(2);
+  handler->OnPeerUp(PeerInfo{2, "fake", 0});  // restarted on an older binary
+  loop_.RunUntilIdle();
+  EXPECT_FALSE(port.GroupKeysInRecords());
+  EXPECT_EQ(nodes_[1]->agent->counters().older_binary_peers, 1u);
+  handler->OnPeerDown(2);  // away again: it may come back as it was
+  loop_.RunUntilIdle();
+  EXPECT_FALSE(port.GroupKeysInRecords());
+  handler->OnPeerUp(PeerInfo{2, "fake", kLinkVersionMinor});  // upgraded
+  loop_.RunUntilIdle();
+  EXPECT_TRUE(port.GroupKeysInRecords());
+  EXPECT_EQ(nodes_[1]->agent->counters().older_binary_peers, 0u);
+}
+
 TEST_F(ClusterAgentTest, WithMembershipAPeerReportedDownIsGone) {
   config_.peer_gone_grace_ms = 600'000;  // the agent's own timer must not be what acts
   AddNode(1);

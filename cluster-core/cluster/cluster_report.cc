@@ -108,6 +108,10 @@ std::string ClusterAgent::MetricsText() const {
   series("estuary_cluster_group_push_in_flight", "gauge",
          "Queue messages this node pushed as their partition's leader whose Ack has not applied (each tick).",
          c.group_push_in_flight);
+  series("estuary_cluster_older_binary_peers", "gauge",
+         "Nodes linked with (and not left) whose binary rejects delivery records with a shared group's key; "
+         "while above 0 such records are written without it (docs/storage.md).",
+         c.older_binary_peers);
   series("estuary_cluster_group_push_duplicates_total", "counter",
          "Pushed queue messages this node already held or had acknowledged (dropped).", c.group_push_duplicates);
   series("estuary_cluster_group_handed_off_total", "counter",

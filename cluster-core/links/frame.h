@@ -16,7 +16,7 @@ namespace estuary::cluster::wire {
 
 constexpr uint32_t kMagic = 0x45535451;  // "ESTQ"
 constexpr uint8_t kVersionMajor = 1;     // a different major is refused
-constexpr uint8_t kVersionMinor = 0;     // minors are compatible within a major
+constexpr uint8_t kVersionMinor = kLinkVersionMinor;  // compatible within a major (transport.h)
 constexpr size_t kHeaderBytes = 5;       // length + type
 constexpr size_t kNonceBytes = 32;
 constexpr size_t kMacBytes = 32;

@@ -23,9 +23,19 @@ namespace estuary::cluster {
 
 using NodeId = uint16_t;
 
+// The link protocol's minor version this binary speaks (links/frame.h's
+// hello). Minors are compatible within a major; a minor says what a peer
+// understands beyond the frames themselves:
+//   0: up to 2026-12-01 (session 11);
+//   1: reads delivery records that carry a shared group's key (older
+//      binaries reject them: docs/storage.md).
+constexpr uint8_t kLinkVersionMinor = 1;
+constexpr uint8_t kMinorGroupKeyRecords = 1;
+
 struct PeerInfo {
   NodeId node = 0;
   std::string cluster_address;  // the address the peer listens on, "HOST:PORT"
+  uint8_t minor = kLinkVersionMinor;  // the minor its hello announced
 };
 
 // Why a dial failed before a link existed.

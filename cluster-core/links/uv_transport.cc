@@ -31,6 +31,7 @@ struct UvTransport::Link {
   wire::Nonce their_nonce{};
   NodeId node = 0;          // from the peer's hello
   std::string advertised;   // the peer's cluster address, from its hello
+  uint8_t minor = 0;        // the link protocol minor of its hello
   int64_t started_ms = 0;
   int64_t last_received_ms = 0;
   int64_t last_sent_ms = 0;   // as of the last tick (see sent_since_tick)
@@ -327,6 +328,7 @@ void UvTransport::OnHello(const LinkPtr& link, std::string_view body) {
   }
   link->node = hello->node;
   link->advertised = hello->address;
+  link->minor = hello->minor;
   link->their_nonce = hello->nonce;
   link->state = LinkState::kAwaitAuth;
   if (!link->dialled) {
@@ -423,7 +425,7 @@ void UvTransport::MarkUp(const LinkPtr& link) {
     }
   }
   spdlog::info("links: node {} up ({}, {})", link->node, link->advertised, link->dialled ? "dialled" : "accepted");
-  if (handler_ != nullptr) handler_->OnPeerUp({link->node, link->advertised});
+  if (handler_ != nullptr) handler_->OnPeerUp({link->node, link->advertised, link->minor});
 }
 
 // ---- closing -----------------------------------------------------------------

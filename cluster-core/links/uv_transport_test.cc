@@ -146,6 +146,8 @@ TEST(UvTransportTest, LinkComesUpBothWaysAndFramesArriveInOrder) {
   EXPECT_EQ(a->handler.ups[0].cluster_address, b->address());
   ASSERT_EQ(b->handler.ups.size(), 1u);
   EXPECT_EQ(b->handler.ups[0].cluster_address, a->address());  // learned from the hello
+  EXPECT_EQ(a->handler.ups[0].minor, kLinkVersionMinor);
+  EXPECT_EQ(b->handler.ups[0].minor, kLinkVersionMinor);
   EXPECT_EQ(b->transport->peers().size(), 1u);
 
   constexpr uint32_t kFrames = 20'000;
@@ -267,7 +269,7 @@ TEST(UvTransportTest, GarbageBadVersionOwnIdAndSilenceAreDropped) {
   config.handshake_timeout_ms = 200;
   auto b = StartNode(loop, config);
   RawClient garbage(loop, b->port, "GET / HTTP/1.1\r\nHost: x\r\n\r\n");
-  RawClient version(loop, b->port, HelloFrame({.major = 9, .node = 5, .address = "127.0.0.1:1"}));
+  RawClient version(loop, b->port, HelloFrame({.major = 9, .minor = 0, .node = 5, .address = "127.0.0.1:1"}));
   RawClient own_id(loop, b->port, HelloFrame({.node = 2, .address = "127.0.0.1:1"}));
   RawClient magic(loop, b->port, HelloFrame({.magic = 0x12345678, .node = 5, .address = ""}));
   RawClient early(loop, b->port, [] {
@@ -323,7 +325,8 @@ TEST(UvTransportTest, HandWrittenDialerFollowingTheSpecIsAccepted) {
   io::UvLoop loop;
   auto b = StartNode(loop, TestConfig(2));
   wire::Nonce nonce = wire::RandomNonce();
-  RawClient dialer(loop, b->port, HelloFrame({.node = 9, .address = "127.0.0.1:9", .nonce = nonce}));
+  // Minor 0: an older binary; the acceptor reports the minor with the peer.
+  RawClient dialer(loop, b->port, HelloFrame({.minor = 0, .node = 9, .address = "127.0.0.1:9", .nonce = nonce}));
   ASSERT_TRUE(RunUntil(loop, [&] { return dialer.received.size() > wire::kHeaderBytes; }));
   wire::FrameReader reader;
   reader.Feed(dialer.received);
@@ -342,6 +345,7 @@ TEST(UvTransportTest, HandWrittenDialerFollowingTheSpecIsAccepted) {
   ASSERT_TRUE(RunUntil(loop, [&] { return b->handler.frames.size() == 1; }));
   EXPECT_EQ(b->handler.ups.at(0).node, 9);
   EXPECT_EQ(b->handler.ups.at(0).cluster_address, "127.0.0.1:9");
+  EXPECT_EQ(b->handler.ups.at(0).minor, 0);
   EXPECT_EQ(b->handler.frames[0].body, "first cluster frame");
   // B proved itself with the acceptor's MAC.
   ASSERT_TRUE(RunUntil(loop, [&] { return dialer.received.size() >= 2 * wire::kHeaderBytes + frame.body.size() + 32; }));

@@ -245,14 +245,14 @@ std::shared_ptr<Message> ReadMessage(Reader& r) {
 // message): docs/storage.md, "Delivery records".
 constexpr uint8_t kSharedKeyField = 1;  // the shared group's key (Delivery::shared_key)
 
-void WriteDeliveryFields(Writer& w, const Delivery& d) {
+void WriteDeliveryFields(Writer& w, const Delivery& d, bool with_group_key) {
   w.U8(static_cast<uint8_t>(d.qos));
   w.U8(d.retain ? 1 : 0);
   w.U32(static_cast<uint32_t>(d.subscription_ids.size()));
   for (uint32_t id : d.subscription_ids) w.U32(id);
   w.U8(d.message ? 1 : 0);
   if (d.message) WriteMessage(w, *d.message);
-  if (d.shared_key) {
+  if (d.shared_key && with_group_key) {
     w.U8(kSharedKeyField);
     w.Bytes(*d.shared_key);
   }
@@ -399,10 +399,10 @@ std::optional<SubscriptionOptions> DecodeOptions(std::string_view bytes) {
   return options;
 }
 
-std::string EncodeDelivery(const Delivery& delivery) {
+std::string EncodeDelivery(const Delivery& delivery, bool with_group_key) {
   Writer w;
   w.U8(kFormatVersion);
-  WriteDeliveryFields(w, delivery);
+  WriteDeliveryFields(w, delivery, with_group_key);
   return w.Take();
 }
 
@@ -414,12 +414,12 @@ std::optional<Delivery> DecodeDelivery(std::string_view bytes) {
   return delivery;
 }
 
-std::string EncodeInflight(const InflightDelivery& inflight) {
+std::string EncodeInflight(const InflightDelivery& inflight, bool with_group_key) {
   Writer w;
   w.U8(kFormatVersion);
   w.U8(static_cast<uint8_t>(inflight.phase));
   w.U64(inflight.sent_order);
-  WriteDeliveryFields(w, inflight.delivery);
+  WriteDeliveryFields(w, inflight.delivery, with_group_key);
   return w.Take();
 }
 

@@ -73,12 +73,13 @@ std::optional<SubscriptionOptions> DecodeOptions(std::string_view bytes);
 // subscription, its group's key (store_seq is not part of the value). A
 // decoded key is a fresh string: the broker points it at its group's
 // key_ref (ShardBroker::TagSharedDeliveries). Records written before the
-// key was stored decode with no key.
-std::string EncodeDelivery(const Delivery& delivery);
+// key was stored decode with no key. `with_group_key` false leaves the key
+// out (the record an older binary reads: ShardStore::set_group_keys).
+std::string EncodeDelivery(const Delivery& delivery, bool with_group_key = true);
 std::optional<Delivery> DecodeDelivery(std::string_view bytes);
 
 // An in-flight delivery; after PUBREC the message is gone (null).
-std::string EncodeInflight(const InflightDelivery& inflight);
+std::string EncodeInflight(const InflightDelivery& inflight, bool with_group_key = true);
 std::optional<InflightDelivery> DecodeInflight(std::string_view bytes);
 
 std::string EncodeMessage(const Message& message);

@@ -267,6 +267,19 @@ TEST(RecordCodecTest, DeliveryRecordsWrittenBeforeTheSharedKeyDecodeWithoutOne) 
   EXPECT_EQ(EncodeInflight(*inflight), old_inflight);
 }
 
+TEST(RecordCodecTest, TheGroupKeyCanBeLeftOutForOlderReaders) {
+  Delivery delivery{FullMessage(), QoS::kAtLeastOnce, false, {}};
+  delivery.shared_key = std::make_shared<const std::string>(SharedKeyForTests());
+  Delivery plain = delivery;
+  plain.shared_key = nullptr;
+  // Without the key: the bytes of a delivery that never had one.
+  EXPECT_EQ(EncodeDelivery(delivery, /*with_group_key=*/false), EncodeDelivery(plain));
+  EXPECT_NE(EncodeDelivery(delivery), EncodeDelivery(plain));
+  const InflightDelivery inflight{delivery, InflightPhase::kAwaitingPuback, 3};
+  const InflightDelivery plain_inflight{plain, InflightPhase::kAwaitingPuback, 3};
+  EXPECT_EQ(EncodeInflight(inflight, false), EncodeInflight(plain_inflight));
+}
+
 TEST(RecordCodecTest, QueuedAndInflightRecordsKeepTheSharedGroupsKey) {
   const std::string key = SharedKeyForTests();
   Delivery delivery{FullMessage(), QoS::kExactlyOnce, false, {7}};

@@ -30,6 +30,7 @@ class ReplicatingPort final : public ClusterPort {
   void ClientAttached(const std::string&) override {}
   void ForwardSafe(uint16_t, uint64_t) override {}
   bool SessionsOnPartitions() const override { return true; }
+  bool GroupKeysInRecords() const override { return group_keys; }
   bool RetainedOnPartitions() const override { return retained_on_partitions; }
   void RetainedToPartition(const MessagePtr& message, uint16_t, uint64_t safe_token) override {
     retained_writes.emplace_back(message, safe_token);
@@ -72,6 +73,7 @@ class ReplicatingPort final : public ClusterPort {
   std::map<std::string, std::string> partition;
   std::vector<store::SessionChange> changes_seen;
   bool retained_on_partitions = false;
+  bool group_keys = true;
   std::vector<std::pair<MessagePtr, uint64_t>> retained_writes;  // (message, the token the commit releases)
   std::vector<std::function<void()>> waiting;
 };
@@ -111,6 +113,35 @@ TEST_F(SessionReplicationTest, APublishIsAcknowledgedOnlyOnceThePartitionHasItsD
   brokers_[0]->Publish(Make("r", "v", QoS::kAtLeastOnce, /*retain=*/true), [] {});
   Settle();
   for (const auto& change : port_.changes_seen) EXPECT_NE(change.key.front(), store::kRetainedTag);
+}
+
+// A node of an older binary in the cluster rejects a delivery record with
+// a group key (docs/storage.md, "Older binaries and rolling upgrades"):
+// while the agent says so, records are written without it.
+TEST_F(SessionReplicationTest, DeliveryRecordsLeaveTheGroupKeyOutWhileTheClusterSaysSo) {
+  StartNode();
+  OfflineSubscriber("sub", "$share/g/t");
+  port_.ReleaseAll();
+  auto queued_keys = [this] {
+    std::vector<std::string> keys;  // each queued record's group key, "" for none
+    for (const auto& [key, value] : port_.Load("sub")) {
+      if (key.front() != store::kQueuedTag) continue;
+      auto delivery = store::DecodeDelivery(value);
+      EXPECT_TRUE(delivery);
+      if (delivery) keys.push_back(delivery->shared_key ? *delivery->shared_key : "");
+    }
+    return keys;
+  };
+  port_.group_keys = false;
+  brokers_[0]->Publish(Make("t", "a"), [] {});
+  Settle();
+  port_.ReleaseAll();
+  EXPECT_EQ(queued_keys(), std::vector<std::string>{""});
+  port_.group_keys = true;
+  brokers_[0]->Publish(Make("t", "b"), [] {});
+  Settle();
+  port_.ReleaseAll();
+  EXPECT_EQ(queued_keys(), (std::vector<std::string>{"", SharedKey("g", "t")}));
 }
 
 // replication.ack = "leader": acknowledged on the node's own store; the

@@ -80,7 +80,7 @@ void ShardStore::DeleteSubscription(const std::string& client_id, const std::str
 }
 
 void ShardStore::PutQueued(const std::string& client_id, uint64_t seq, const Delivery& delivery) {
-  Put(QueuedKey(client_id, seq), EncodeDelivery(delivery), /*fresh=*/true);
+  Put(QueuedKey(client_id, seq), EncodeDelivery(delivery, WithGroupKey(delivery)), /*fresh=*/true);
 }
 
 void ShardStore::DeleteQueued(const std::string& client_id, uint64_t seq) {
@@ -89,7 +89,7 @@ void ShardStore::DeleteQueued(const std::string& client_id, uint64_t seq) {
 
 void ShardStore::PutInflight(const std::string& client_id, uint16_t packet_id,
                              const InflightDelivery& inflight) {
-  Put(InflightKey(client_id, packet_id), EncodeInflight(inflight));
+  Put(InflightKey(client_id, packet_id), EncodeInflight(inflight, WithGroupKey(inflight.delivery)));
 }
 
 void ShardStore::DeleteInflight(const std::string& client_id, uint16_t packet_id) {

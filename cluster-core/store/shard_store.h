@@ -120,6 +120,11 @@ class ShardStore {
     wait_for_replication_ = wait;
   }
   bool replicated() const { return static_cast<bool>(replicate_); }
+  // Whether delivery records may keep their shared group's key (asked for
+  // each delivery that has one): false while a node of an older binary,
+  // which rejects such records, is in the cluster (docs/storage.md, "Older
+  // binaries and rolling upgrades"). Unset: always.
+  void set_group_keys(std::function<bool()> allowed) { group_keys_ = std::move(allowed); }
 
   bool failed() const { return failed_; }
   uint64_t batches_written() const { return batches_written_; }
@@ -134,6 +139,7 @@ class ShardStore {
     std::vector<std::function<void()>> waiters;
   };
   void Put(std::string key, std::string value, bool fresh = false);
+  bool WithGroupKey(const Delivery& delivery) const { return delivery.shared_key && (!group_keys_ || group_keys_()); }
   void Delete(std::string key);
   void ScheduleFlush();
   void Flush();
@@ -154,6 +160,7 @@ class ShardStore {
   };
   std::deque<InFlight> in_flight_;
   ReplicateFn replicate_;
+  std::function<bool()> group_keys_;
   bool wait_for_replication_ = true;
   uint64_t next_batch_ = 1;
   bool failed_ = false;
