@@ -71,13 +71,19 @@ struct SimClusterOptions {
   // Also tell each raft host which peers are up (node-level liveness, as
   // the cluster agent does), for tests that run quiescent groups.
   bool inform_hosts = false;
+  // When peers see a crashed node's link go (SimNetworkConfig): 1500 ms
+  // models a silent death; a few ms, a killed process whose kernel closes
+  // its connections at once.
+  uint32_t dead_after_ms = cluster::SimNetworkConfig{}.dead_after_ms;
 };
 
 template <typename Node>
 class SimCluster {
  public:
   explicit SimCluster(SimClusterOptions options)
-      : network_(loop_, cluster::SimNetworkConfig{.delay_ms = 2, .seed = options.seed}), options_(options) {}
+      : network_(loop_, cluster::SimNetworkConfig{.delay_ms = 2, .dead_after_ms = options.dead_after_ms,
+                                                  .seed = options.seed}),
+        options_(options) {}
   ~SimCluster() {
     for (auto& [id, node] : nodes_) Stop(node);
   }

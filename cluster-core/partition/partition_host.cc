@@ -336,12 +336,23 @@ void PartitionHost::Attempt(uint64_t key) {
   const NodeId target = LikelyLeader(pending.partition, pending.failed_target);
   pending.target = target;
   if (target == 0) return Retry(key, {meta::ProposeStatus::kNotLeader, 0, std::nullopt});
+  cluster::SendResult sent;
   if (pending.read) {
     ++counters_.reads_remote;
-    transport_.Send(target, kPartitionRead, Encode(ProposeFrame{key, pending.partition, {}, pending.data}));
+    sent = transport_.Send(target, kPartitionRead, Encode(ProposeFrame{key, pending.partition, {}, pending.data}));
   } else {
     ++counters_.proposals_remote;
-    transport_.Send(target, kPartitionPropose, Encode(ProposeFrame{key, pending.partition, pending.id, pending.data}));
+    sent = transport_.Send(target, kPartitionPropose,
+                           Encode(ProposeFrame{key, pending.partition, pending.id, pending.data}));
+  }
+  if (sent == cluster::SendResult::kNoLink) {
+    // No link to it (the leader this node knew has just died, or is cut
+    // off): another is asked after retry_ms, not after attempt_timeout_ms.
+    // A takeover that starts during the election of a partition the dead
+    // node led then reads as soon as the new leader is up (it waited a
+    // whole attempt timeout, 1 s, before: docs/reliability.md).
+    pending.failed_target = target;
+    return Retry(key, {meta::ProposeStatus::kTimeout, 0, std::nullopt});
   }
   const uint32_t attempt = pending.attempts;
   host_.loop().AddTimer(config_.attempt_timeout_ms, [this, key, attempt, alive = std::weak_ptr<int>(lifetime_)] {

@@ -311,6 +311,36 @@ TEST(PartitionRead, AReadAfterTheLeaderDiesSeesWhatItAcknowledged) {
   }
 }
 
+// A request sent towards a node there is no link to (the leader this node
+// knew has just died) is tried elsewhere at once, not after the attempt
+// timeout: a takeover that starts during the election of a partition the
+// dead node led reads as soon as the new leader is up. (The fault suite's
+// sessions on the victims waited a whole attempt, 1 s, for that read.) The
+// attempt timeout is made huge here so that only the missing link can make
+// the request go elsewhere; a crash closes the links at once (dead_after
+// 20 ms: a killed process's kernel closes its connections), and the read
+// starts once the survivor has seen the link go, before the election ends.
+TEST(PartitionRead, ARequestTowardsADeadLeaderGoesElsewhereAtOnce) {
+  for (uint64_t seed : Seeds({21, 22, 23})) {
+    SCOPED_TRACE(seed);
+    PartitionCluster cluster(seed, 64, /*dead_after_ms=*/20);
+    cluster.attempt_timeout_ms = 600'000;
+    StartAll(cluster, 3);
+    const std::string topic = "valve/state";
+    const PartitionId partition = cluster.partitions(1).PartitionOf(RetainedKey(topic));
+    ASSERT_TRUE(cluster.PutRetained(1, topic, "shut"));
+    ASSERT_TRUE(cluster.RunUntil([&] { return cluster.Voters(partition).size() == 3; }, 5'000));
+    const NodeId leader = *cluster.Leader(partition);
+    cluster.Crash(leader, /*gone=*/false);
+    const NodeId survivor = leader == 1 ? 2 : 1;
+    cluster.RunFor(50);
+    ASSERT_EQ(cluster.Leader(partition), std::nullopt) << "elected already: nothing to show";
+    const int64_t start = cluster.now_ms();
+    EXPECT_EQ(cluster.ReadRetained(survivor, topic), std::make_pair(meta::ProposeStatus::kOk, std::string("shut")));
+    EXPECT_LT(cluster.now_ms() - start, 3'000);
+  }
+}
+
 // An idle partition's leader is quiescent and has no lease; a read wakes
 // it and is answered after one heartbeat round. A node cut off from the
 // others cannot read once the majority has moved on (it would answer the

@@ -43,8 +43,12 @@ struct Outcome {
 
 class PartitionCluster : public meta::SimCluster<Node> {
  public:
-  explicit PartitionCluster(uint64_t seed, uint32_t partitions = 64)
-      : SimCluster({.seed = seed, .partitions = partitions, .inform_hosts = true}) {}
+  explicit PartitionCluster(uint64_t seed, uint32_t partitions = 64,
+                            uint32_t dead_after_ms = cluster::SimNetworkConfig{}.dead_after_ms)
+      : SimCluster({.seed = seed, .partitions = partitions, .inform_hosts = true, .dead_after_ms = dead_after_ms}) {}
+
+  // PartitionHostConfig::attempt_timeout_ms of the nodes started from now on.
+  uint32_t attempt_timeout_ms = PartitionHostConfig{}.attempt_timeout_ms;
 
   void Start(NodeId id) {
     Node& node = nodes_[id];
@@ -54,6 +58,7 @@ class PartitionCluster : public meta::SimCluster<Node> {
     partition_config.self = id;
     partition_config.boot_id = node.boot;
     partition_config.raft.random_seed = options_.seed * 1000 + id * 13 + boots_;
+    partition_config.attempt_timeout_ms = attempt_timeout_ms;
     node.partitions =
         std::make_unique<PartitionHost>(*node.host, *node.transport, *node.meta, *node.engine, partition_config,
                                         [this](PartitionId) {
