@@ -193,6 +193,7 @@ TEST(ClusterAmqpDurableTest, ANodeWithoutAMajorityRefusesADurableAttach) {
   ASSERT_TRUE(AttachDurable(*client, "sub", topic, 10, &why)) << why;  // its partition is open and led somewhere
   client->Detach("sub");
   ASSERT_TRUE(client->Wait(Kind::kLinkClose, "sub"));
+  ASSERT_TRUE(cluster->WaitVoters(1, 3, kConverge, &why)) << why;  // formed: node 1 alone is no majority
   cluster->node(2).Kill();
   cluster->node(3).Kill();
   client->OpenReceiver("sub", topic, {.durable = true, .credit = 10});

@@ -6,8 +6,6 @@
 #include <cstdio>
 #include <optional>
 
-#include <nlohmann/json.hpp>
-
 #include "conformance/cluster/cluster_fixture.h"
 #include "conformance/support/wait_for.h"
 
@@ -415,22 +413,8 @@ TEST(ClusterChurnTest, ANodeWithoutAMajorityRefusesConnects) {
   ASSERT_NE(cluster, nullptr);
   const std::string id = UniqueName("alone-");
   ConnectClients(*cluster, {{1, id}})[0]->Disconnect();  // its partition is open and led somewhere
-  const bool formed = testing::WaitFor(
-      [&] {
-        auto reply = testing::AdminGet(cluster->node(1).admin_port(), "/api/cluster/partitions");
-        if (!reply) return false;
-        const nlohmann::json document = nlohmann::json::parse(reply->body, nullptr, false);
-        if (document.is_discarded() || !document.contains("open")) return false;
-        size_t hosted = 0;
-        for (const auto& entry : document.at("open")) {
-          if (!entry.contains("role")) continue;
-          ++hosted;
-          if (entry.value("voters", nlohmann::json::array()).size() != 3) return false;
-        }
-        return hosted != 0;
-      },
-      kConverge, std::chrono::milliseconds(50));
-  ASSERT_TRUE(formed) << "node 1's partitions never had all three nodes as voters";
+  std::string why;
+  ASSERT_TRUE(cluster->WaitVoters(1, 3, kConverge, &why)) << why;
   cluster->node(2).Kill();
   cluster->node(3).Kill();
   PahoClient lonely(cluster->node(1).mqtt_uri(), id, MQTTVERSION_5);

@@ -280,6 +280,29 @@ bool ClusterProcess::WaitMemberState(int member, const std::string& state, std::
   return WaitFor(all_list_state, timeout, kPollInterval) || Explain(last, why);
 }
 
+bool ClusterProcess::WaitVoters(int node_id, size_t voters, std::chrono::milliseconds timeout, std::string* why) {
+  std::string last = "no partitions document";
+  auto formed = [&] {
+    auto reply = AdminGet(node(node_id).admin_port(), "/api/cluster/partitions");
+    if (!reply) return false;
+    const nlohmann::json document = nlohmann::json::parse(reply->body, nullptr, false);
+    if (document.is_discarded() || !document.contains("open")) return false;
+    size_t hosted = 0;
+    for (const auto& entry : document.at("open")) {
+      if (!entry.contains("role")) continue;
+      ++hosted;
+      const size_t have = entry.value("voters", nlohmann::json::array()).size();
+      if (have != voters) {
+        last = "partition " + std::to_string(entry.value("partition", 0u)) + " has " + std::to_string(have) + " voters";
+        return false;
+      }
+    }
+    last = "node " + std::to_string(node_id) + " hosts no partition";
+    return hosted != 0;
+  };
+  return WaitFor(formed, timeout, kPollInterval) || Explain(last, why);
+}
+
 bool ClusterProcess::WaitRoute(int route_node, const std::string& filter, bool present,
                                std::chrono::milliseconds timeout, std::string* why) {
   std::string last;

@@ -125,6 +125,11 @@ class ClusterProcess {
   // with present=false, no longer sees it).
   bool WaitRoute(int node, const std::string& filter, bool present, std::chrono::milliseconds timeout,
                  std::string* why = nullptr);
+  // Every partition `node` hosts (at least one) has `voters` voters: the
+  // cluster has formed. Until then a partition node 1 opened while the
+  // others joined has node 1 as its only voter, and node 1 alone is its
+  // majority (docs/cluster.md, "Client id claim").
+  bool WaitVoters(int node, size_t voters, std::chrono::milliseconds timeout, std::string* why = nullptr);
 
  private:
   ClusterProcess() = default;
