@@ -113,6 +113,20 @@ size_t QueuePusher::OnAck(const std::vector<uint64_t>& offsets) {
   return removed;
 }
 
+void QueuePusher::OnReleased(const std::vector<uint64_t>& offsets) {
+  if (offsets.empty()) return;
+  for (uint64_t offset : offsets) {
+    // A read skipped it while it was handed, which forgot its flight: back
+    // in flight, due now.
+    auto [it, fresh] = in_flight_.try_emplace(offset);
+    if (fresh || !it->second.again) ++again_;
+    it->second.again = true;
+    acked_ahead_.erase(offset);
+  }
+  cursor_ = std::min(cursor_, *std::min_element(offsets.begin(), offsets.end()));
+  reading_.reset();  // its answer would start past the rewound cursor
+}
+
 void QueuePusher::Tick(int64_t now_ms) {
   std::optional<uint64_t> first;
   for (auto& [offset, flight] : in_flight_) {

@@ -88,6 +88,9 @@ class QueuePusher {
   // Acknowledged offsets leave the flight; unknown and repeated ones are
   // ignored. Returns how many were in flight.
   size_t OnAck(const std::vector<uint64_t>& offsets);
+  // Handed messages became readable again (QueueMachine's Unhand or
+  // Settle): pushed again once credit allows, whatever was pushed before.
+  void OnReleased(const std::vector<uint64_t>& offsets);
   // Pushes older than redeliver_after_ms at `now_ms` are due again.
   void Tick(int64_t now_ms);
   // When Tick next has something to do, if ever.
@@ -172,6 +175,10 @@ class QueuePuller {
   std::vector<QueuedMessage> OnPush(const std::vector<QueuedMessage>& messages);
   // A held message was acknowledged; false if it was not held.
   bool Acked(uint64_t offset);
+  // A held message this node may not deliver (another consumer's member
+  // holds it, or it left the queue): forgotten without an ack, so a later
+  // push of it is new. False if it was not held.
+  bool Forget(uint64_t offset) { return held_.erase(offset) != 0; }
   // The acks to send now, oldest first, at most max_ack_batch.
   std::vector<uint64_t> TakeAcks();
   // A new leader (or link): the credit it had is gone. Held messages stay

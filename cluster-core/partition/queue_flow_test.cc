@@ -83,6 +83,10 @@ class Leader {
     machine_.Apply(EntryOf(EncodeQueueAck(kQueue, 1, offsets)));
     if (pusher) pusher->OnAck(offsets);
   }
+  // A command whose answer is the string `expect` ("1": recorded).
+  void Apply(const std::string& command, const std::string& expect = "1") {
+    EXPECT_EQ(machine_.Apply(EntryOf(command)), expect);
+  }
   uint64_t depth() const {
     auto stats = machine_.Stats();
     return stats.empty() ? 0 : stats.front().depth;
@@ -258,6 +262,33 @@ TEST(QueuePusher, AConsumerChangeMidFlightPushesTheUnacknowledgedToTheNewNode) {
   pusher.OnConsumerChanged(2, 6);
   EXPECT_EQ(pusher.credit(), 2u) << "the same node at a new epoch keeps its credit and flights";
   EXPECT_EQ(pusher.in_flight(), 4u);
+}
+
+// A message the dead consumer handed to a member session is pushed to
+// nobody else until the session's new node settles it; one the session
+// did not hold then goes to the new consumer, whatever was pushed before.
+TEST(QueuePusher, AHandedMessageWaitsForItsSettlementThenGoesToTheNewConsumer) {
+  Leader leader;
+  QueuePusher pusher(1, 4);
+  const auto o = leader.Append(4, &pusher);
+  pusher.Grant(1, 4, 10);
+  ASSERT_EQ(leader.Pump(pusher).size(), 4u);
+  leader.Apply(EncodeQueueHand(kQueue, o[1], QueueHand{"s", 1, 7, 1}));
+  leader.Apply(EncodeQueueHand(kQueue, o[2], QueueHand{"s", 1, 7, 2}));
+  pusher.OnConsumerChanged(2, 5);  // node 1 died
+  ASSERT_TRUE(pusher.Grant(2, 5, 10));
+  EXPECT_EQ(Offsets(leader.Pump(pusher)), (std::vector<uint64_t>{o[0], o[3]})) << "not the handed ones";
+  EXPECT_EQ(pusher.in_flight(), 2u) << "the handed ones' flights are forgotten";
+  // Node 3 took "s" over: it holds o[2] (the put made it), not o[1].
+  Message held;
+  held.id = MessageId{3, HybridLogicalClock::Pack(kT0, 0), 3};  // Append's third message
+  leader.Apply(EncodeQueueSettle(kQueue, QueueHand{"s", 3, 1, 0}, {held.id}), std::string("\1\0\0\0\1\0\0\0", 8));
+  pusher.OnAck({o[2]});
+  pusher.OnReleased({o[1]});
+  EXPECT_EQ(Offsets(leader.Pump(pusher)), (std::vector<uint64_t>{o[1]}));
+  EXPECT_EQ(leader.depth(), 3u);
+  pusher.OnReleased({});
+  EXPECT_FALSE(pusher.NextRead());
 }
 
 TEST(QueuePuller, GrantsTheWindowThenWaitsForTheLowWaterMark) {

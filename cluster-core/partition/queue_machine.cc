@@ -1,5 +1,6 @@
 #include "cluster-core/partition/queue_machine.h"
 
+#include <algorithm>
 #include <utility>
 
 #include "cluster-core/meta/raft_codec.h"
@@ -14,9 +15,13 @@ constexpr uint8_t kAppend = 0x40;
 constexpr uint8_t kAck = 0x41;
 constexpr uint8_t kAssign = 0x42;
 constexpr uint8_t kDrop = 0x43;
+constexpr uint8_t kHand = 0x44;
+constexpr uint8_t kUnhand = 0x45;
+constexpr uint8_t kSettle = 0x46;
 constexpr uint8_t kRead = 0x40;
 constexpr uint8_t kStats = 0x41;
 constexpr uint8_t kSnapshotVersion = 1;
+constexpr uint8_t kSnapshotVersionHands = 2;
 constexpr std::string_view kFull = "full";
 
 std::string_view View(const std::vector<uint8_t>& bytes) {
@@ -61,6 +66,53 @@ std::string EncodeQueueDrop(std::string_view queue) {
   out.U8(kDrop);
   out.Bytes(queue);
   return out.Take();
+}
+
+namespace {
+std::string EncodeHand(uint8_t tag, std::string_view queue, uint64_t offset, const QueueHand& hand) {
+  meta::ByteWriter out;
+  out.U8(tag);
+  out.Bytes(queue);
+  out.U64(offset);
+  out.Bytes(hand.session);
+  out.U32(hand.node);
+  out.U64(hand.incarnation);
+  out.U64(hand.token);
+  return out.Take();
+}
+}  // namespace
+
+std::string EncodeQueueHand(std::string_view queue, uint64_t offset, const QueueHand& hand) {
+  return EncodeHand(kHand, queue, offset, hand);
+}
+
+std::string EncodeQueueUnhand(std::string_view queue, uint64_t offset, const QueueHand& hand) {
+  return EncodeHand(kUnhand, queue, offset, hand);
+}
+
+std::string EncodeQueueSettle(std::string_view queue, const QueueHand& keep, const std::vector<MessageId>& held) {
+  meta::ByteWriter out;
+  out.U8(kSettle);
+  out.Bytes(queue);
+  out.Bytes(keep.session);
+  out.U32(keep.node);
+  out.U64(keep.incarnation);
+  out.U32(static_cast<uint32_t>(held.size()));
+  for (const MessageId& id : held) {
+    out.U32(id.node);
+    out.U64(id.timestamp);
+    out.U32(id.sequence);
+  }
+  return out.Take();
+}
+
+std::optional<QueueSettleResult> DecodeQueueSettleResult(std::string_view bytes) {
+  meta::ByteReader in(bytes);
+  QueueSettleResult result;
+  result.removed = in.U32();
+  result.handed_back = in.U32();
+  if (!in.done()) return std::nullopt;
+  return result;
 }
 
 std::string EncodeQueueRead(std::string_view queue, uint64_t from, uint32_t max_count, uint32_t max_bytes) {
@@ -149,6 +201,12 @@ std::string QueueMachine::Apply(const raft::Entry& entry) {
       return ApplyAssign(body);
     case kDrop:
       return ApplyDrop(body);
+    case kHand:
+      return ApplyHand(body, true);
+    case kUnhand:
+      return ApplyHand(body, false);
+    case kSettle:
+      return ApplySettle(body);
     default:
       return Malformed();
   }
@@ -187,7 +245,7 @@ std::string QueueMachine::ApplyAppend(std::string_view body, int64_t entry_ms) {
     // Expired on its way here: acknowledged to the publisher, never served.
     ++expired_;
   } else {
-    queue.messages.emplace(offset, Stored{std::string(record), expiry});
+    queue.messages.emplace(offset, Stored{std::string(record), expiry, std::nullopt});
     queue.bytes += record.size();
     if (expiry) ++queue.expiring;
     if (hooks_.appended) hooks_.appended(name, offset);
@@ -251,6 +309,92 @@ std::string QueueMachine::ApplyDrop(std::string_view body) {
   return "1";
 }
 
+std::string QueueMachine::ApplyHand(std::string_view body, bool hand) {
+  meta::ByteReader in(body);
+  const std::string_view name = in.Bytes();
+  const uint64_t offset = in.U64();
+  QueueHand to;
+  to.session = std::string(in.Bytes());
+  const uint32_t node = in.U32();
+  to.incarnation = in.U64();
+  to.token = in.U64();
+  if (!in.done() || node > 0xFFFF || node == 0) return Malformed();
+  to.node = static_cast<NodeId>(node);
+  auto it = queues_.find(name);
+  if (it == queues_.end()) return "0";
+  auto message = it->second.messages.find(offset);
+  if (message == it->second.messages.end()) return "0";
+  std::optional<QueueHand>& current = message->second.hand;
+  if (hand) {
+    // Handed once: a second attempt (another consumer, or this one's for
+    // an earlier assignment) must not put it into a second session.
+    if (current) return *current == to ? "1" : "0";
+    current = std::move(to);
+    return "1";
+  }
+  if (current != to) return "0";
+  current.reset();
+  if (hooks_.released) hooks_.released(name, {offset});
+  return "1";
+}
+
+std::string QueueMachine::ApplySettle(std::string_view body) {
+  meta::ByteReader in(body);
+  const std::string_view name = in.Bytes();
+  const std::string_view session = in.Bytes();
+  const uint32_t keep_node = in.U32();
+  const uint64_t keep_incarnation = in.U64();
+  const uint32_t count = in.Count(16);
+  std::vector<MessageId> held;
+  held.reserve(count);
+  for (uint32_t i = 0; i < count && in.ok(); ++i) {
+    MessageId id;
+    const uint32_t node = in.U32();
+    if (node > 0xFFFF) in.Fail();
+    id.node = static_cast<uint16_t>(node);
+    id.timestamp = in.U64();
+    id.sequence = in.U32();
+    held.push_back(id);
+  }
+  if (!in.done()) return Malformed();
+  std::vector<uint64_t> removed;
+  std::vector<uint64_t> released;
+  if (auto it = queues_.find(name); it != queues_.end()) {
+    Queue& queue = it->second;
+    for (auto message = queue.messages.begin(); message != queue.messages.end();) {
+      auto next = std::next(message);
+      const std::optional<QueueHand>& hand = message->second.hand;
+      if (hand && hand->session == session && (hand->node != keep_node || hand->incarnation != keep_incarnation)) {
+        // The record decoded when it was appended or restored: it decodes.
+        auto decoded = core::store::DecodeMessage(message->second.record);
+        const bool holds = decoded && std::find(held.begin(), held.end(), (*decoded)->id) != held.end();
+        if (holds) {
+          removed.push_back(message->first);
+          Remove(queue, message);
+        } else {
+          released.push_back(message->first);
+          message->second.hand.reset();
+        }
+      }
+      message = next;
+    }
+    if (!removed.empty() && hooks_.acked) hooks_.acked(name, removed);
+    if (!released.empty() && hooks_.released) hooks_.released(name, released);
+  }
+  meta::ByteWriter out;
+  out.U32(static_cast<uint32_t>(removed.size()));
+  out.U32(static_cast<uint32_t>(released.size()));
+  return out.Take();
+}
+
+uint64_t QueueMachine::handed() const {
+  uint64_t count = 0;
+  for (const auto& [name, queue] : queues_) {
+    for (const auto& [offset, stored] : queue.messages) count += stored.hand ? 1 : 0;
+  }
+  return count;
+}
+
 void QueueMachine::Remove(Queue& queue, std::map<uint64_t, Stored>::iterator it) {
   queue.bytes -= it->second.record.size();
   if (it->second.expiry_at_ms) --queue.expiring;
@@ -312,7 +456,7 @@ std::string QueueMachine::QueryRead(std::string_view body) const {
     uint64_t bytes = 0;
     for (auto message = it->second.messages.lower_bound(from);
          message != it->second.messages.end() && found.size() < max_count; ++message) {
-      if (Expired(message->second.expiry_at_ms, now)) continue;
+      if (Expired(message->second.expiry_at_ms, now) || message->second.hand) continue;
       const std::string& record = message->second.record;
       if (!found.empty() && bytes + record.size() > max_bytes) break;
       bytes += record.size();
@@ -341,8 +485,9 @@ std::vector<QueueStats> QueueMachine::Stats() const {
 }
 
 std::vector<uint8_t> QueueMachine::Snapshot() const {
+  const bool hands = handed() != 0;
   meta::ByteWriter out;
-  out.U8(kSnapshotVersion);
+  out.U8(hands ? kSnapshotVersionHands : kSnapshotVersion);
   out.U64(next_offset_);
   out.U64(last_sweep_ms_);
   out.U32(static_cast<uint32_t>(queues_.size()));
@@ -355,6 +500,13 @@ std::vector<uint8_t> QueueMachine::Snapshot() const {
     for (const auto& [offset, stored] : queue.messages) {
       out.U64(offset);
       out.Bytes(stored.record);
+      if (!hands) continue;
+      out.U8(stored.hand ? 1 : 0);
+      if (!stored.hand) continue;
+      out.Bytes(stored.hand->session);
+      out.U32(stored.hand->node);
+      out.U64(stored.hand->incarnation);
+      out.U64(stored.hand->token);
     }
   }
   std::string bytes = out.Take();
@@ -367,7 +519,8 @@ bool QueueMachine::Restore(const std::vector<uint8_t>& data) {
   uint64_t last_sweep_ms = 0;
   if (!data.empty()) {
     meta::ByteReader in(View(data));
-    if (in.U8() != kSnapshotVersion) return false;
+    const uint8_t version = in.U8();
+    if (version != kSnapshotVersion && version != kSnapshotVersionHands) return false;
     next_offset = in.U64();
     last_sweep_ms = in.U64();
     const uint32_t count = in.Count(24);
@@ -386,11 +539,21 @@ bool QueueMachine::Restore(const std::vector<uint8_t>& data) {
       for (uint32_t m = 0; m < messages && in.ok(); ++m) {
         const uint64_t offset = in.U64();
         const std::string_view record = in.Bytes();
+        std::optional<QueueHand> hand;
+        if (version == kSnapshotVersionHands && in.Bool()) {
+          hand.emplace();
+          hand->session = std::string(in.Bytes());
+          const uint32_t node = in.U32();
+          hand->incarnation = in.U64();
+          hand->token = in.U64();
+          if (node == 0 || node > 0xFFFF) return false;
+          hand->node = static_cast<NodeId>(node);
+        }
         auto message = core::store::DecodeMessage(record);
         if (!in.ok() || !message || (*message)->topic.empty() || offset >= queue.next_offset) return false;
         if (!queue.messages.empty() && offset <= queue.messages.rbegin()->first) return false;
         const std::optional<int64_t> expiry = (*message)->properties.expiry_at_ms;
-        queue.messages.emplace_hint(queue.messages.end(), offset, Stored{std::string(record), expiry});
+        queue.messages.emplace_hint(queue.messages.end(), offset, Stored{std::string(record), expiry, std::move(hand)});
         queue.bytes += record.size();
         if (expiry) ++queue.expiring;
       }

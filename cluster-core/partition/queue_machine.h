@@ -46,6 +46,24 @@
 //        Result "1" if epoch > the queue's epoch (then recorded), else "0".
 //   0x43 Drop: bytes queue. Removes the queue, its messages and consumer.
 //        Result "1" if it existed, else "0".
+//   0x44 Hand: bytes queue, u64 offset, bytes session, u32 node, u64
+//        incarnation, u64 token. Records that the consumer `node` (in the
+//        process `incarnation`, its attempt `token`) is putting the message
+//        into the member session `session`: a handed message is not read
+//        (so not pushed to any consumer) until it is acknowledged, handed
+//        back or settled. Result "1" if recorded: the message is live and
+//        not handed, or handed exactly so already (the same command applied
+//        again); else "0" (gone, or handed by another attempt).
+//   0x45 Unhand: the same body. The put failed (the session went): the
+//        message is readable again if it was handed exactly so. Result "1"
+//        if it was, else "0".
+//   0x46 Settle: bytes queue, bytes session, u32 node, u64 incarnation, u32
+//        n, n x {u32 node, u64 timestamp, u32 sequence} message ids. The
+//        session arrived on `node` (taken over, moved, or its restart
+//        confirmed) holding the messages with those ids: each message
+//        handed to it by any other consumer (another node or an earlier
+//        incarnation) is removed if the session holds it, handed back
+//        otherwise. Result: u32 removed, u32 handed back.
 // A malformed command changes nothing, is counted and answered "0".
 // Queries:
 //   0x40 Read: bytes queue, u64 from, u32 max count, u32 max bytes.
@@ -58,9 +76,19 @@
 //        offset, u32 consumer node, u64 epoch}, in name order.
 // A malformed query is answered with nothing (the decoders refuse it).
 //
+// Hands exist for exactly-once delivery to a shared group's members across
+// a consumer's death (docs/cluster.md, "Partitioned shared groups"): the
+// consumer hands an offset to a durable member session before putting it
+// there and acknowledges it after; whoever takes the session over settles
+// what was handed to it, so the message is either in that session or in
+// the queue, never both.
+//
 // Snapshot: u8 version 1, u64 next offset, u64 last sweep ms, u32 n queues,
 // n x {bytes name, u64 next offset, u32 consumer, u64 epoch, u32 m, m x
-// {u64 offset, bytes record}}.
+// {u64 offset, bytes record}}. Version 2 (written only while a message is
+// handed, so a node of an older binary reads the others) adds after each
+// record u8 handed (0/1) and, if 1, bytes session, u32 node, u64
+// incarnation, u64 token.
 //
 // Threading: the partition's (the RaftHost's loop), like every machine.
 #include <cstdint>
@@ -117,6 +145,27 @@ std::string EncodeQueueAppend(std::string_view queue, const Message& message);
 std::string EncodeQueueAck(std::string_view queue, uint64_t epoch, const std::vector<uint64_t>& offsets);
 std::string EncodeQueueAssign(std::string_view queue, NodeId consumer, uint64_t epoch);
 std::string EncodeQueueDrop(std::string_view queue);
+// Who a message is handed to: a member session, by one attempt (`token`,
+// unique within the process) of a consumer node's process.
+struct QueueHand {
+  std::string session;
+  NodeId node = 0;
+  uint64_t incarnation = 0;
+  uint64_t token = 0;  // ignored in a Settle's `keep`
+  friend bool operator==(const QueueHand&, const QueueHand&) = default;
+};
+std::string EncodeQueueHand(std::string_view queue, uint64_t offset, const QueueHand& hand);
+std::string EncodeQueueUnhand(std::string_view queue, uint64_t offset, const QueueHand& hand);
+// `keep`: the hands of this node and incarnation are left alone (its own,
+// made after the session arrived); `held`: the ids of the messages the
+// session holds.
+std::string EncodeQueueSettle(std::string_view queue, const QueueHand& keep, const std::vector<MessageId>& held);
+struct QueueSettleResult {
+  uint32_t removed = 0;
+  uint32_t handed_back = 0;
+  friend bool operator==(const QueueSettleResult&, const QueueSettleResult&) = default;
+};
+std::optional<QueueSettleResult> DecodeQueueSettleResult(std::string_view bytes);
 std::string EncodeQueueRead(std::string_view queue, uint64_t from, uint32_t max_count, uint32_t max_bytes);
 std::string EncodeQueueStats();
 // Each nullopt if the bytes are malformed (the machine answers "0" to a
@@ -136,6 +185,8 @@ struct QueueApplyHooks {
   // An Ack of a known queue applied with these offsets (those already gone
   // included).
   std::function<void(std::string_view queue, const std::vector<uint64_t>& offsets)> acked;
+  // Handed messages became readable again (Unhand, Settle): to be pushed.
+  std::function<void(std::string_view queue, const std::vector<uint64_t>& offsets)> released;
 };
 
 class QueueMachine final : public PartitionMachine {
@@ -159,11 +210,13 @@ class QueueMachine final : public PartitionMachine {
   uint64_t malformed() const { return malformed_; }
   uint64_t stale_acks() const { return stale_acks_; }
   uint64_t expired() const { return expired_; }
+  uint64_t handed() const;  // messages handed now, all queues
 
  private:
   struct Stored {
     std::string record;
     std::optional<int64_t> expiry_at_ms;
+    std::optional<QueueHand> hand;
   };
   struct Queue {
     std::map<uint64_t, Stored> messages;  // by offset
@@ -178,6 +231,8 @@ class QueueMachine final : public PartitionMachine {
   std::string ApplyAck(std::string_view body);
   std::string ApplyAssign(std::string_view body);
   std::string ApplyDrop(std::string_view body);
+  std::string ApplyHand(std::string_view body, bool hand);
+  std::string ApplySettle(std::string_view body);
   std::string Malformed();
   std::string QueryRead(std::string_view body) const;
   // Drops the queue's messages expired at `now_ms`.

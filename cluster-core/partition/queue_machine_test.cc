@@ -369,7 +369,8 @@ TEST(QueueMachineTest, ApplyHooksReportStoredAppendsAndAcks) {
       [&](std::string_view queue, uint64_t offset) { appended.emplace_back(std::string(queue), offset); },
       [&](std::string_view queue, const std::vector<uint64_t>& offsets) {
         acked.emplace_back(std::string(queue), offsets);
-      }});
+      },
+      nullptr});
   const uint64_t first = Append(state, "g/0", Publish("a"));
   const uint64_t second = Append(state, "g/1", Publish("b"));
   EXPECT_FALSE(AppendIsFull(state, "g/0", Publish("c", 2, static_cast<int64_t>(kT0) + 60'000)));
@@ -381,6 +382,109 @@ TEST(QueueMachineTest, ApplyHooksReportStoredAppendsAndAcks) {
   EXPECT_EQ(Ack(state, "g/0", {first, 999}), 1u);
   EXPECT_EQ(Ack(state, "g/9", {5}), 0u);  // an unknown queue's Ack is not reported: no queue, no pusher
   EXPECT_EQ(acked, (std::vector<std::pair<std::string, std::vector<uint64_t>>>{{"g/0", {first, 999}}}));
+}
+
+// Hands (exactly-once across a consumer's death): a handed message is not
+// read until acknowledged, handed back or settled; only its consumer (node
+// and incarnation) may hand it on or back.
+TEST(QueueMachineTest, AHandedMessageIsReadByNobodyUntilHandedBack) {
+  QueueMachine machine([] { return static_cast<int64_t>(kT0); });
+  std::vector<std::pair<std::string, std::vector<uint64_t>>> released;
+  machine.set_hooks(QueueApplyHooks{nullptr, nullptr, [&](std::string_view queue, const std::vector<uint64_t>& offsets) {
+                                      released.emplace_back(std::string(queue), offsets);
+                                    }});
+  const uint64_t a = Append(machine, "g/0", Publish("a", 1));
+  const uint64_t b = Append(machine, "g/0", Publish("b", 2));
+  const QueueHand to_s{"s", 2, 7, 1};
+  auto apply = [&](const std::string& command) { return machine.Apply(EntryOf(command, kT0)); };
+  EXPECT_EQ(apply(EncodeQueueHand("g/0", a, to_s)), "1");
+  EXPECT_EQ(ReadQueue(machine, "g/0").messages, (Offsets{{b, "b"}})) << "handed: not read";
+  EXPECT_EQ(machine.handed(), 1u);
+  EXPECT_EQ(apply(EncodeQueueHand("g/0", a, to_s)), "1") << "the same command applied again";
+  EXPECT_EQ(apply(EncodeQueueHand("g/0", a, QueueHand{"t", 3, 1, 1})), "0") << "another consumer";
+  EXPECT_EQ(apply(EncodeQueueHand("g/0", a, QueueHand{"s", 2, 8, 1})), "0") << "another process";
+  EXPECT_EQ(apply(EncodeQueueHand("g/0", a, QueueHand{"s", 2, 7, 2})), "0") << "another attempt of the same one";
+  EXPECT_EQ(apply(EncodeQueueHand("g/0", a, QueueHand{"t", 2, 7, 1})), "0") << "another member";
+  EXPECT_EQ(apply(EncodeQueueUnhand("g/0", a, QueueHand{"s", 2, 7, 2})), "0") << "not handed so";
+  EXPECT_TRUE(released.empty());
+  EXPECT_EQ(apply(EncodeQueueUnhand("g/0", a, to_s)), "1");
+  EXPECT_EQ(apply(EncodeQueueUnhand("g/0", a, to_s)), "0") << "handed back already";
+  EXPECT_EQ(released, (std::vector<std::pair<std::string, std::vector<uint64_t>>>{{"g/0", {a}}}));
+  EXPECT_EQ(ReadQueue(machine, "g/0").messages, (Offsets{{a, "a"}, {b, "b"}}));
+  EXPECT_EQ(apply(EncodeQueueHand("g/0", a, QueueHand{"t", 2, 7, 3})), "1") << "free again: anyone may hand it";
+  EXPECT_EQ(apply(EncodeQueueUnhand("g/0", a, QueueHand{"t", 2, 7, 3})), "1");
+  EXPECT_EQ(apply(EncodeQueueHand("g/0", 999, to_s)), "0") << "no such offset";
+  EXPECT_EQ(apply(EncodeQueueHand("g/9", a, to_s)), "0") << "no such queue";
+  EXPECT_EQ(apply(EncodeQueueHand("g/0", b, to_s)), "1");
+  EXPECT_EQ(Ack(machine, "g/0", {b}), 1u) << "an ack removes a handed message";
+  EXPECT_EQ(machine.handed(), 0u);
+  EXPECT_EQ(machine.malformed(), 0u);
+  EXPECT_EQ(apply(EncodeQueueHand("g/0", a, QueueHand{"s", 0, 1, 1})), "0") << "node 0 is malformed";
+  EXPECT_EQ(machine.malformed(), 1u);
+}
+
+// A session that arrives on another node settles what was handed to it:
+// what it holds leaves the queue, the rest is handed back; the new node's
+// own hands are left alone, as are other sessions'.
+TEST(QueueMachineTest, SettleRemovesWhatTheSessionHoldsAndHandsBackTheRest) {
+  QueueMachine machine([] { return static_cast<int64_t>(kT0); });
+  std::vector<uint64_t> acked;
+  std::vector<uint64_t> released;
+  machine.set_hooks(QueueApplyHooks{
+      nullptr, [&](std::string_view, const std::vector<uint64_t>& offsets) { acked = offsets; },
+      [&](std::string_view, const std::vector<uint64_t>& offsets) { released = offsets; }});
+  const Message held = Publish("held", 1);
+  const Message lost = Publish("lost", 2);
+  const Message mine = Publish("mine", 3);
+  const Message other = Publish("other", 4);
+  const uint64_t h = Append(machine, "g/0", held);
+  const uint64_t l = Append(machine, "g/0", lost);
+  const uint64_t m = Append(machine, "g/0", mine);
+  const uint64_t o = Append(machine, "g/0", other);
+  const uint64_t free = Append(machine, "g/0", Publish("free", 5));
+  auto apply = [&](const std::string& command) { return machine.Apply(EntryOf(command, kT0)); };
+  ASSERT_EQ(apply(EncodeQueueHand("g/0", h, QueueHand{"s", 2, 7, 1})), "1");  // the dead node's
+  ASSERT_EQ(apply(EncodeQueueHand("g/0", l, QueueHand{"s", 3, 1, 1})), "1");  // and an earlier home's
+  ASSERT_EQ(apply(EncodeQueueHand("g/0", m, QueueHand{"s", 4, 9, 1})), "1");  // the new node's own
+  ASSERT_EQ(apply(EncodeQueueHand("g/0", o, QueueHand{"t", 2, 7, 2})), "1");  // another session's
+  // Node 4 (incarnation 9) took "s" over; it holds "held" and "mine" (and
+  // "free", which nobody handed it: nothing to do with the queue's copy).
+  auto settled = DecodeQueueSettleResult(
+      apply(EncodeQueueSettle("g/0", QueueHand{"s", 4, 9, 0}, {held.id, mine.id, Publish("free", 5).id})));
+  ASSERT_TRUE(settled.has_value());
+  EXPECT_EQ(*settled, (QueueSettleResult{1, 1}));
+  EXPECT_EQ(acked, std::vector<uint64_t>{h});
+  EXPECT_EQ(released, std::vector<uint64_t>{l});
+  EXPECT_EQ(ReadQueue(machine, "g/0").messages, (Offsets{{l, "lost"}, {free, "free"}}));
+  EXPECT_EQ(machine.handed(), 2u) << "the new node's own hand and the other session's stay";
+  EXPECT_EQ(DecodeQueueSettleResult(apply(EncodeQueueSettle("g/0", QueueHand{"s", 4, 9, 0}, {}))),
+            (QueueSettleResult{0, 0}))
+      << "settled again: nothing left to settle";
+  EXPECT_EQ(DecodeQueueSettleResult(apply(EncodeQueueSettle("g/9", QueueHand{"s", 4, 9, 0}, {}))),
+            (QueueSettleResult{0, 0}));
+  EXPECT_FALSE(DecodeQueueSettleResult("0").has_value());
+}
+
+// Hands are in the snapshot (version 2, only while one exists, so an older
+// binary reads the others' snapshots).
+TEST(QueueMachineTest, HandsSurviveASnapshotWrittenAsVersionTwoOnlyWhileHeld) {
+  QueueMachine machine([] { return static_cast<int64_t>(kT0); });
+  const uint64_t a = Append(machine, "g/0", Publish("a", 1));
+  Append(machine, "g/0", Publish("b", 2));
+  EXPECT_EQ(machine.Snapshot().at(0), 1) << "no hand: version 1";
+  ASSERT_EQ(machine.Apply(EntryOf(EncodeQueueHand("g/0", a, QueueHand{"s", 2, 7, 1}), kT0)), "1");
+  const std::vector<uint8_t> snapshot = machine.Snapshot();
+  EXPECT_EQ(snapshot.at(0), 2);
+  QueueMachine copy([] { return static_cast<int64_t>(kT0); });
+  ASSERT_TRUE(copy.Restore(snapshot));
+  EXPECT_EQ(copy.Snapshot(), snapshot);
+  EXPECT_EQ(copy.handed(), 1u);
+  EXPECT_EQ(ReadQueue(copy, "g/0").messages.size(), 1u);
+  EXPECT_EQ(copy.Apply(EntryOf(EncodeQueueUnhand("g/0", a, QueueHand{"s", 2, 7, 1}), kT0)), "1");
+  EXPECT_EQ(ReadQueue(copy, "g/0").messages.size(), 2u);
+  std::vector<uint8_t> trailing = snapshot;
+  trailing.push_back(0);
+  EXPECT_FALSE(copy.Restore(trailing));
 }
 
 // Seeds for partition_state_fuzz (fuzz_corpus/partition_state), as
