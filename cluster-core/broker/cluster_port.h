@@ -98,6 +98,21 @@ class ClusterPort {
   // `handoff` names it; `taken` false: no member here could take it now,
   // true: a member's session holds it, durably.
   virtual void GroupQueueHandoff(uint64_t /*handoff*/, bool /*taken*/) {}
+  // Exactly once across a consumer node's death: an exactly-once delivery
+  // to a durable member is first recorded in the queue as handed to that
+  // member's session (then pushed to nobody else), and put into the session
+  // only after (docs/cluster.md "Partitioned shared groups"). Off while a
+  // node of an older binary is in the cluster. Any thread.
+  virtual bool HandsOnGroupQueues() const { return false; }
+  // TakeFromGroupQueue's member is `client_id`, to be handed the message:
+  // the agent records the hand, then calls PutFromGroupQueue.
+  virtual void GroupQueueHand(uint64_t /*handoff*/, std::string /*client_id*/) {}
+  // A durable session that is a member of these partitioned groups arrived
+  // on this node (taken over, moved here, or its restart confirmed) holding
+  // the shared deliveries with these ids: the agent settles with the
+  // groups' queues what other consumers had handed to it.
+  virtual void GroupSessionArrived(std::string /*client_id*/, std::vector<std::string> /*keys*/,
+                                   std::vector<MessageId> /*held*/) {}
   // `shard`'s answer to the agent's question which partitioned groups have
   // a connected member there (ShardBroker::PartitionedGroupsWithConnectedMembers).
   virtual void GroupConsumersOn(uint16_t /*shard*/, std::vector<std::string> /*keys*/) {}

@@ -44,10 +44,11 @@ void ShardBroker::AdoptSession(const std::string& client_id,
   if (!taken_over) sessions.front().record.will.reset();
   RecoveryCounts counts;
   RestoreSession(sessions.front(), counts);
-  if (taken_from != 0 && taken_from != config_.node_id) {
-    if (Session* session = FindSession(client_id)) {
+  if (Session* session = FindSession(client_id)) {
+    if (taken_from != 0 && taken_from != config_.node_id) {
       session->MarkTakenFrom(taken_from, loop_.clock().WallMs() + kTakenFromWindowMs);
     }
+    ReportGroupSessionArrived(*session);
   }
   ShardMetrics::Add(taken_over ? metrics_.sessions_taken_over : metrics_.sessions_adopted);
 }
@@ -197,6 +198,9 @@ void ShardBroker::LostToAnotherNode(const std::string& client_id) {
 void ShardBroker::ConfirmRecovered(const std::string& client_id, bool ours) {
   const auto recovered_mark = recovered_seq_end_.extract(client_id);
   Session* session = FindSession(client_id);
+  // Still this node's after its restart: what this node's earlier process
+  // handed it is settled (its client may be back already).
+  if (session != nullptr && ours) ReportGroupSessionArrived(*session);
   if (session == nullptr || session->connected()) return;  // gone, or its client is back
   if (ours) {
     ScheduleSharedRedelivery(*session);

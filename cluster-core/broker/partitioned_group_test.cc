@@ -12,6 +12,7 @@
 #include "cluster-core/broker/queue_link_for_tests.h"
 #include "cluster-core/broker/shard_broker.h"
 #include "cluster-core/broker/shared_strategy.h"
+#include "cluster-core/store/durable_broker_fixture_for_tests.h"
 #include "io/sim/sim_loop.h"
 
 namespace estuary::core {
@@ -126,6 +127,130 @@ TEST_F(PartitionedGroupTest, AQueueMessageGoesOnlyToAConnectedMemberWithRoom) {
   EXPECT_EQ(member->queued_messages(), ShardBroker::kGroupQueueHandoffDepth);
   using Answers = std::vector<std::pair<uint64_t, bool>>;
   EXPECT_EQ(port_.handoffs, (Answers{{1, false}, {2, true}, {3, false}}));
+}
+
+// Exactly once across a consumer's death (the shard's side): a QoS 2
+// queue message for a durable member is handed first (the port is asked),
+// put after, and sent to the client only once its Ack has committed; a
+// session that arrives (here: kept after a restart) reports what it holds.
+class HandPort final : public ClusterPort {
+ public:
+  void RouteChanged(const RouteUpdate&) override {}
+  void Forward(uint16_t, NodeForward) override {}
+  void RetainedPublished(const MessagePtr&) override {}
+  void ClientAttached(const std::string&) override {}
+  void ForwardSafe(uint16_t, uint64_t) override {}
+  bool QueuesOnPartitions() const override { return true; }
+  bool SessionsOnPartitions() const override { return false; }
+  bool HandsOnGroupQueues() const override { return hands_on; }
+  void GroupQueueHandoff(uint64_t handoff, bool taken) override { handoffs.emplace_back(handoff, taken); }
+  void GroupQueueHand(uint64_t handoff, std::string client_id) override { hands.emplace_back(handoff, client_id); }
+  void GroupSessionArrived(std::string client_id, std::vector<std::string> keys, std::vector<MessageId> held) override {
+    arrived.push_back({std::move(client_id), std::move(keys), std::move(held)});
+  }
+  struct Arrival {
+    std::string client_id;
+    std::vector<std::string> keys;
+    std::vector<MessageId> held;
+  };
+  bool hands_on = true;
+  std::vector<std::pair<uint64_t, bool>> handoffs;
+  std::vector<std::pair<uint64_t, std::string>> hands;
+  std::vector<Arrival> arrived;
+};
+
+class PartitionedGroupHandTest : public test_support::DurableBrokerTest {
+ protected:
+  void SetUp() override {
+    partitioned_["g"] = PartitionedGroup{2, false};
+    boot_port_ = &port_;
+    Start(1);
+  }
+  Session* DurableMember(const std::string& id, QoS max_qos) {
+    Session* session = brokers_[0]->Attach(id, false, &sink_).session;
+    session->set_expiry_interval(3600);
+    SubscriptionOptions options;
+    options.max_qos = max_qos;
+    brokers_[0]->Subscribe(session, "$share/g/jobs/+", options);
+    Settle();
+    return session;
+  }
+  // What a connected durable session's connection would be given (staged
+  // and made durable first).
+  std::vector<std::string> Drain(Session* session) {
+    (void)session->HasQueued();
+    Settle();
+    return QueuedPayloads(session);
+  }
+  const std::string key_ = SharedKey("g", "jobs/+");
+  HandPort port_;
+};
+
+TEST_F(PartitionedGroupHandTest, AQos2MessageIsHandedThenPutAndSentOnlyAfterItsAck) {
+  Session* member = DurableMember("m", QoS::kExactlyOnce);
+  MessagePtr message = Make("jobs/1", "exactly", QoS::kExactlyOnce);
+  brokers_[0]->TakeFromGroupQueue(message, key_, 1);
+  Settle();
+  using Hands = std::vector<std::pair<uint64_t, std::string>>;
+  EXPECT_EQ(port_.hands, (Hands{{1, "m"}}));
+  EXPECT_TRUE(port_.handoffs.empty());
+  EXPECT_EQ(member->queued_messages(), 0u) << "not put before the hand is recorded";
+
+  brokers_[0]->PutFromGroupQueue(message, key_, "m", 1);
+  Settle();
+  using Answers = std::vector<std::pair<uint64_t, bool>>;
+  EXPECT_EQ(port_.handoffs, (Answers{{1, true}})) << "durable in the session";
+  EXPECT_EQ(member->queued_messages(), 1u);
+  EXPECT_TRUE(Drain(member).empty()) << "sent before its Ack committed";
+  brokers_[0]->ReleaseHanded("m", Make("jobs/1", "another").get()->id);
+  EXPECT_TRUE(Drain(member).empty()) << "another message's release";
+  brokers_[0]->ReleaseHanded("m", message->id);
+  Settle();
+  EXPECT_EQ(Drain(member), std::vector<std::string>{"exactly"});
+
+  // A session that is not (or no longer) a member: the put fails.
+  brokers_[0]->PutFromGroupQueue(message, key_, "nobody", 2);
+  Settle();
+  EXPECT_EQ(port_.handoffs.back(), std::make_pair(uint64_t{2}, false));
+}
+
+TEST_F(PartitionedGroupHandTest, QoS1OrAMemberGrantedLessOrNoHandsAreDeliveredAtOnce) {
+  Session* member = DurableMember("m", QoS::kAtLeastOnce);
+  brokers_[0]->TakeFromGroupQueue(Make("jobs/1", "granted 1", QoS::kExactlyOnce), key_, 1);
+  Settle();
+  EXPECT_TRUE(port_.hands.empty()) << "delivered at QoS 1: at least once is its contract";
+  EXPECT_EQ(Drain(member), std::vector<std::string>{"granted 1"});
+  Session* two = DurableMember("two", QoS::kExactlyOnce);
+  brokers_[0]->Unsubscribe(member, "$share/g/jobs/+");
+  port_.hands_on = false;  // a node of an older binary in the cluster
+  brokers_[0]->TakeFromGroupQueue(Make("jobs/1", "old peer", QoS::kExactlyOnce), key_, 2);
+  Settle();
+  EXPECT_TRUE(port_.hands.empty());
+  EXPECT_EQ(Drain(two), std::vector<std::string>{"old peer"});
+}
+
+TEST_F(PartitionedGroupHandTest, ASessionKeptAfterARestartReportsTheGroupDeliveriesItHolds) {
+  Session* member = DurableMember("m", QoS::kExactlyOnce);
+  SubscriptionOptions plain;
+  plain.max_qos = QoS::kAtLeastOnce;
+  brokers_[0]->Subscribe(member, "plain/#", plain);
+  MessagePtr message = Make("jobs/1", "held", QoS::kExactlyOnce);
+  brokers_[0]->TakeFromGroupQueue(message, key_, 1);
+  brokers_[0]->PutFromGroupQueue(message, key_, "m", 1);
+  brokers_[0]->Publish(Make("plain/x", "not a group's"), [] {});
+  Settle();
+  ASSERT_EQ(member->queued_messages(), 2u);
+  Restart();
+  EXPECT_TRUE(port_.arrived.empty()) << "not before the registry says the session is still this node's";
+  brokers_[0]->ConfirmRecovered("m", true);
+  ASSERT_EQ(port_.arrived.size(), 1u);
+  EXPECT_EQ(port_.arrived[0].client_id, "m");
+  EXPECT_EQ(port_.arrived[0].keys, std::vector<std::string>{key_});
+  EXPECT_EQ(port_.arrived[0].held, std::vector<MessageId>{message->id});
+  Session* restored = brokers_[0]->FindSession("m");
+  ASSERT_NE(restored, nullptr);
+  EXPECT_EQ(QueuedPayloads(restored), (std::vector<std::string>{"held", "not a group's"}))
+      << "restored deliveries are not held back";
 }
 
 }  // namespace

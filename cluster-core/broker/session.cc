@@ -92,7 +92,7 @@ InflightPhase Session::PhaseFor(QoS qos) {
 bool Session::HasQueued() {
   DropUnclaimed();
   if (queue_.empty()) return false;
-  if (!Gated()) return true;
+  if (!Gated()) return !queue_.front().hand_pending;
   StageAhead();
   return queue_base_ < released_end_;
 }
@@ -107,6 +107,7 @@ void Session::StageAhead() {
   bool wrote = false;
   while (staged_end_ < queue_base_ + queue_.size()) {
     Delivery& delivery = queue_[staged_end_ - queue_base_];
+    if (delivery.hand_pending) break;  // in order: what follows waits with it
     if (delivery.qos == QoS::kAtMostOnce) {
       staged_ids_.push_back(StagedId{});
     } else {
@@ -279,7 +280,8 @@ void Session::RestoreInflight(uint16_t packet_id, InflightDelivery inflight) {
   inflight_.insert_or_assign(packet_id, std::move(inflight));
 }
 
-std::vector<Delivery> Session::TakeDeliveries(const std::function<bool(const Delivery&)>& take, bool inflight) {
+std::vector<Delivery> Session::TakeDeliveries(const std::function<bool(const Delivery&)>& take, bool inflight,
+                                              bool sent_qos2) {
   auto wanted = [&take](const Delivery& delivery) {
     return delivery.message && delivery.qos != QoS::kAtMostOnce && take(delivery);
   };
@@ -287,7 +289,9 @@ std::vector<Delivery> Session::TakeDeliveries(const std::function<bool(const Del
   if (inflight) {
     std::vector<std::pair<uint64_t, uint16_t>> order;
     for (const auto& [packet_id, entry] : inflight_) {
-      if (entry.phase != InflightPhase::kAwaitingPubcomp && wanted(entry.delivery)) {
+      const bool kept = entry.phase == InflightPhase::kAwaitingPubcomp ||
+                        (!sent_qos2 && entry.phase == InflightPhase::kAwaitingPubrec);
+      if (!kept && wanted(entry.delivery)) {
         order.emplace_back(entry.sent_order, packet_id);
       }
     }
@@ -315,6 +319,7 @@ std::vector<Delivery> Session::TakeDeliveries(const std::function<bool(const Del
     queued_bytes_ -= delivery.message->ApproximateBytes();
     if (durable() && delivery.store_seq != 0) store_->DeleteQueued(client_id_, delivery.store_seq);
     delivery.store_seq = 0;
+    delivery.hand_pending = false;  // its Ack is on its way all the same
     taken.push_back(std::move(delivery));
   }
   queue_.swap(kept);
@@ -352,6 +357,16 @@ bool Session::OfferedBefore(const MessageId& id, int64_t now_ms) {
     return false;
   }
   return !offered_.insert(id).second;
+}
+
+bool Session::ReleaseHanded(const MessageId& id) {
+  for (Delivery& delivery : queue_) {
+    if (delivery.hand_pending && delivery.message && delivery.message->id == id) {
+      delivery.hand_pending = false;
+      return true;
+    }
+  }
+  return false;
 }
 
 void Session::ForEachDelivery(const std::function<void(Delivery&)>& fn) {

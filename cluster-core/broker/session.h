@@ -69,6 +69,11 @@ struct Delivery {
   // restore it is the group's key_ref (ShardBroker::TagSharedDeliveries),
   // and records from before it was stored are tagged from the subscriptions.
   std::shared_ptr<const std::string> shared_key = nullptr;
+  // A partitioned group's QoS 2 message handed to this session: not sent
+  // (nor anything queued behind it) until the queue's Ack of it commits
+  // (Session::ReleaseHanded; docs/cluster.md "Partitioned shared groups").
+  // Not stored: a restored delivery is sent as usual.
+  bool hand_pending = false;
 };
 
 enum class InflightPhase : uint8_t {
@@ -183,11 +188,16 @@ class Session {
   // --- shared subscriptions ------------------------------------------------------
   // Takes out the QoS 1/2 deliveries `take` selects: queued ones (staging
   // is undone first) and, with `inflight`, those in flight still awaiting
-  // PUBACK or PUBREC (a PUBREC'd one is the client's). Their stored records
-  // are deleted. In-flight ones first (in send order), then queue order.
-  std::vector<Delivery> TakeDeliveries(const std::function<bool(const Delivery&)>& take, bool inflight);
+  // PUBACK or PUBREC (a PUBREC'd one is the client's), those awaiting
+  // PUBREC only with `sent_qos2`. Their stored records are deleted.
+  // In-flight ones first (in send order), then queue order.
+  std::vector<Delivery> TakeDeliveries(const std::function<bool(const Delivery&)>& take, bool inflight,
+                                       bool sent_qos2 = true);
   // Calls `fn` on every delivery held, queued and in flight (tagging).
   void ForEachDelivery(const std::function<void(Delivery&)>& fn);
+  // The queued delivery of message `id` waiting for its hand's Ack may be
+  // sent now; false if none waited.
+  bool ReleaseHanded(const MessageId& id);
 
   // Congestion: at or above half of either queue limit while connected.
   bool Congested(const SessionLimits& limits) const {

@@ -214,8 +214,20 @@ class ShardBroker {
   // member can take now (the backlog stays replicated, not in sessions).
   // Answers through the cluster port's GroupQueueHandoff(handoff, taken),
   // once the member's session holds the delivery durably.
+  // An exactly-once delivery to a durable member is not offered at once:
+  // the port is told which session (GroupQueueHand) and the agent, once the
+  // queue records the hand, calls PutFromGroupQueue.
   void TakeFromGroupQueue(const MessagePtr& message, const std::string& key, uint64_t handoff);
   static constexpr size_t kGroupQueueHandoffDepth = 32;
+  // The second half of a hand: the message goes into `client_id`'s session
+  // if it is still here and still a member of the group (connected or not:
+  // the session is durable); answered through GroupQueueHandoff, taken
+  // false if it could not.
+  void PutFromGroupQueue(const MessagePtr& message, const std::string& key, const std::string& client_id,
+                         uint64_t handoff);
+  // Its hand's Ack committed: the delivery of `id` in `client_id`'s session
+  // may go to the client.
+  void ReleaseHanded(const std::string& client_id, const MessageId& id);
   // The partitioned groups (their keys) with a connected member on this
   // shard: the agent consumes a group's queues only on nodes that have one.
   std::vector<std::string> PartitionedGroupsWithConnectedMembers() const;
@@ -293,8 +305,10 @@ class ShardBroker {
   void TagSharedDeliveries(Session& session);
   std::vector<Destination> SharedDestinations(const std::string& key, std::string_view topic, const Session* departed);
   void RedeliverShared(std::vector<Delivery> taken, const Session* departed);
+  // `sent_qos2` false: a QoS 2 delivery sent to the client and not yet
+  // PUBREC'd stays (Session::TakeDeliveries).
   std::vector<Delivery> TakeShared(Session& session, bool inflight, const std::string* only_key,
-                                   bool keep_without_member);
+                                   bool keep_without_member, bool sent_qos2 = true);
   void ScheduleSharedRedelivery(Session& session);
   void RerouteSharedToShard(const MessagePtr& message, const std::string& key);
   void Offer(Session& session, Delivery delivery);
@@ -330,6 +344,11 @@ class ShardBroker {
   uint64_t BeginSafe(std::function<void()> on_safe);
   void AddSafeStep(uint64_t token);
   void RestoreSession(store::RecoveredSession& recovered, RecoveryCounts& counts, bool hold_will = false);
+  // A partitioned group's queue message into a member's session; the port
+  // is told once it is durable there.
+  void DeliverGroupQueueMessage(Session& session, Delivery delivery, uint64_t handoff);
+  // `session` is this node's now: what queues handed it elsewhere is settled.
+  void ReportGroupSessionArrived(Session& session);
   void RemoveAllSubscriptions(Session& session);
   void ApplyLocalRouteChange(const std::optional<RouteUpdate>& update);
   Destination PickSharedDestination(const std::string& key, std::string_view topic,

@@ -158,6 +158,18 @@ std::vector<std::string> ShardBroker::PartitionedGroupsWithConnectedMembers() co
   return keys;
 }
 
+namespace {
+Delivery GroupQueueDelivery(const MessagePtr& message, const SharedGroup& group, const SubscriberRef& member) {
+  Delivery delivery;
+  delivery.message = message;
+  delivery.shared_key = group.key_ref;
+  delivery.qos = MinQoS(message->qos, member.options->max_qos);
+  delivery.retain = member.options->retain_as_published && message->retain;
+  if (member.options->subscription_id != 0) delivery.subscription_ids.push_back(member.options->subscription_id);
+  return delivery;
+}
+}  // namespace
+
 void ShardBroker::TakeFromGroupQueue(const MessagePtr& message, const std::string& key, uint64_t handoff) {
   SharedGroup* group = router_.FindSharedGroup(key);
   const size_t count = group != nullptr ? group->members.size() : 0;
@@ -169,20 +181,63 @@ void ShardBroker::TakeFromGroupQueue(const MessagePtr& message, const std::strin
     // (any member may take it later) rather than in one member's session.
     if (!session.connected() || session.queued_messages() >= kGroupQueueHandoffDepth) continue;
     group->next = (i + 1) % count;
-    Delivery delivery;
-    delivery.message = message;
-    delivery.shared_key = group->key_ref;
-    delivery.qos = MinQoS(message->qos, member.options->max_qos);
-    delivery.retain = member.options->retain_as_published && message->retain;
-    if (member.options->subscription_id != 0) delivery.subscription_ids.push_back(member.options->subscription_id);
-    const FlowRef publisher = std::exchange(current_publisher_, FlowRef{});  // nobody to pause
-    Offer(session, std::move(delivery));
-    current_publisher_ = publisher;
-    ClusterPort* port = cluster_;
-    AfterDurable([port, handoff] { port->GroupQueueHandoff(handoff, true); });
+    Delivery delivery = GroupQueueDelivery(message, *group, member);
+    if (delivery.qos == QoS::kExactlyOnce && session.durable() && cluster_->HandsOnGroupQueues()) {
+      cluster_->GroupQueueHand(handoff, session.client_id());
+      return;
+    }
+    DeliverGroupQueueMessage(session, std::move(delivery), handoff);
     return;
   }
   cluster_->GroupQueueHandoff(handoff, false);
+}
+
+void ShardBroker::PutFromGroupQueue(const MessagePtr& message, const std::string& key, const std::string& client_id,
+                                    uint64_t handoff) {
+  SharedGroup* group = router_.FindSharedGroup(key);
+  Session* session = FindSession(client_id);
+  if (group != nullptr && session != nullptr && session->durable()) {
+    for (const SubscriberRef& member : group->members) {
+      if (member.session != session) continue;
+      Delivery delivery = GroupQueueDelivery(message, *group, member);
+      delivery.hand_pending = true;
+      DeliverGroupQueueMessage(*session, std::move(delivery), handoff);
+      return;
+    }
+  }
+  cluster_->GroupQueueHandoff(handoff, false);
+}
+
+void ShardBroker::DeliverGroupQueueMessage(Session& session, Delivery delivery, uint64_t handoff) {
+  const FlowRef publisher = std::exchange(current_publisher_, FlowRef{});  // nobody to pause
+  Offer(session, std::move(delivery));
+  current_publisher_ = publisher;
+  ClusterPort* port = cluster_;
+  AfterDurable([port, handoff] { port->GroupQueueHandoff(handoff, true); });
+}
+
+void ShardBroker::ReleaseHanded(const std::string& client_id, const MessageId& id) {
+  Session* session = FindSession(client_id);
+  if (session == nullptr || !session->ReleaseHanded(id)) return;
+  if (SessionSink* sink = session->sink()) sink->OnDeliveriesReady();
+}
+
+void ShardBroker::ReportGroupSessionArrived(Session& session) {
+  if (cluster_ == nullptr || !session.durable() || config_.shared.partitioned.empty()) return;
+  std::vector<std::string> keys;
+  for (const auto& [key, group] : router_.shared_groups()) {
+    if (!IsPartitionedGroup(key)) continue;
+    if (std::any_of(group.members.begin(), group.members.end(),
+                    [&](const SubscriberRef& member) { return member.session == &session; })) {
+      keys.push_back(key);
+    }
+  }
+  if (keys.empty()) return;
+  std::vector<MessageId> held;
+  session.ForEachDelivery([&held](Delivery& delivery) {
+    if (delivery.message && delivery.shared_key != nullptr) held.push_back(delivery.message->id);
+  });
+  cluster_->GroupSessionArrived(session.client_id(), std::move(keys), std::move(held));
 }
 
 }  // namespace estuary::core

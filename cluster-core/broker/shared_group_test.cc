@@ -273,6 +273,31 @@ TEST_F(SharedGroupTest, APersistentMemberKeepsThemForTheDelayThenTheyMove) {
   EXPECT_FALSE(a->HasQueued());
 }
 
+// [MQTT-4.8.2-4]: a QoS 2 message sent to a persistent member's client
+// (PUBREC not seen) is that client's to finish when it reconnects: after
+// the delay only what it was never sent (and QoS 1 in flight) moves. Given
+// away, it could reach two members, and its packet id would be free here
+// for another message the client would take for a resend of the first.
+TEST_F(SharedGroupTest, APersistentMembersSentQos2StaysWithItAfterTheDelay) {
+  SharedGroupConfig shared;
+  shared.redelivery_delay_ms = 1000;
+  MakeShards(1, shared);
+  Session* a = Member(0, "a");
+  a->set_expiry_interval(3600);
+  Publish(0, "jobs/1", "two", QoS::kExactlyOnce);
+  Publish(0, "jobs/1", "one", QoS::kAtLeastOnce);
+  const std::vector<uint16_t> ids = SendAll(a);
+  ASSERT_EQ(ids.size(), 2u);
+  Publish(0, "jobs/1", "queued two", QoS::kExactlyOnce);
+  Session* b = Member(0, "b");
+  Leave(0, a);
+  loop_.AdvanceBy(1000);
+  link_.RunAll();
+  EXPECT_EQ(Drain(b), (std::vector<std::string>{"one", "queued two"}));
+  ASSERT_EQ(a->inflight().size(), 1u);
+  EXPECT_EQ(*a->inflight().at(ids[0]).delivery.message->payload, "two");
+}
+
 TEST_F(SharedGroupTest, APersistentMemberBackWithinTheDelayKeepsThem) {
   SharedGroupConfig shared;
   shared.redelivery_delay_ms = 1000;

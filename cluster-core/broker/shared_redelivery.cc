@@ -39,14 +39,14 @@ std::vector<Destination> ShardBroker::SharedDestinations(const std::string& key,
 }
 
 std::vector<Delivery> ShardBroker::TakeShared(Session& session, bool inflight, const std::string* only_key,
-                                              bool keep_without_member) {
+                                              bool keep_without_member, bool sent_qos2) {
   const size_t queued_before = session.queued_messages();
   const size_t inflight_before = session.inflight().size();
   auto take = [&](const Delivery& delivery) {
     if (!delivery.shared_key || (only_key != nullptr && *delivery.shared_key != *only_key)) return false;
     return !keep_without_member || !SharedDestinations(*delivery.shared_key, delivery.message->topic, &session).empty();
   };
-  std::vector<Delivery> taken = session.TakeDeliveries(take, inflight);
+  std::vector<Delivery> taken = session.TakeDeliveries(take, inflight, sent_qos2);
   ShardMetrics::Sub(metrics_.queued_messages, queued_before - session.queued_messages());
   ShardMetrics::Sub(metrics_.inflight_messages, inflight_before - session.inflight().size());
   if (!session.paused_publishers().empty() && session.Relieved(config_.limits.session)) ReleasePublishers(session);
@@ -114,8 +114,14 @@ void ShardBroker::ScheduleSharedRedelivery(Session& session) {
     Session* current = FindSession(client_id);
     if (current == nullptr || current->generation() != generation || current->connected()) return;
     // Still away: what another member can take goes there; the rest (no
-    // other member) stays for this one.
-    RedeliverShared(TakeShared(*current, /*inflight=*/true, nullptr, /*keep_without_member=*/true), current);
+    // other member) stays for this one. A QoS 2 message already sent to its
+    // client stays too: the client may have it, and the server must finish
+    // that delivery when it reconnects [MQTT-4.8.2-4] (given away, it would
+    // reach two members, and its packet id, free again here, could be
+    // reused for another message the client then takes for a resend).
+    RedeliverShared(TakeShared(*current, /*inflight=*/true, nullptr, /*keep_without_member=*/true,
+                               /*sent_qos2=*/false),
+                    current);
   });
 }
 

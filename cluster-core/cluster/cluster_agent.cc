@@ -56,6 +56,19 @@ class ClusterAgent::Port final : public core::ClusterPort {
   void GroupQueueHandoff(uint64_t handoff, bool taken) override {
     Run([handoff, taken](ClusterAgent& agent) { agent.OnGroupQueueHandoff(handoff, taken); });
   }
+  bool HandsOnGroupQueues() const override { return hands_on_group_queues_.load(std::memory_order_acquire); }
+  void set_hands_on_group_queues(bool on) { hands_on_group_queues_.store(on, std::memory_order_release); }
+  void GroupQueueHand(uint64_t handoff, std::string client_id) override {
+    Run([handoff, client_id = std::move(client_id)](ClusterAgent& agent) mutable {
+      agent.OnGroupQueueHand(handoff, std::move(client_id));
+    });
+  }
+  void GroupSessionArrived(std::string client_id, std::vector<std::string> keys,
+                           std::vector<MessageId> held) override {
+    Run([client_id = std::move(client_id), keys = std::move(keys), held = std::move(held)](ClusterAgent& agent) {
+      agent.OnGroupSessionArrived(client_id, keys, held);
+    });
+  }
   void GroupConsumersOn(uint16_t shard, std::vector<std::string> keys) override {
     Run([shard, keys = std::move(keys)](ClusterAgent& agent) mutable {
       agent.OnGroupConsumersOn(shard, std::move(keys));
@@ -94,6 +107,7 @@ class ClusterAgent::Port final : public core::ClusterPort {
   std::atomic<bool> retained_on_partitions_{false};
   std::atomic<bool> sessions_on_partitions_{false};
   std::atomic<bool> group_keys_in_records_{true};
+  std::atomic<bool> hands_on_group_queues_{true};
   struct ForwardBatch {
     std::mutex mutex;
     std::vector<std::pair<uint16_t, core::NodeForward>> forwards;
@@ -149,6 +163,8 @@ ClusterAgent::ClusterAgent(ClusterAgentConfig config, io::Loop& loop, Transport&
       port_(std::make_unique<Port>(*this, std::move(post_here))),
       pending_credits_(config.shard_count),
       shard_items_(config.shard_count) {
+  // Unique to this process (hands made by an earlier one are settled).
+  incarnation_ = config_.incarnation != 0 ? config_.incarnation : static_cast<uint64_t>(loop_.clock().WallMs());
   transport_.set_handler(this);
   tick_timer_ = loop_.AddTimer(config_.tick_ms, [this] { Tick(); });
 }
@@ -480,17 +496,30 @@ void ClusterAgent::UpdateGroupKeysGate() {
   // (docs/storage.md, "Older binaries and rolling upgrades"): while one is
   // in the cluster, records are written without it (the deliveries are
   // tagged from the subscriptions after a restart or a move, as before).
+  // Nor does it apply a queue's hands: partitioned groups deliver QoS 2 at
+  // least once meanwhile (docs/cluster.md).
   NodeId older = 0;
+  NodeId without_hands = 0;
   counters_.older_binary_peers = 0;
   for (const auto& [node, peer] : peers_) {
-    if (peer.minor_known && peer.minor < kMinorGroupKeyRecords) {
-      if (older == 0) older = node;
-      ++counters_.older_binary_peers;
+    if (!peer.minor_known || peer.minor >= kLinkVersionMinor) continue;
+    ++counters_.older_binary_peers;
+    if (peer.minor < kMinorGroupKeyRecords && older == 0) older = node;
+    if (peer.minor < kMinorQueueHands && without_hands == 0) without_hands = node;
+  }
+  const bool hands = without_hands == 0;
+  if (hands != port_->HandsOnGroupQueues()) {
+    port_->set_hands_on_group_queues(hands);
+    if (hands) {
+      spdlog::info("cluster: every node applies queue hands: partitioned groups deliver QoS 2 exactly once again");
+    } else {
+      spdlog::warn("cluster: node {} speaks link minor {} (an older binary without queue hands): partitioned "
+                   "groups deliver QoS 2 at least once until it leaves or is upgraded",
+                   without_hands, peers_[without_hands].minor);
     }
   }
   const bool allowed = older == 0;
-  if (allowed == group_keys_in_records_) return;
-  group_keys_in_records_ = allowed;
+  if (allowed == port_->GroupKeysInRecords()) return;
   port_->set_group_keys_in_records(allowed);
   if (allowed) {
     spdlog::info("cluster: every node reads delivery records with a shared group's key: written with it again");

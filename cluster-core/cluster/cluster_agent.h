@@ -97,6 +97,9 @@ struct ClusterAgentConfig {
   // A message not appended to a partitioned group's queue by then releases
   // its publisher (counted, logged).
   uint32_t group_append_deadline_ms = 30000;
+  // Tells this process's queue hands from an earlier one's of the same
+  // node (partition::QueueHand); 0: the loop's wall clock at start.
+  uint64_t incarnation = 0;
 };
 
 struct ClusterCounters {
@@ -148,6 +151,13 @@ struct ClusterCounters {
   uint64_t group_handed_off = 0;         // queue messages given to members here
   uint64_t group_acked = 0;              // offsets removed from queues once members' sessions held them
   uint64_t group_queues_consumed = 0;    // queues this node consumes (now)
+  uint64_t group_hands = 0;              // QoS 2 queue messages recorded as handed to a member session here
+  uint64_t group_hands_refused = 0;      // not recorded: another consumer's member holds it, or it is gone
+  uint64_t group_unhands = 0;            // handed back: the put failed (the member session went)
+  uint64_t group_settles = 0;            // Settle commands committed for sessions that arrived here
+  uint64_t group_settled_removed = 0;    // handed elsewhere, held by the arrived session: removed
+  uint64_t group_settled_handed_back = 0;  // handed elsewhere, not held: back in the queue
+  uint64_t group_hand_releases_forced = 0;  // deliveries released to their client before their Ack committed
   uint64_t bad_frames = 0;
 };
 
@@ -251,6 +261,9 @@ class ClusterAgent final : public LinkHandler {
   void OnAppendToGroupQueue(const MessagePtr& message, const std::string& key, uint16_t origin_shard,
                             uint64_t safe_token);
   void OnGroupQueueHandoff(uint64_t handoff, bool taken);
+  void OnGroupQueueHand(uint64_t handoff, std::string client_id);
+  void OnGroupSessionArrived(const std::string& client_id, const std::vector<std::string>& keys,
+                             const std::vector<MessageId>& held);
   void OnGroupConsumersOn(uint16_t shard, std::vector<std::string> keys);
 
   // --- LinkHandler ------------------------------------------------------------
@@ -423,7 +436,24 @@ class ClusterAgent final : public LinkHandler {
     uint16_t first_shard = 0;
     uint16_t tried = 0;
     uint64_t generation = 0;  // the consumer entry's that offered it
+    std::string hand_client;  // a QoS 2 message handed (or being handed) to this member session
+    uint16_t shard = 0;       // the shard of that session
   };
+  // A handed delivery waits in its session until its Ack commits (then its
+  // client may complete it and the session forget it: a settlement after
+  // that could not tell it was delivered).
+  struct HandRelease {
+    uint16_t shard = 0;
+    std::string client_id;
+    MessageId id;
+  };
+  partition::QueueHand HandTo(const std::string& client_id, uint64_t handoff = 0) const {
+    return partition::QueueHand{client_id, config_.self, incarnation_, handoff};
+  }
+  // Hands the handoff's offset back, then goes on as if not taken.
+  void UnhandGroupHandoff(uint64_t handoff);
+  void SettleGroupQueue(const std::string& queue, const std::string& client_id, const std::vector<MessageId>& held);
+  void ReleaseHanded(const std::string& queue, uint64_t offset, bool forced);
   // A queue whose partition this node leads, pushed to its consumer.
   struct GroupQueuePusher {
     partition::PartitionId partition = 0;
@@ -445,15 +475,16 @@ class ClusterAgent final : public LinkHandler {
   void OnQueuePull(NodeId from, partition::QueuePullFrame pull);
   void OnQueuePush(NodeId from, partition::QueuePushFrame push);
   void OnQueueReject(NodeId from, const partition::QueueRejectFrame& reject);
-  void OnQueueApplied(std::string_view queue, std::optional<uint64_t> appended, const std::vector<uint64_t>* acked);
+  void OnQueueApplied(std::string_view queue, std::optional<uint64_t> appended, const std::vector<uint64_t>* acked,
+                      const std::vector<uint64_t>* released);
   void PumpGroupQueue(const std::string& queue);
   void PumpDueGroupQueues();
   void TickGroupPushers();
   void ResetGroupQueueLinks(NodeId node, bool gone);
-  // Delivery records keep their group's key only while every node this
-  // one has linked with (and that has not left) reads them.
+  // Delivery records keep their group's key, and queues are handed, only
+  // while every node this one has linked with (and that has not left)
+  // reads them; the state is the port's (the shards read it).
   void UpdateGroupKeysGate();
-  bool group_keys_in_records_ = true;
   bool SendQueueFrame(NodeId node, uint8_t type, std::string body);
   std::map<std::string, GroupQueueConsumer> group_consumers_;  // by queue name
   std::map<std::string, GroupQueuePusher, std::less<>> group_pushers_;  // by queue name
@@ -463,6 +494,8 @@ class ClusterAgent final : public LinkHandler {
   std::set<std::string> group_ready_announced_;                // their union, as last sent to the peers
   std::map<NodeId, std::set<std::string>> group_ready_remote_;  // what each peer last sent
   std::map<uint64_t, GroupHandoff> group_handoffs_;
+  std::map<std::pair<std::string, uint64_t>, HandRelease> group_hand_releases_;  // by (queue, offset)
+  uint64_t incarnation_ = 0;
   std::map<std::string, uint32_t> group_turns_;  // round robin over a group's queues, by key
   uint64_t next_group_handoff_ = 1;
   uint64_t next_group_generation_ = 1;

@@ -535,6 +535,29 @@ TEST_F(ClusterAgentTest, DeliveryRecordsKeepTheGroupKeyOnlyWhileEveryLinkedNodeR
   handler->OnPeerUp(PeerInfo{2, "fake", kLinkVersionMinor});  // upgraded
   loop_.RunUntilIdle();
   EXPECT_TRUE(port.GroupKeysInRecords());
+  EXPECT_TRUE(port.HandsOnGroupQueues());
+  EXPECT_EQ(nodes_[1]->agent->counters().older_binary_peers, 0u);
+}
+
+// Minor 1 reads keyed records but does not apply the queues' hands: a
+// partitioned group's QoS 2 goes without them (at least once) meanwhile.
+TEST_F(ClusterAgentTest, QueueHandsAreMadeOnlyWhileEveryLinkedNodeAppliesThem) {
+  AddNode(1);
+  AddNode(2);
+  ConnectAll();
+  core::ClusterPort& port = nodes_[1]->agent->port();
+  EXPECT_TRUE(port.HandsOnGroupQueues());
+  LinkHandler* handler = nodes_[1]->transport.handler();
+  handler->OnPeerDown(2);
+  handler->OnPeerUp(PeerInfo{2, "fake", kMinorGroupKeyRecords});
+  loop_.RunUntilIdle();
+  EXPECT_FALSE(port.HandsOnGroupQueues());
+  EXPECT_TRUE(port.GroupKeysInRecords());
+  EXPECT_EQ(nodes_[1]->agent->counters().older_binary_peers, 1u);
+  handler->OnPeerDown(2);
+  handler->OnPeerUp(PeerInfo{2, "fake", kMinorQueueHands});
+  loop_.RunUntilIdle();
+  EXPECT_TRUE(port.HandsOnGroupQueues());
   EXPECT_EQ(nodes_[1]->agent->counters().older_binary_peers, 0u);
 }
 

@@ -33,6 +33,17 @@
 // Delivery is at least once: a consumer that dies, or loses the queue to
 // another node, between a member's taking a message and the Ack's commit,
 // leaves it to be pushed again to the next consumer (a QoS 1 duplicate).
+//
+// Exactly once for QoS 2 (a durable member, every node minor >= 2): the
+// consumer first records in the queue which member session it hands the
+// message to (Hand; the queue then pushes it to nobody), puts it into that
+// session, acknowledges it, and lets the session send it to its client
+// only once the Ack has committed. A node that a member session arrives
+// on (taken over from a dead node, moved, or kept after a restart)
+// settles with the group's queues what other consumers had handed it
+// (Settle: what the session holds is removed, the rest handed back and
+// pushed again). The session cannot have sent its client anything it does
+// not hold any more, since it sends only after the Ack.
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
@@ -58,6 +69,9 @@ constexpr uint32_t kPullLowWater = 64;
 // The leader pushes again what is not acknowledged this long (the
 // consumer lost it with its credit; the puller drops it if it holds it).
 constexpr int64_t kRedeliverMs = 10'000;
+// A handed delivery whose Ack has not committed by then is sent to its
+// client all the same (ReleaseHanded).
+constexpr uint32_t kHandReleaseFallbackMs = 30'000;
 
 // "G/F" for the key "G\0F": queue names are printable ("G/F/k").
 std::string QueuePrefix(std::string_view key) {
@@ -318,7 +332,7 @@ void ClusterAgent::OfferGroupMessages(const std::string& queue) {
   for (const auto& [offset, message] : consumer.waiting) {
     if (!consumer.offered.insert(offset).second) continue;
     const uint64_t id = next_group_handoff_++;
-    group_handoffs_.emplace(id, GroupHandoff{queue, offset, message, next_handoff_shard_, 0, consumer.generation});
+    group_handoffs_.emplace(id, GroupHandoff{queue, offset, message, next_handoff_shard_, 0, consumer.generation, {}, 0});
     next_handoff_shard_ = static_cast<uint16_t>((next_handoff_shard_ + 1) % config_.shard_count);
     TryGroupHandoff(id);
   }
@@ -328,15 +342,100 @@ void ClusterAgent::TryGroupHandoff(uint64_t handoff) {
   const GroupHandoff& h = group_handoffs_.at(handoff);
   const auto consumer = group_consumers_.find(h.queue);
   const uint16_t shard = static_cast<uint16_t>((h.first_shard + h.tried) % config_.shard_count);
+  group_handoffs_.at(handoff).shard = shard;
   PostToShard(shard, [message = h.message, key = consumer->second.key, handoff](core::ShardBroker& broker) {
     broker.TakeFromGroupQueue(message, key, handoff);
   });
+}
+
+// A shard picked a durable member for a QoS 2 message: the queue records
+// the hand first, then the shard puts the message into that session.
+void ClusterAgent::OnGroupQueueHand(uint64_t handoff, std::string client_id) {
+  auto found = group_handoffs_.find(handoff);
+  if (found == group_handoffs_.end()) return;
+  GroupHandoff& h = found->second;
+  auto consumer = group_consumers_.find(h.queue);
+  if (consumer == group_consumers_.end() || consumer->second.generation != h.generation || !consumer->second.puller) {
+    return OnGroupQueueHandoff(handoff, false);  // the queue moved on: nothing handed
+  }
+  h.hand_client = std::move(client_id);
+  partitions_->Propose(
+      consumer->second.partition, partition::EncodeQueueHand(h.queue, h.offset, HandTo(h.hand_client, handoff)),
+      [this, handoff, alive = std::weak_ptr<int>(lifetime_)](partition::PartitionResult result) {
+        if (alive.expired()) return;
+        auto entry = group_handoffs_.find(handoff);
+        if (entry == group_handoffs_.end()) return;
+        GroupHandoff& hand = entry->second;
+        if (result.status != meta::ProposeStatus::kOk) {
+          // Perhaps recorded all the same: handed back before anything else.
+          return UnhandGroupHandoff(handoff);
+        }
+        if (result.result == std::optional<std::string>("1")) {
+          ++counters_.group_hands;
+          auto owner = group_consumers_.find(hand.queue);
+          const std::string key = owner != group_consumers_.end() ? owner->second.key : std::string();
+          PostToShard(hand.shard, [message = hand.message, key, client = hand.hand_client,
+                                   handoff](core::ShardBroker& broker) {
+            broker.PutFromGroupQueue(message, key, client, handoff);
+          });
+          return;
+        }
+        // Another consumer's member holds it (or it left the queue): not
+        // this node's to deliver, nor to acknowledge.
+        ++counters_.group_hands_refused;
+        const std::string queue = hand.queue;
+        const uint64_t offset = hand.offset;
+        const uint64_t generation = hand.generation;
+        group_handoffs_.erase(entry);
+        auto owner = group_consumers_.find(queue);
+        if (owner == group_consumers_.end() || owner->second.generation != generation) return;
+        GroupQueueConsumer& c = owner->second;
+        c.offered.erase(offset);
+        c.waiting.erase(offset);
+        if (c.puller) c.puller->Forget(offset);
+        if (c.offered.empty()) {
+          FlushGroupAcks(queue);
+          PullGroupQueue(queue);
+        }
+      });
+}
+
+void ClusterAgent::UnhandGroupHandoff(uint64_t handoff) {
+  GroupHandoff& h = group_handoffs_.at(handoff);
+  partitions_->Propose(
+      partitions_->PartitionOf(partition::QueueKey(h.queue)),
+      partition::EncodeQueueUnhand(h.queue, h.offset, HandTo(h.hand_client, handoff)),
+      [this, handoff, alive = std::weak_ptr<int>(lifetime_)](partition::PartitionResult result) {
+        if (alive.expired()) return;
+        auto entry = group_handoffs_.find(handoff);
+        if (entry == group_handoffs_.end()) return;
+        if (result.status != meta::ProposeStatus::kOk) {
+          // Not offered to anyone else before it is surely not handed.
+          loop_.AddTimer(kAckRetryMs, [this, handoff, alive] {
+            if (!alive.expired() && group_handoffs_.count(handoff) != 0) UnhandGroupHandoff(handoff);
+          });
+          return;
+        }
+        if (result.result == std::optional<std::string>("1")) ++counters_.group_unhands;
+        entry->second.hand_client.clear();
+        OnGroupQueueHandoff(handoff, false);
+      });
 }
 
 void ClusterAgent::OnGroupQueueHandoff(uint64_t handoff, bool taken) {
   auto found = group_handoffs_.find(handoff);
   if (found == group_handoffs_.end()) return;
   GroupHandoff& h = found->second;
+  if (!h.hand_client.empty()) {
+    // The put of a handed message: failed (the session went), handed back
+    // first; made, the session sends it once its Ack commits.
+    if (!taken) return UnhandGroupHandoff(handoff);
+    group_hand_releases_[{h.queue, h.offset}] = HandRelease{h.shard, h.hand_client, h.message->id};
+    loop_.AddTimer(kHandReleaseFallbackMs, [this, queue = h.queue, offset = h.offset,
+                                            alive = std::weak_ptr<int>(lifetime_)] {
+      if (!alive.expired()) ReleaseHanded(queue, offset, /*forced=*/true);
+    });
+  }
   auto consumer = group_consumers_.find(h.queue);
   const bool current = consumer != group_consumers_.end() && consumer->second.generation == h.generation;
   if (!taken && current && consumer->second.puller && ++h.tried < config_.shard_count) return TryGroupHandoff(handoff);
@@ -400,6 +499,9 @@ void ClusterAgent::AckGroupQueue(const std::string& queue, std::vector<uint64_t>
         if (alive.expired()) return;
         if (result.status == meta::ProposeStatus::kOk) {
           counters_.group_acked += offsets.size();
+          if (!group_hand_releases_.empty()) {
+            for (uint64_t offset : offsets) ReleaseHanded(queue, offset, /*forced=*/false);
+          }
           return;
         }
         // Made again (acks are idempotent). Meanwhile a push of these
@@ -407,6 +509,69 @@ void ClusterAgent::AckGroupQueue(const std::string& queue, std::vector<uint64_t>
         loop_.AddTimer(kAckRetryMs, [this, queue, offsets = std::move(offsets), alive]() mutable {
           if (!alive.expired()) AckGroupQueue(queue, std::move(offsets));
         });
+      });
+}
+
+// A handed delivery's Ack committed: its session may send it now. Forced
+// (the Ack has not committed for kHandReleaseFallbackMs): sent all the
+// same, counted, since a member session must not stall for good; exactly
+// once then holds unless this node dies before the Ack commits.
+void ClusterAgent::ReleaseHanded(const std::string& queue, uint64_t offset, bool forced) {
+  auto found = group_hand_releases_.find({queue, offset});
+  if (found == group_hand_releases_.end()) return;
+  HandRelease release = std::move(found->second);
+  group_hand_releases_.erase(found);
+  if (forced) {
+    if (counters_.group_hand_releases_forced++ % 1000 == 0) {
+      spdlog::warn("cluster: the Ack of queue '{}' offset {} has not committed in {} ms: its member session "
+                   "sends it all the same (exactly once is not assured for it if this node dies now)",
+                   queue, offset, kHandReleaseFallbackMs);
+    }
+  }
+  PostToShard(release.shard, [client = std::move(release.client_id), id = release.id](core::ShardBroker& broker) {
+    broker.ReleaseHanded(client, id);
+  });
+}
+
+// A durable member session arrived on this node: for every queue of its
+// partitioned groups, what other consumers (or this node's earlier
+// process) handed it is settled against what it holds. Retried until
+// committed; the session's own client may meanwhile be sent what it
+// holds, which the queue pushes to nobody while it is handed.
+void ClusterAgent::OnGroupSessionArrived(const std::string& client_id, const std::vector<std::string>& keys,
+                                         const std::vector<MessageId>& held) {
+  if (!partitions_) return;
+  for (const std::string& key : keys) {
+    const auto group = config_.partitioned_groups.find(core::SharedKeyGroup(key));
+    if (group == config_.partitioned_groups.end()) continue;
+    for (const std::string& queue : partition::GroupQueueNames(QueuePrefix(key), group->second.queues)) {
+      SettleGroupQueue(queue, client_id, held);
+    }
+  }
+}
+
+void ClusterAgent::SettleGroupQueue(const std::string& queue, const std::string& client_id,
+                                    const std::vector<MessageId>& held) {
+  partitions_->Propose(
+      partitions_->PartitionOf(partition::QueueKey(queue)), partition::EncodeQueueSettle(queue, HandTo(client_id), held),
+      [this, queue, client_id, held, alive = std::weak_ptr<int>(lifetime_)](partition::PartitionResult result) {
+        if (alive.expired()) return;
+        if (result.status != meta::ProposeStatus::kOk) {
+          loop_.AddTimer(kAckRetryMs, [this, queue, client_id, held, alive] {
+            if (!alive.expired()) SettleGroupQueue(queue, client_id, held);
+          });
+          return;
+        }
+        ++counters_.group_settles;
+        if (!result.result) return;
+        if (auto settled = partition::DecodeQueueSettleResult(*result.result)) {
+          counters_.group_settled_removed += settled->removed;
+          counters_.group_settled_handed_back += settled->handed_back;
+          if (settled->removed + settled->handed_back != 0) {
+            spdlog::info("cluster: queue '{}' settled for session '{}': {} held (removed), {} handed back", queue,
+                         client_id, settled->removed, settled->handed_back);
+          }
+        }
       });
 }
 
@@ -516,11 +681,12 @@ void ClusterAgent::OnQueueReject(NodeId from, const partition::QueueRejectFrame&
 
 // Inside a replica's Apply: noted, worked on after.
 void ClusterAgent::OnQueueApplied(std::string_view queue, std::optional<uint64_t> appended,
-                                  const std::vector<uint64_t>* acked) {
+                                  const std::vector<uint64_t>* acked, const std::vector<uint64_t>* released) {
   auto found = group_pushers_.find(queue);
   if (found == group_pushers_.end()) return;
   if (appended) found->second.pusher.OnAppended(*appended);
   if (acked) found->second.pusher.OnAck(*acked);
+  if (released) found->second.pusher.OnReleased(*released);
   group_pumps_due_.insert(found->first);
   if (group_pump_posted_) return;
   group_pump_posted_ = true;

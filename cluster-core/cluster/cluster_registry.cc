@@ -23,9 +23,12 @@ Expected<void, std::string> ClusterAgent::EnablePartitions(partition::PartitionH
         // The leader of a queue's partition pushes what is appended to the
         // queue's consumer (cluster_queues.cc).
         state->set_queue_hooks(partition::QueueApplyHooks{
-            [this](std::string_view queue, uint64_t offset) { OnQueueApplied(queue, offset, nullptr); },
+            [this](std::string_view queue, uint64_t offset) { OnQueueApplied(queue, offset, nullptr, nullptr); },
             [this](std::string_view queue, const std::vector<uint64_t>& offsets) {
-              OnQueueApplied(queue, std::nullopt, &offsets);
+              OnQueueApplied(queue, std::nullopt, &offsets, nullptr);
+            },
+            [this](std::string_view queue, const std::vector<uint64_t>& offsets) {
+              OnQueueApplied(queue, std::nullopt, nullptr, &offsets);
             }});
         return state;
       });

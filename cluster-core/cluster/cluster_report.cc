@@ -120,6 +120,23 @@ std::string ClusterAgent::MetricsText() const {
          "Queue messages removed once a member's session here held them.", c.group_acked);
   series("estuary_cluster_group_queues_consumed", "gauge", "Partitioned groups' queues this node consumes.",
          c.group_queues_consumed);
+  series("estuary_cluster_group_hands_total", "counter",
+         "QoS 2 queue messages recorded as handed to a durable member session on this node before the put.",
+         c.group_hands);
+  series("estuary_cluster_group_hands_refused_total", "counter",
+         "Hands refused: another consumer's member holds the message, or it left the queue.", c.group_hands_refused);
+  series("estuary_cluster_group_unhands_total", "counter",
+         "Handed messages handed back: the put failed (the member session went).", c.group_unhands);
+  series("estuary_cluster_group_settles_total", "counter",
+         "Settle commands committed for member sessions that arrived on this node.", c.group_settles);
+  series("estuary_cluster_group_settled_removed_total", "counter",
+         "Messages handed elsewhere that an arrived session held: removed from their queue.", c.group_settled_removed);
+  series("estuary_cluster_group_settled_handed_back_total", "counter",
+         "Messages handed elsewhere that an arrived session did not hold: back in their queue.",
+         c.group_settled_handed_back);
+  series("estuary_cluster_group_hand_releases_forced_total", "counter",
+         "Handed deliveries sent to their client before their Ack committed (30 s passed).",
+         c.group_hand_releases_forced);
   series("estuary_cluster_forwards_awaiting_safe", "gauge", "Forwards waiting for the receiving node's confirmation.",
          pending_forwards_.size());
   series("estuary_cluster_local_routes", "gauge", "Node-level routes this node announces.", local_routes_.size());

@@ -28,9 +28,12 @@ using NodeId = uint16_t;
 // understands beyond the frames themselves:
 //   0: up to 2026-12-01 (session 11);
 //   1: reads delivery records that carry a shared group's key (older
-//      binaries reject them: docs/storage.md).
-constexpr uint8_t kLinkVersionMinor = 1;
+//      binaries reject them: docs/storage.md);
+//   2: applies the partitioned queues' Hand, Unhand and Settle commands
+//      (partition/queue_machine.h; older binaries count them malformed).
+constexpr uint8_t kLinkVersionMinor = 2;
 constexpr uint8_t kMinorGroupKeyRecords = 1;
+constexpr uint8_t kMinorQueueHands = 2;
 
 struct PeerInfo {
   NodeId node = 0;

@@ -5,6 +5,7 @@
 // file system losing what was not synced.
 #include <gtest/gtest.h>
 
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -59,6 +60,7 @@ class DurableBrokerTest : public ::testing::Test {
       config.shard_id = i;
       config.shard_count = shard_count_;
       config.replication_ack_leader = replication_ack_leader_;
+      config.shared.partitioned = partitioned_;
       brokers_.push_back(std::make_unique<ShardBroker>(config, loop_, link_, metrics_[i]));
       if (boot_port_ != nullptr) brokers_.back()->set_cluster(boot_port_);  // a cluster node
       link_.shards.push_back(brokers_.back().get());
@@ -151,6 +153,7 @@ class DurableBrokerTest : public ::testing::Test {
   std::vector<std::unique_ptr<ShardBroker>> brokers_;
   NullSink sink_;
   ClusterPort* boot_port_ = nullptr;
+  std::map<std::string, PartitionedGroup, std::less<>> partitioned_;  // ShardConfig::shared.partitioned
 };
 
 }  // namespace estuary::core::test_support

@@ -34,7 +34,7 @@ int64_t ShardCounter(ClusterProcess& cluster, int node, const std::string& name)
 class SilentMember {
  public:
   SilentMember(NodeProcess& node, const std::string& client_id, const std::string& filter,
-               uint32_t session_expiry = 0) {
+               uint32_t session_expiry = 0, uint8_t qos = 1) {
     EXPECT_TRUE(client_.Open("127.0.0.1", node.mqtt_port()));
     mqtt::Properties properties;
     if (session_expiry != 0) properties.session_expiry_interval = session_expiry;
@@ -42,7 +42,7 @@ class SilentMember {
     EXPECT_TRUE(connack.has_value());
     mqtt::SubscribePacket subscribe;
     subscribe.packet_id = 1;
-    subscribe.subscriptions.push_back({filter, mqtt::SubscribeOptions{1}});
+    subscribe.subscriptions.push_back({filter, mqtt::SubscribeOptions{qos}});
     client_.Send(subscribe);
     EXPECT_TRUE(client_.ReceiveAs<mqtt::SubackPacket>().has_value());
   }
@@ -364,6 +364,53 @@ TEST(ClusterSharedTest, APartitionedGroupsQueuesMoveWhenAConsumingNodeDies) {
               static_cast<long long>(stalled_ms));
   EXPECT_GT(doomed.received.size(), 0u) << "node 3 consumed nothing: the test shows nothing";
   EXPECT_EQ(lost, 0);
+}
+
+// The same at QoS 2 with durable members (exactly once, docs/cluster.md
+// "Partitioned shared groups"): node 3's member is handed what it takes
+// (never completing it), node 3 dies, a survivor takes its session over
+// and settles its hands with the queues; what it held goes on to the
+// member on node 2 after the redelivery delay, what it had not yet been
+// put back in the queues. Every acknowledged message reaches node 2's
+// member exactly once.
+TEST(ClusterSharedTest, APartitionedGroupDeliversQos2ExactlyOnceAcrossAConsumingNodesDeath) {
+  auto cluster = StartPartitionedGroupCluster("300");
+  ASSERT_NE(cluster, nullptr);
+  const std::string topic = UniqueName("partitioned/death2/");
+  const std::string filter = "$share/workers/" + topic;
+  auto publishers = ConnectClients(*cluster, {{1, UniqueName("pub")}});
+  auto members = ConnectClients(*cluster, {{2, UniqueName("m2-")}}, /*clean=*/false);  // durable
+  members[0]->Subscribe(filter, 2);
+  SilentMember doomed(cluster->node(3), UniqueName("doomed"), filter, /*session_expiry=*/300, /*qos=*/2);
+  std::string why;
+  ASSERT_TRUE(cluster->WaitRoute(2, topic, true, kConverge, &why)) << why;
+  ASSERT_TRUE(cluster->WaitRoute(3, topic, true, kConverge, &why)) << why;
+  ASSERT_TRUE(testing::WaitFor([&] { return ShardCounter(*cluster, 3, "estuary_cluster_group_queues_consumed") == 2; },
+                               kConverge));
+  TrafficPublisher publisher(*publishers[0], topic, 2);
+  ASSERT_TRUE(publisher.WaitAcknowledged(100, kDeliver)) << publisher.error();
+  doomed.ReadUntil([&] { return doomed.received.size() >= 20; }, std::chrono::milliseconds(500));
+  const int64_t hands_on_3 = ShardCounter(*cluster, 3, "estuary_cluster_group_hands_total");
+  cluster->node(3).Kill();
+  doomed.Close();
+  ASSERT_TRUE(publisher.WaitAcknowledged(100, std::chrono::seconds(40))) << publisher.error();
+  publisher.Stop();
+  ASSERT_TRUE(publisher.error().empty()) << publisher.error();
+  int duplicated = 0;
+  const std::set<int> got = TakeAll(*members[0], publisher.acknowledged(), duplicated);
+  const int lost = Lost(got, publisher.acknowledged());
+  const int64_t settles = ShardCounter(*cluster, 1, "estuary_cluster_group_settles_total") +
+                          ShardCounter(*cluster, 2, "estuary_cluster_group_settles_total");
+  std::printf("[counts] partitioned QoS 2 node death: acknowledged=%d node 3's member had=%zu (hands on node 3: %lld) "
+              "delivered(node 2)=%zu lost=%d duplicated=%d settles=%lld hands on node 2=%lld\n",
+              publisher.acknowledged(), doomed.received.size(), static_cast<long long>(hands_on_3), got.size(), lost,
+              duplicated, static_cast<long long>(settles),
+              static_cast<long long>(ShardCounter(*cluster, 2, "estuary_cluster_group_hands_total")));
+  EXPECT_GT(doomed.received.size(), 0u) << "node 3 consumed nothing: the test shows nothing";
+  EXPECT_GT(hands_on_3, 0) << "no QoS 2 message was handed on node 3";
+  EXPECT_GT(settles, 0) << "nobody settled the dead node's member session";
+  EXPECT_EQ(lost, 0);
+  EXPECT_EQ(duplicated, 0);
 }
 
 // The queues' leaders move (a planned transfer of every partition's
