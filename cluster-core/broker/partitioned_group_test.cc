@@ -175,13 +175,6 @@ class PartitionedGroupHandTest : public test_support::DurableBrokerTest {
     Settle();
     return session;
   }
-  // What a connected durable session's connection would be given (staged
-  // and made durable first).
-  std::vector<std::string> Drain(Session* session) {
-    (void)session->HasQueued();
-    Settle();
-    return QueuedPayloads(session);
-  }
   const std::string key_ = SharedKey("g", "jobs/+");
   HandPort port_;
 };

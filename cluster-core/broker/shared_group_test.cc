@@ -605,12 +605,6 @@ class SharedGroupRestartTest : public test_support::DurableBrokerTest {
     Settle();
     return session;
   }
-  // What a connected session's connection would be given (staged first).
-  std::vector<std::string> Drain(Session* session) {
-    (void)session->HasQueued();
-    Settle();
-    return QueuedPayloads(session);
-  }
   // Sends what is queued as a frontend would, leaving it unacknowledged.
   size_t SendAll(Session* session) {
     // The first look stages the queue (in-flight records written); it is

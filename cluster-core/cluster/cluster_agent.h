@@ -446,6 +446,7 @@ class ClusterAgent final : public LinkHandler {
     uint16_t shard = 0;
     std::string client_id;
     MessageId id;
+    int64_t force_at_ms = 0;  // released then even without the Ack (TickGroupQueues)
   };
   partition::QueueHand HandTo(const std::string& client_id, uint64_t handoff = 0) const {
     return partition::QueueHand{client_id, config_.self, incarnation_, handoff};

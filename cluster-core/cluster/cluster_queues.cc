@@ -197,6 +197,13 @@ void ClusterAgent::TickGroupQueues() {
   }
   counters_.group_queues_consumed = group_consumers_.size();
   for (auto& [queue, consumer] : group_consumers_) StepGroupConsumer(queue);
+  // Handed deliveries whose Ack has not committed in kHandReleaseFallbackMs.
+  const int64_t now = loop_.NowMs();
+  std::vector<std::pair<std::string, uint64_t>> overdue;
+  for (const auto& [at, release] : group_hand_releases_) {
+    if (release.force_at_ms <= now) overdue.push_back(at);
+  }
+  for (const auto& [queue, offset] : overdue) ReleaseHanded(queue, offset, /*forced=*/true);
 }
 
 // A queue this node no longer consumes: what its members took is still
@@ -430,11 +437,8 @@ void ClusterAgent::OnGroupQueueHandoff(uint64_t handoff, bool taken) {
     // The put of a handed message: failed (the session went), handed back
     // first; made, the session sends it once its Ack commits.
     if (!taken) return UnhandGroupHandoff(handoff);
-    group_hand_releases_[{h.queue, h.offset}] = HandRelease{h.shard, h.hand_client, h.message->id};
-    loop_.AddTimer(kHandReleaseFallbackMs, [this, queue = h.queue, offset = h.offset,
-                                            alive = std::weak_ptr<int>(lifetime_)] {
-      if (!alive.expired()) ReleaseHanded(queue, offset, /*forced=*/true);
-    });
+    group_hand_releases_[{h.queue, h.offset}] =
+        HandRelease{h.shard, h.hand_client, h.message->id, loop_.NowMs() + kHandReleaseFallbackMs};
   }
   auto consumer = group_consumers_.find(h.queue);
   const bool current = consumer != group_consumers_.end() && consumer->second.generation == h.generation;

@@ -131,6 +131,13 @@ class DurableBrokerTest : public ::testing::Test {
     while (session->HasQueued()) out.push_back(*session->PopQueued().message->payload);
     return out;
   }
+  // What a connected durable session's connection would be given: its
+  // first look stages the queue, shown once the staging is durable.
+  std::vector<std::string> Drain(Session* session) {
+    (void)session->HasQueued();
+    Settle();
+    return QueuedPayloads(session);
+  }
   size_t KeyCount(uint16_t shard) {
     size_t count = 0;
     (void)engines_[shard]->Scan("", [&](std::string_view, std::string_view) {
