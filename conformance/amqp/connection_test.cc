@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <cstdio>
 #include <fstream>
 
 #include "conformance/amqp/amqp_fixture.h"
@@ -133,12 +134,14 @@ TEST_F(AmqpConnectionTest, HeartbeatsKeepAClientWithAShortIdleTimeoutOpen) {
 class AmqpSaslTest : public AmqpFixture {
  protected:
   std::vector<std::string> SuiteFlags() const override {
-    static const std::string path = [] {
-      std::string file = ::testing::TempDir() + "estuary-amqp-passwords-" + std::to_string(::getpid());
-      std::ofstream(file) << "# users\nalice:wonderland\n";
-      return file;
-    }();
-    return {"--password-file", path};
+    // One file for the test process, removed when it exits.
+    struct PasswordFile {
+      std::string path = ::testing::TempDir() + "estuary-amqp-passwords-" + std::to_string(::getpid());
+      PasswordFile() { std::ofstream(path) << "# users\nalice:wonderland\n"; }
+      ~PasswordFile() { std::remove(path.c_str()); }
+    };
+    static const PasswordFile file;
+    return {"--password-file", file.path};
   }
 };
 
