@@ -195,7 +195,7 @@ Membership& ClusterAgent::EnableMembership(MembershipConfig config) {
     }
     if (member.state == MemberState::kLeft) {
       peers_[member.node].minor_known = false;  // whatever binary it comes back with, it says so again
-      UpdateGroupKeysGate();
+      UpdateVersionGates();
     }
     if (member.state == MemberState::kUp) ResendParked(member.node);
   });
@@ -447,7 +447,7 @@ void ClusterAgent::OnPeerUp(const PeerInfo& info) {
   peer.known = true;
   peer.minor = info.minor;
   peer.minor_known = true;
-  UpdateGroupKeysGate();
+  UpdateVersionGates();
   if (!membership_owned_ && peer.gone) {  // back, as the grace timer sees it
     peer.gone = false;
     ResendParked(info.node);
@@ -491,7 +491,7 @@ void ClusterAgent::SendSnapshots(NodeId node) {
   peer.held_bytes += waiting_bytes;
 }
 
-void ClusterAgent::UpdateGroupKeysGate() {
+void ClusterAgent::UpdateVersionGates() {
   // A node of an older binary rejects a delivery record with a group key
   // (docs/storage.md, "Older binaries and rolling upgrades"): while one is
   // in the cluster, records are written without it (the deliveries are

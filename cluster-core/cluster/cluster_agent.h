@@ -485,7 +485,7 @@ class ClusterAgent final : public LinkHandler {
   // Delivery records keep their group's key, and queues are handed, only
   // while every node this one has linked with (and that has not left)
   // reads them; the state is the port's (the shards read it).
-  void UpdateGroupKeysGate();
+  void UpdateVersionGates();
   bool SendQueueFrame(NodeId node, uint8_t type, std::string body);
   std::map<std::string, GroupQueueConsumer> group_consumers_;  // by queue name
   std::map<std::string, GroupQueuePusher, std::less<>> group_pushers_;  // by queue name

@@ -109,8 +109,9 @@ std::string ClusterAgent::MetricsText() const {
          "Queue messages this node pushed as their partition's leader whose Ack has not applied (each tick).",
          c.group_push_in_flight);
   series("estuary_cluster_older_binary_peers", "gauge",
-         "Nodes linked with (and not left) whose binary rejects delivery records with a shared group's key; "
-         "while above 0 such records are written without it (docs/storage.md).",
+         "Nodes linked with (and not left) whose link minor is below this binary's: below 1 they reject delivery "
+         "records with a shared group's key (written without it), below 2 they apply no queue hands (partitioned "
+         "groups deliver QoS 2 at least once) (docs/internode.md).",
          c.older_binary_peers);
   series("estuary_cluster_group_push_duplicates_total", "counter",
          "Pushed queue messages this node already held or had acknowledged (dropped).", c.group_push_duplicates);

@@ -1,0 +1,261 @@
+#pragma once
+// The cluster agent tests' fixture (cluster_agent_test.cc,
+// cluster_agent_peers_test.cc): ClusterAgent + ShardBroker across "nodes"
+// in one process, every node's shards and agent on one SimLoop, joined by
+// an in-memory Transport.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <deque>
+#include <map>
+#include <memory>
+#include <set>
+
+#include "cluster-core/cluster/cluster_agent.h"
+#include "io/sim/sim_loop.h"
+
+namespace estuary::cluster::test_support {
+using core::ShardBroker;
+
+class FakeNetwork;
+
+// Frames go through the loop in order; a link can be cut, paused (frames
+// wait) or made full (Send answers kFull until Writable()).
+class FakeTransport final : public Transport {
+ public:
+  FakeTransport(FakeNetwork& network, NodeId self) : network_(network), self_(self) {}
+  NodeId self() const override { return self_; }
+  void AddPeerAddress(const std::string&) override {}
+  void RemovePeer(NodeId) override {}
+  SendResult Send(NodeId to, uint8_t type, std::string_view body) override;
+  bool connected(NodeId node) const override;
+  std::vector<PeerInfo> peers() const override { return {}; }
+  LinkHandler* handler() const { return handler_; }
+  std::set<NodeId> full;
+  size_t sent = 0;
+
+ private:
+  FakeNetwork& network_;
+  NodeId self_;
+};
+
+class FakeNetwork {
+ public:
+  explicit FakeNetwork(io::SimLoop& loop) : loop_(loop) {}
+  void Register(FakeTransport* transport) { transports_[transport->self()] = transport; }
+  void Unregister(NodeId node) {
+    transports_.erase(node);
+    for (auto it = links_.begin(); it != links_.end();) {
+      if (it->first.first == node || it->first.second == node) {
+        const NodeId other = it->first.first == node ? it->first.second : it->first.first;
+        it = links_.erase(it);
+        if (auto* t = Find(other); t != nullptr && t->handler()) t->handler()->OnPeerDown(node);
+      } else {
+        ++it;
+      }
+    }
+  }
+  void Connect(NodeId a, NodeId b) {
+    links_[Key(a, b)] = Link{++epoch_};
+    Find(a)->handler()->OnPeerUp(PeerInfo{b, "fake"});
+    Find(b)->handler()->OnPeerUp(PeerInfo{a, "fake"});
+  }
+  void Cut(NodeId a, NodeId b) {
+    links_.erase(Key(a, b));
+    Find(a)->handler()->OnPeerDown(b);
+    Find(b)->handler()->OnPeerDown(a);
+  }
+  bool Up(NodeId a, NodeId b) const { return links_.count(Key(a, b)) > 0; }
+  void Carry(NodeId from, NodeId to, uint8_t type, std::string body) {
+    const uint64_t epoch = links_.at(Key(from, to)).epoch;
+    auto deliver = [this, from, to, type, body = std::move(body), epoch] {
+      auto it = links_.find(Key(from, to));
+      if (it == links_.end() || it->second.epoch != epoch) return;  // the link went down meanwhile
+      if (auto* t = Find(to); t != nullptr && t->handler()) t->handler()->OnFrame(from, type, body);
+    };
+    if (paused) {
+      held_.push_back(std::move(deliver));
+    } else {
+      loop_.Post(std::move(deliver));
+    }
+  }
+  void Resume() {
+    paused = false;
+    for (auto& deliver : held_) loop_.Post(std::move(deliver));
+    held_.clear();
+  }
+  bool paused = false;
+
+ private:
+  struct Link {
+    uint64_t epoch = 0;
+  };
+  static std::pair<NodeId, NodeId> Key(NodeId a, NodeId b) { return {std::min(a, b), std::max(a, b)}; }
+  FakeTransport* Find(NodeId node) {
+    auto it = transports_.find(node);
+    return it == transports_.end() ? nullptr : it->second;
+  }
+  io::SimLoop& loop_;
+  std::map<NodeId, FakeTransport*> transports_;
+  std::map<std::pair<NodeId, NodeId>, Link> links_;
+  std::deque<std::function<void()>> held_;
+  uint64_t epoch_ = 0;
+};
+
+inline SendResult FakeTransport::Send(NodeId to, uint8_t type, std::string_view body) {
+  if (!network_.Up(self_, to)) return SendResult::kNoLink;
+  if (full.count(to)) return SendResult::kFull;
+  ++sent;
+  network_.Carry(self_, to, type, std::string(body));
+  return SendResult::kQueued;
+}
+
+inline bool FakeTransport::connected(NodeId node) const { return network_.Up(self_, node); }
+
+// One node: its shards, their link, its transport and agent.
+struct TestNode final : core::ShardLink {
+  TestNode(io::SimLoop& loop, FakeNetwork& network, NodeId id, uint16_t shard_count, ClusterAgentConfig config)
+      : loop_(loop), network_(network), transport(network, id), metrics(shard_count) {
+    network.Register(&transport);
+    for (uint16_t i = 0; i < shard_count; ++i) {
+      core::ShardConfig shard;
+      shard.node_id = id;
+      shard.shard_id = i;
+      shard.shard_count = shard_count;
+      shards.push_back(std::make_unique<ShardBroker>(shard, loop, *this, metrics[i]));
+    }
+    config.self = id;
+    config.shard_count = shard_count;
+    agent = std::make_unique<ClusterAgent>(config, loop, transport, *this,
+                                           [&loop](std::function<void()> fn) { loop.Post(std::move(fn)); });
+    for (auto& shard : shards) shard->set_cluster(&agent->port());
+  }
+  ~TestNode() override {
+    network_.Unregister(transport.self());
+    alive_.reset();
+  }
+  void Post(uint16_t shard, std::function<void(ShardBroker&)> work) override {
+    std::weak_ptr<int> alive = alive_;
+    loop_.Post([this, alive, shard, work = std::move(work)] {
+      if (alive.lock()) work(*shards[shard]);
+    });
+  }
+  ShardBroker& ShardOf(const std::string& client_id) {
+    return *shards[core::ShardForClientId(client_id, static_cast<uint16_t>(shards.size()))];
+  }
+
+  io::SimLoop& loop_;
+  FakeNetwork& network_;
+  FakeTransport transport;
+  std::vector<core::ShardMetrics> metrics;
+  std::vector<std::unique_ptr<ShardBroker>> shards;
+  std::unique_ptr<ClusterAgent> agent;
+  std::shared_ptr<int> alive_ = std::make_shared<int>(0);
+};
+
+class RecordingSink final : public core::SessionSink {
+ public:
+  void OnDeliveriesReady() override {}
+  void OnDetached(core::DetachReason reason) override { detached.push_back(reason); }
+  std::vector<core::DetachReason> detached;
+};
+
+class CountingFlow final : public core::PublisherFlow {
+ public:
+  void PauseIngress() override { ++paused; }
+  void ResumeIngress() override { ++resumed; }
+  int paused = 0;
+  int resumed = 0;
+};
+
+class ClusterAgentTest : public ::testing::Test {
+ protected:
+  TestNode& AddNode(NodeId id, uint16_t shards = 2) {
+    nodes_[id] = std::make_unique<TestNode>(loop_, network_, id, shards, config_);
+    return *nodes_[id];
+  }
+  // Nodes 1 and 2 with membership (suspect after 500 ms, down only after
+  // 30 s), linked and live; neither the grace timer nor the forward
+  // deadline can act within a test. Returns the membership config.
+  MembershipConfig StartTwoWithMembership() {
+    config_.peer_gone_grace_ms = 600'000;
+    config_.forward_timeout_ms = 60'000;
+    AddNode(1);
+    AddNode(2);
+    MembershipConfig members;
+    members.suspect_after_ms = 500;
+    members.down_after_ms = 30'000;
+    for (NodeId id : {1, 2}) {
+      members.cluster_address = "node" + std::to_string(id);
+      nodes_[id]->agent->EnableMembership(members).Start(id == 1 ? std::vector<std::string>{}
+                                                                 : std::vector<std::string>{"node1"});
+    }
+    ConnectAll();
+    loop_.AdvanceBy(1000);
+    return members;
+  }
+  void StartThree() {
+    for (NodeId id : {1, 2, 3}) AddNode(id);
+    ConnectAll();
+  }
+  // kill -9: no goodbye, its links drop.
+  void Crash(NodeId node) {
+    nodes_.erase(node);
+    loop_.RunUntilIdle();
+  }
+  void ConnectAll() {
+    for (auto& [a, node_a] : nodes_) {
+      for (auto& [b, node_b] : nodes_) {
+        if (a < b && !network_.Up(a, b)) network_.Connect(a, b);
+      }
+    }
+    loop_.RunUntilIdle();
+  }
+  core::Session* Subscriber(NodeId node, const std::string& client_id, const std::string& filter,
+                            QoS qos = QoS::kExactlyOnce) {
+    ShardBroker& shard = nodes_[node]->ShardOf(client_id);
+    core::Session* session = shard.Attach(client_id, true, &sink_).session;
+    core::SubscriptionOptions options;
+    options.max_qos = qos;
+    shard.Subscribe(session, filter, options);
+    loop_.RunUntilIdle();
+    return session;
+  }
+  MessagePtr Make(NodeId node, std::string topic, std::string payload, QoS qos = QoS::kAtLeastOnce, bool retain = false,
+                  std::string publisher = "pub") {
+    auto message = std::make_shared<Message>();
+    message->id = nodes_[node]->ShardOf(publisher).NextMessageId();
+    message->topic = std::move(topic);
+    message->payload = MakePayload(std::move(payload));
+    message->qos = qos;
+    message->retain = retain;
+    message->origin = Origin{Protocol::kMqtt, std::move(publisher), node};
+    return message;
+  }
+  // Publishes on the publisher's shard of `node`; returns a flag set by on_safe.
+  std::shared_ptr<bool> Publish(NodeId node, MessagePtr message, core::FlowId flow = 0) {
+    auto safe = std::make_shared<bool>(false);
+    nodes_[node]
+        ->ShardOf(message->origin.client_id)
+        .Publish(
+            message, [safe] { *safe = true; }, flow);
+    return safe;
+  }
+  std::vector<std::pair<std::string, QoS>> Drain(core::Session* session) {
+    std::vector<std::pair<std::string, QoS>> out;
+    while (session->HasQueued()) {
+      core::Delivery delivery = session->PopQueued();
+      out.emplace_back(*delivery.message->payload, delivery.qos);
+    }
+    return out;
+  }
+
+  io::ManualClock clock_;
+  io::SimLoop loop_{clock_};
+  FakeNetwork network_{loop_};
+  ClusterAgentConfig config_;
+  RecordingSink sink_;
+  std::map<NodeId, std::unique_ptr<TestNode>> nodes_;
+};
+
+}  // namespace estuary::cluster::test_support
