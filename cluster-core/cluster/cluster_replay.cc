@@ -124,18 +124,7 @@ void ClusterAgent::ResendParked(NodeId node) {
   parked_.erase(parked);
   counters_.forwards_parked -= entries.size();
   spdlog::info("cluster: node {} is back: {} forward(s) it did not confirm are sent to it again", node, entries.size());
-  for (auto& entry : entries) {
-    Held frame;
-    frame.type = kForward;
-    frame.forward = true;
-    frame.qos = entry.message->qos;
-    frame.origin_shard = entry.shard;
-    const uint64_t forward_id =
-        pending_forwards_.Add(node, entry.shard, entry.token, loop_.NowMs() + config_.forward_timeout_ms,
-                              entry.message, entry.plain, entry.shared_keys);
-    frame.body = EncodeForward(forward_id, entry.plain, entry.shared_keys, *entry.message);
-    Send(node, std::move(frame));
-  }
+  for (auto& entry : entries) SendPendingAgain(node, entry);
 }
 
 void ClusterAgent::ReleaseReplay(NodeId from, uint64_t replay_id) {
