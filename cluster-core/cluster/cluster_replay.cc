@@ -208,13 +208,16 @@ void ClusterAgent::TakeoverDone(NodeId gone) {
 }
 
 // A replay for `gone` may be delivered here once this node declared it gone
-// and its takeover of it is done, or once it came back. A node that has not
+// and its takeover of it is done. A node that has not
 // declared it gone yet (membership views differ by a few hundred ms; or it
 // still reaches the node) holds the replay, replay_hold_ms at most.
+// Its coming back does not release them before the takeover is done: a
+// claim proposed before it came back may still commit (the metadata group's
+// verdict stands), and the session it adopts must get them too (issue 29).
 bool ClusterAgent::ReplayMayGo(NodeId gone) const {
   auto it = takeovers_.find(gone);
   if (it == takeovers_.end()) return false;
-  return it->second.back || (it->second.declared && it->second.outstanding == 0);
+  return it->second.declared && it->second.outstanding == 0;
 }
 
 void ClusterAgent::ReleaseHeldReplays(NodeId gone) {

@@ -74,7 +74,9 @@ bool PartitionWorkload::Resume(Session& session, bool first, std::string* error)
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(first ? 30 : 90);
   std::string last;
   for (size_t attempt = 0; !stop_all_ && std::chrono::steady_clock::now() < deadline; ++attempt) {
-    const int node = order[attempt % order.size()];
+    // The first connection goes to the sessions' node only (the case puts
+    // them there); a reconnect tries it first, then the others in turn.
+    const int node = first ? options_.subscriber_node : order[attempt % order.size()];
     auto client = std::make_unique<RawClient>();
     if (!client->Open(cluster_.node(node).host, cluster_.node(node).mqtt_port)) {
       last = "node " + std::to_string(node) + " refused the connection";
@@ -83,7 +85,10 @@ bool PartitionWorkload::Resume(Session& session, bool first, std::string* error)
     }
     mqtt::Properties properties;
     properties.session_expiry_interval = kSessionExpiry;
-    auto connack = client->Connect(session.client_id, first, properties, 30);
+    // Keep-alive 0: the test's raw client sends no PINGREQ, and a session
+    // that receives nothing for a while (a cut, the final wait) must not be
+    // ended by the broker's keep-alive check.
+    auto connack = client->Connect(session.client_id, first, properties, 0);
     if (!connack || connack->reason != mqtt::ReasonCode::kSuccess) {
       last = "node " + std::to_string(node) + (connack ? " refused the CONNECT" : " gave no CONNACK");
       ::poll(nullptr, 0, 100);
@@ -162,7 +167,7 @@ void PartitionWorkload::RunPublisher(Publisher& publisher) {
       if (client->Open(cluster_.node(node).host, cluster_.node(node).mqtt_port)) {
         auto connack = client->Connect("part-pub" + std::to_string(publisher.index) + "-" +
                                            std::to_string(++publisher.connections),
-                                       true, {}, 30);
+                                       true, {}, 0);
         if (connack && connack->reason == mqtt::ReasonCode::kSuccess) publisher.client = std::move(client);
       }
       if (!publisher.client) ::poll(nullptr, 0, 100);
