@@ -247,6 +247,24 @@ TEST_F(Issue27QueueOverflowTest, Issue27RejectTellsThePublisherAndTheOthersStill
   EXPECT_EQ(answer.full, 1);
 }
 
+// A shared group's member is picked with room while one has it; when every
+// member is full the group refuses the message too.
+TEST_F(Issue27QueueOverflowTest, Issue27RejectCountsASharedGroupWhoseMembersAreFull) {
+  MakeShards(1, QueueOverflow::kReject, 1);
+  Session* first = Offline(0, "first", "$share/g/t");
+  Session* second = Offline(0, "second", "$share/g/t");
+  Answer answer;
+  Publish("m0", answer);
+  Publish("m1", answer);
+  Settle();
+  EXPECT_EQ(answer.safe, 2);
+  EXPECT_EQ(first->queued_messages() + second->queued_messages(), 2u);
+  Publish("m2", answer);
+  Settle();
+  EXPECT_EQ(answer.full, 1);
+  EXPECT_EQ(metrics_[0].queue_full_dropped.load(), 1u);
+}
+
 // The full session lives on another shard of the node: the publisher's
 // answer waits for that shard's word.
 TEST_F(Issue27QueueOverflowTest, Issue27RejectHearsFromTheOtherShards) {

@@ -216,7 +216,9 @@ void ShardBroker::Route(const MessagePtr& message, SafeWaiter safe, FlowId flow,
     router_.Match(message->topic, match);
   }
   safe.full = scope.plain && DeliverLocal(message, match);
-  const std::vector<std::pair<Destination, std::string>> shared_forwards = DeliverShared(message, match, scope);
+  const SharedRouting shared = DeliverShared(message, match, scope);
+  const std::vector<std::pair<Destination, std::string>>& shared_forwards = shared.elsewhere;
+  safe.full = safe.full || shared.full;
   std::vector<std::string> to_queues;
   if (!to_queues_.empty()) to_queues.swap(to_queues_);  // a nested Route finds its own empty
   // A forward from a node stays on this node; $SYS topics describe this
@@ -668,7 +670,7 @@ void ShardBroker::DeliverForwarded(const MessagePtr& message, bool match_plain,
       RerouteSharedToShard(message, key);  // the group left this shard meanwhile
       continue;
     }
-    DeliverToShared(*group, message);
+    full = DeliverToShared(*group, message) || full;
   }
   current_publisher_ = FlowRef{};
   CreditForward(publisher);

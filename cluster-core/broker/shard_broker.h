@@ -156,8 +156,8 @@ class ShardBroker {
   // pause if the message lands in a congested subscriber's queue.
   // `on_full` (may be empty; for --queue-overflow reject) runs instead of
   // on_safe if the full queue of a session on this node (any shard), matched
-  // by a plain subscription, refused the message; the sessions with room
-  // have it. Full sessions on other nodes drop it unreported. With on_full
+  // by a plain subscription or picked for a shared group, refused the
+  // message; the sessions with room have it. Full sessions on other nodes drop it unreported. With on_full
   // the acknowledgement waits for the other shards the message reached.
   void Publish(MessagePtr message, std::function<void()> on_safe = {}, FlowId flow = 0,
                std::function<void()> on_full = {});
@@ -308,7 +308,14 @@ class ShardBroker {
     std::function<void()> on_full;
   };
   void Route(const MessagePtr& message, SafeWaiter safe, FlowId flow, const RouteScope& scope);
-  std::vector<std::pair<Destination, std::string>> DeliverShared(const MessagePtr& message, const MatchResult& match,
+  // The shared groups a publish reaches: those picked on other shards or
+  // nodes (forwarded by Route), and whether a member's full queue here
+  // refused it (Offer).
+  struct SharedRouting {
+    std::vector<std::pair<Destination, std::string>> elsewhere;
+    bool full = false;
+  };
+  SharedRouting DeliverShared(const MessagePtr& message, const MatchResult& match,
                                                                  const RouteScope& scope);
   // Whether `key`'s group keeps its messages in queues on partitions.
   bool IsPartitionedGroup(std::string_view key) const;
@@ -317,7 +324,8 @@ class ShardBroker {
   // `only_taken_from` (0: every session): only sessions taken from that node.
   // True if a session's full queue refused the message (Offer).
   bool DeliverLocal(const MessagePtr& message, const MatchResult& match, uint16_t only_taken_from = 0);
-  void DeliverToShared(SharedGroup& group, const MessagePtr& message, const Session* exclude = nullptr);
+  // True if the member picked had a full queue that refused it (Offer).
+  bool DeliverToShared(SharedGroup& group, const MessagePtr& message, const Session* exclude = nullptr);
   // Shared subscriptions (shared_redelivery.cc): a departed member's
   // deliveries to other members of their groups.
   void TagSharedDeliveries(Session& session);
