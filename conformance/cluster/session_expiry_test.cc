@@ -40,10 +40,11 @@ std::unique_ptr<RawClient> ConnectTo(NodeProcess& node, const std::string& clien
 }
 
 std::unique_ptr<RawClient> ConnectWithRetries(NodeProcess& node, const std::string& client_id, bool clean_start,
-                                              std::optional<uint32_t> expiry, bool* present = nullptr) {
+                                              std::optional<uint32_t> expiry, bool* present = nullptr,
+                                              const std::optional<mqtt::Will>& will = std::nullopt) {
   const auto deadline = testing::Clock::now() + kConverge;
   while (testing::Clock::now() < deadline) {
-    if (auto client = ConnectTo(node, client_id, clean_start, expiry, present)) return client;
+    if (auto client = ConnectTo(node, client_id, clean_start, expiry, present, will)) return client;
   }
   return nullptr;
 }
@@ -85,7 +86,7 @@ bool WaitNodeSeconds(NodeProcess& node, uint32_t delay) {
   if (!watcher || !SubscribeQos1(*watcher, topic)) return false;
   mqtt::Will will{topic, "tick", 1, false, {}};
   will.properties.will_delay_interval = delay;
-  auto clock = ConnectTo(node, UniqueName("issue27-clock-"), true, delay + 60, nullptr, will);
+  auto clock = ConnectWithRetries(node, UniqueName("issue27-clock-"), true, delay + 60, nullptr, will);
   if (!clock) return false;
   clock->Close();  // no DISCONNECT: the will stays armed
   return watcher->ReceiveAs<mqtt::PublishPacket>(seconds(delay + 15)).has_value();
