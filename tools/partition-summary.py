@@ -6,10 +6,15 @@ import sys
 from collections import OrderedDict
 
 rows = OrderedDict()
-for line in open(sys.argv[1], encoding="utf-8", errors="replace"):
+seen = set()
+for path in sys.argv[1:]:
+  for line in open(path, encoding="utf-8", errors="replace"):
     if not line.startswith("| ") or " | victim " not in line:
         continue
     cells = [c.strip() for c in line.strip().strip("|").split("|")]
+    if (cells[0], cells[1]) in seen:  # a failed check prints the run's line again
+        continue
+    seen.add((cells[0], cells[1]))
     name, victim, acked, lost, dup = cells[0], cells[2], int(cells[3]), int(cells[4]), int(cells[5])
     publishers = cells[6]
     case = rows.setdefault(name, dict(runs=0, victim=victim, acked=0, lost=0, dup=0, cut_acks=[],

@@ -61,18 +61,18 @@ void PrintTo(const PartitionCase& c, std::ostream* out) { *out << c.name; }
 
 std::vector<PartitionCase> Cases() {
   return {
-      {"minority_two_way_5s", Victim::kNode1, Cut::kTwoWay, 5000, 1, true},
-      {"minority_two_way_2s", Victim::kNode1, Cut::kTwoWay, 2000, 1, true},
-      {"minority_blackhole_15s_qos2", Victim::kNode1, Cut::kBlackhole, 15000, 2, true},
-      {"minority_two_way_30s", Victim::kNode1, Cut::kTwoWay, 30000, 1, false},
-      {"minority_one_way_5s", Victim::kNode1, Cut::kOneWay, 5000, 1, false},
-      {"minority_one_way_30s", Victim::kNode1, Cut::kOneWay, 30000, 1, false},
-      {"minority_two_way_5s_qos2", Victim::kNode1, Cut::kTwoWay, 5000, 2, false},
+      {"minority_two_way_5s", Victim::kNode1, Cut::kTwoWay, 5000, 1, true, ""},
+      {"minority_two_way_2s", Victim::kNode1, Cut::kTwoWay, 2000, 1, true, ""},
+      {"minority_blackhole_15s_qos2", Victim::kNode1, Cut::kBlackhole, 15000, 2, true, ""},
+      {"minority_two_way_30s", Victim::kNode1, Cut::kTwoWay, 30000, 1, false, ""},
+      {"minority_one_way_5s", Victim::kNode1, Cut::kOneWay, 5000, 1, false, ""},
+      {"minority_one_way_30s", Victim::kNode1, Cut::kOneWay, 30000, 1, false, ""},
+      {"minority_two_way_5s_qos2", Victim::kNode1, Cut::kTwoWay, 5000, 2, false, ""},
       {"sessions_node_two_way_5s", Victim::kSessionsNode3, Cut::kTwoWay, 5000, 1, false, kMoveWindow},
       {"sessions_node_two_way_30s_qos2", Victim::kSessionsNode3, Cut::kTwoWay, 30000, 2, false, kMoveWindow},
       {"sessions_node_one_way_5s", Victim::kSessionsNode3, Cut::kOneWay, 5000, 1, false, kMoveWindow},
-      {"during_drain_two_way_5s", Victim::kDrainingNode1, Cut::kTwoWay, 5000, 1, false},
-      {"during_drain_two_way_30s_qos2", Victim::kDrainingNode1, Cut::kTwoWay, 30000, 2, false},
+      {"during_drain_two_way_5s", Victim::kDrainingNode1, Cut::kTwoWay, 5000, 1, false, ""},
+      {"during_drain_two_way_30s_qos2", Victim::kDrainingNode1, Cut::kTwoWay, 30000, 2, false, ""},
   };
 }
 
