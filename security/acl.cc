@@ -117,43 +117,37 @@ void Acl::Add(RuleList& list, Rule rule) {
 Expected<Acl, std::string> Acl::Parse(std::string_view text, std::string_view source) {
   Acl acl;
   RuleList* current = &acl.anonymous_;
-  Expected<void, std::string> failure;
-  ForEachLine(text, [&](size_t number, std::string_view line) {
-    if (!failure) return;
-    auto fail = [&](const std::string& why) {
-      failure = MakeError(std::string(source) + ":" + std::to_string(number) + ": " + why);
-    };
-    line = TrimBlanks(line);
-    if (line.empty() || line[0] == '#') return;
+  auto parsed = ForEachEntry(text, source, [&](std::string_view line) -> std::string {
     const auto [keyword, rest] = SplitWord(line);
     if (keyword == "user") {
-      if (rest.empty()) return fail("missing user name");
+      if (rest.empty()) return "missing user name";
       current = &acl.users_[std::string(rest)];
-      return;
+      return {};
     }
     if (keyword != "topic" && keyword != "pattern") {
-      return fail("unknown keyword '" + std::string(keyword) + "' (expected topic, pattern or user)");
+      return "unknown keyword '" + std::string(keyword) + "' (expected topic, pattern or user)";
     }
-    if (rest.empty()) return fail("empty topic");
+    if (rest.empty()) return "empty topic";
     auto [access_word, filter] = SplitWord(rest);
     uint8_t access = kReadWrite;
     if (filter.empty()) {
       filter = access_word;
-    } else if (auto parsed = ParseAccess(access_word)) {
-      access = *parsed;
+    } else if (auto word = ParseAccess(access_word)) {
+      access = *word;
     } else {
-      return fail("invalid access '" + std::string(access_word) + "' (expected read, write, readwrite or deny)");
+      return "invalid access '" + std::string(access_word) + "' (expected read, write, readwrite or deny)";
     }
     if (auto valid = ValidateTopicFilter(filter); !valid) {
-      return fail("invalid topic filter '" + std::string(filter) + "': " + ToString(valid.error()));
+      return "invalid topic filter '" + std::string(filter) + "': " + ToString(valid.error());
     }
     Rule rule{std::string(filter), access, keyword == "pattern", false};
     if (rule.pattern) {
       for (TopicLevels levels(filter); !levels.done();) rule.needs_username |= levels.Next() == "%u";
     }
     acl.Add(rule.pattern ? acl.patterns_ : *current, std::move(rule));
+    return {};
   });
-  if (!failure) return MakeError(failure.error());
+  if (!parsed) return MakeError(parsed.error());
   return acl;
 }
 
@@ -171,30 +165,47 @@ const Acl::RuleList* Acl::OwnRules(const AclIdentity& client) const {
   return it == users_.end() ? nullptr : &it->second;
 }
 
-bool Acl::PatternsApply(const AclIdentity& client) const { return !Dangerous(client); }
-
-uint8_t Acl::Decide(const AclIdentity& client, std::string_view topic) const {
-  const RuleList* own = OwnRules(client);
-  const bool anonymous = !client.username;
-  if (own != nullptr) {
+// Deny rules first (the client's own, then every pattern's), as the man
+// page states: true if one matches.
+template <typename Matches>
+bool Acl::AnyDeny(const AclIdentity& client, Matches&& matches) const {
+  if (const RuleList* own = OwnRules(client)) {
     for (const Rule& rule : own->denies) {
-      if (RuleMatches(rule.filter, topic, nullptr)) return kNoAccess;
+      if (matches(rule, nullptr)) return true;
     }
   }
   for (const Rule& rule : patterns_.denies) {
-    if (!(anonymous && rule.needs_username) && RuleMatches(rule.filter, topic, &client)) return kNoAccess;
+    if (!(rule.needs_username && !client.username) && matches(rule, &client)) return true;
   }
-  uint8_t bits = kNoAccess;
-  if (own != nullptr) {
+  return false;
+}
+
+// Then the grants: the client's own, then the patterns' (none for an
+// identity holding a wildcard). `take` returns true to stop.
+template <typename Take>
+bool Acl::AnyGrant(const AclIdentity& client, Take&& take) const {
+  if (const RuleList* own = OwnRules(client)) {
     for (const Rule& rule : own->grants) {
-      if ((rule.access & ~bits) != 0 && RuleMatches(rule.filter, topic, nullptr)) bits |= rule.access;
+      if (take(rule, nullptr)) return true;
     }
   }
-  if (bits == kReadWrite || !PatternsApply(client)) return bits;
+  if (Dangerous(client)) return false;
   for (const Rule& rule : patterns_.grants) {
-    if ((rule.access & ~bits) == 0 || (anonymous && rule.needs_username)) continue;
-    if (RuleMatches(rule.filter, topic, &client)) bits |= rule.access;
+    if (!(rule.needs_username && !client.username) && take(rule, &client)) return true;
   }
+  return false;
+}
+
+uint8_t Acl::Decide(const AclIdentity& client, std::string_view topic) const {
+  const auto matches = [topic](const Rule& rule, const AclIdentity* substitute) {
+    return RuleMatches(rule.filter, topic, substitute);
+  };
+  if (AnyDeny(client, matches)) return kNoAccess;
+  uint8_t bits = kNoAccess;
+  AnyGrant(client, [&](const Rule& rule, const AclIdentity* substitute) {
+    if ((rule.access & ~bits) != 0 && matches(rule, substitute)) bits |= rule.access;
+    return bits == kReadWrite;
+  });
   return bits;
 }
 
@@ -207,27 +218,13 @@ bool Acl::MaySubscribe(const AclIdentity& client, std::string_view filter) const
     filter = inner;
   }
   if (filter.find_first_of("+#") == std::string_view::npos) return (Decide(client, filter) & kRead) != 0;
-  const RuleList* own = OwnRules(client);
-  const bool anonymous = !client.username;
-  if (own != nullptr) {
-    for (const Rule& rule : own->denies) {
-      if (RuleCovers(rule.filter, filter, nullptr)) return false;
-    }
-  }
-  for (const Rule& rule : patterns_.denies) {
-    if (!(anonymous && rule.needs_username) && RuleCovers(rule.filter, filter, &client)) return false;
-  }
-  if (own != nullptr) {
-    for (const Rule& rule : own->grants) {
-      if ((rule.access & kRead) != 0 && RuleOverlaps(rule.filter, filter, nullptr)) return true;
-    }
-  }
-  if (!PatternsApply(client)) return false;
-  for (const Rule& rule : patterns_.grants) {
-    if ((rule.access & kRead) == 0 || (anonymous && rule.needs_username)) continue;
-    if (RuleOverlaps(rule.filter, filter, &client)) return true;
-  }
-  return false;
+  const bool all_denied = AnyDeny(client, [filter](const Rule& rule, const AclIdentity* substitute) {
+    return RuleCovers(rule.filter, filter, substitute);
+  });
+  if (all_denied) return false;
+  return AnyGrant(client, [filter](const Rule& rule, const AclIdentity* substitute) {
+    return (rule.access & kRead) != 0 && RuleOverlaps(rule.filter, filter, substitute);
+  });
 }
 
 }  // namespace estuary::security

@@ -69,7 +69,10 @@ class Acl {
   };
   void Add(RuleList& list, Rule rule);
   const RuleList* OwnRules(const AclIdentity& client) const;
-  bool PatternsApply(const AclIdentity& client) const;
+  template <typename Matches>
+  bool AnyDeny(const AclIdentity& client, Matches&& matches) const;
+  template <typename Take>
+  bool AnyGrant(const AclIdentity& client, Take&& take) const;
 
   RuleList anonymous_;
   std::unordered_map<std::string, RuleList> users_;

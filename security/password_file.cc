@@ -126,28 +126,20 @@ std::string FormatPasswordHash(const PasswordHash& hash) {
 
 Expected<PasswordTable, std::string> ParsePasswordFile(std::string_view text, std::string_view source) {
   PasswordTable table;
-  Expected<void, std::string> failure;
-  ForEachLine(text, [&](size_t number, std::string_view line) {
-    if (!failure) return;
-    auto fail = [&](const std::string& why) {
-      failure = MakeError(std::string(source) + ":" + std::to_string(number) + ": " + why);
-    };
-    line = TrimBlanks(line);
-    if (line.empty() || line[0] == '#') return;
+  auto parsed = ForEachEntry(text, source, [&table](std::string_view line) -> std::string {
     const size_t colon = line.find(':');
-    if (colon == std::string_view::npos) return fail("expected user:hash");
-    const std::string_view user = TrimBlanks(line.substr(0, colon));
-    if (user.empty()) return fail("empty user name");
+    if (colon == std::string_view::npos) return "expected user:hash";
+    const std::string user(TrimBlanks(line.substr(0, colon)));
+    if (user.empty()) return "empty user name";
     auto hash = ParsePasswordHash(TrimBlanks(line.substr(colon + 1)));
     if (!hash) {
-      return fail("user '" + std::string(user) + "': " + hash.error() +
-                  "; hash it with `estuaryctl passwd FILE USER` or `mosquitto_passwd -U FILE`");
+      return "user '" + user + "': " + hash.error() +
+             "; hash it with `estuaryctl passwd FILE USER` or `mosquitto_passwd -U FILE`";
     }
-    if (!table.emplace(std::string(user), std::move(*hash)).second) {
-      return fail("user '" + std::string(user) + "' appears twice");
-    }
+    if (!table.emplace(user, std::move(*hash)).second) return "user '" + user + "' appears twice";
+    return {};
   });
-  if (!failure) return MakeError(failure.error());
+  if (!parsed) return MakeError(parsed.error());
   return table;
 }
 

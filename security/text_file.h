@@ -12,6 +12,14 @@ namespace estuary::security {
 // The whole file, or the system's reason it cannot be read.
 Expected<std::string, std::string> ReadTextFile(const std::string& path);
 
+// `text` without leading and trailing spaces and tabs.
+inline std::string_view TrimBlanks(std::string_view text) {
+  const size_t first = text.find_first_not_of(" \t");
+  if (first == std::string_view::npos) return {};
+  const size_t last = text.find_last_not_of(" \t");
+  return text.substr(first, last - first + 1);
+}
+
 // Calls fn(number, line) for each line, numbered from 1, without its "\n"
 // or "\r\n". A last line without a newline counts; an empty text has none.
 template <typename Fn>
@@ -28,12 +36,23 @@ void ForEachLine(std::string_view text, Fn&& fn) {
   }
 }
 
-// `text` without leading and trailing spaces and tabs.
-inline std::string_view TrimBlanks(std::string_view text) {
-  const size_t first = text.find_first_not_of(" \t");
-  if (first == std::string_view::npos) return {};
-  const size_t last = text.find_last_not_of(" \t");
-  return text.substr(first, last - first + 1);
+// The entries of a password or ACL file: calls fn(line) for each line,
+// trimmed, skipping blank lines and lines starting with '#'. fn returns an
+// error text ("" for none); the first one stops the walk and comes back
+// as "SOURCE:LINE: error".
+template <typename Fn>
+Expected<void, std::string> ForEachEntry(std::string_view text, std::string_view source, Fn&& fn) {
+  std::string error;
+  size_t failed_at = 0;
+  ForEachLine(text, [&](size_t number, std::string_view line) {
+    if (failed_at != 0) return;
+    line = TrimBlanks(line);
+    if (line.empty() || line[0] == '#') return;
+    error = fn(line);
+    if (!error.empty()) failed_at = number;
+  });
+  if (failed_at == 0) return {};
+  return MakeError(std::string(source) + ":" + std::to_string(failed_at) + ": " + error);
 }
 
 }  // namespace estuary::security
