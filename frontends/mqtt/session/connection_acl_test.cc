@@ -5,6 +5,8 @@
 // "<client id>/", and subscribe where it could receive something.
 #include <gtest/gtest.h>
 
+#include <set>
+
 #include "frontends/mqtt/session/connection_test_support.h"
 #include "model/topic.h"
 
@@ -14,9 +16,13 @@ namespace {
 using test_support::Client;
 using test_support::ConnectionTest;
 
+// Topics taken away after CONNECT (as a SIGHUP reload would).
+using Revoked = std::set<std::string, std::less<>>;
+
 class PrefixAccess final : public core::ClientAccess {
  public:
-  explicit PrefixAccess(std::string client_id) : own_(std::move(client_id) + "/") {}
+  PrefixAccess(std::string client_id, const Revoked& revoked)
+      : own_(std::move(client_id) + "/"), revoked_(revoked) {}
   bool MayPublish(std::string_view topic) override { return Allowed(topic); }
   bool MayReceive(std::string_view topic) override { return Allowed(topic); }
   bool MaySubscribe(std::string_view filter) override {
@@ -24,15 +30,19 @@ class PrefixAccess final : public core::ClientAccess {
   }
 
  private:
-  bool Allowed(std::string_view topic) const { return topic.starts_with("open/") || topic.starts_with(own_); }
+  bool Allowed(std::string_view topic) const {
+    return (topic.starts_with("open/") || topic.starts_with(own_)) && revoked_.find(topic) == revoked_.end();
+  }
   std::string own_;
+  const Revoked& revoked_;
 };
 
 class PrefixAuthorizer final : public core::Authorizer {
  public:
   std::shared_ptr<core::ClientAccess> ForClient(const core::ClientIdentity& identity) override {
-    return std::make_shared<PrefixAccess>(identity.client_id);
+    return std::make_shared<PrefixAccess>(identity.client_id, revoked);
   }
+  Revoked revoked;
 };
 
 class ConnectionAclTest : public ConnectionTest {
@@ -121,6 +131,53 @@ TEST_F(ConnectionAclTest, AWillOnAnUnwritableTopicRefusesTheConnect) {
   will.topic = "w2/will";
   ok->Connect("w2", true, {}, 0, will);
   EXPECT_EQ(ok->Expect<ConnackPacket>().reason, ReasonCode::kSuccess);
+}
+
+TEST_F(ConnectionAclTest, AWillIsCheckedAgainWhenPublished) {
+  // The watcher has no rights object (no authorizer), so only the will's
+  // own check can stop the message.
+  auto watcher = std::make_unique<Client>(*broker_, ProtocolVersion::kV5);
+  watcher->Connect("watcher");
+  watcher->Expect<ConnackPacket>();
+  watcher->Subscribe("open/#", 1);
+  watcher->Expect<SubackPacket>();
+  Will will;
+  will.topic = "open/will";
+  will.payload = "gone";
+  for (const bool revoke : {false, true}) {
+    auto client = std::make_unique<Client>(*broker_, ProtocolVersion::kV5, Settings());
+    client->Connect("w", true, {}, 0, will);
+    EXPECT_EQ(client->Expect<ConnackPacket>().reason, ReasonCode::kSuccess);
+    if (revoke) authorizer_.revoked.insert("open/will");
+    client->DropNetwork();
+    Settle();
+    EXPECT_EQ(watcher->Received().size(), revoke ? 0u : 1u) << "revoked: " << revoke;
+  }
+}
+
+// A session whose deliveries were queued while no identity was known (here:
+// its last connection had no authorizer; in production, a session recovered
+// from --data-dir) gets them checked before they are sent.
+TEST_F(ConnectionAclTest, DeliveriesQueuedUncheckedAreCheckedBeforeSending) {
+  Properties session;
+  session.session_expiry_interval = 600;
+  auto before = std::make_unique<Client>(*broker_, ProtocolVersion::kV5);  // no authorizer
+  before->Connect("alice", false, session);
+  before->Expect<ConnackPacket>();
+  before->Subscribe("#", 1);
+  before->Expect<SubackPacket>();
+  before->DropNetwork();
+  auto publisher = Connected("pub");
+  publisher->Publish("pub/private", "not alice's", 1, 1);
+  publisher->Publish("open/news", "everyone's", 1, 2);
+  Settle();
+  auto resumed = std::make_unique<Client>(*broker_, ProtocolVersion::kV5, Settings());
+  resumed->Connect("alice", false, session);
+  Settle();
+  auto packets = resumed->Received();
+  ASSERT_EQ(packets.size(), 2u);
+  EXPECT_TRUE(std::holds_alternative<ConnackPacket>(packets[0]));
+  EXPECT_EQ(std::get<PublishPacket>(packets[1]).topic, "open/news");
 }
 
 }  // namespace
