@@ -32,15 +32,22 @@ void AclClient::Refresh() {
   generation_ = store_.generation();
   acl_ = store_.current();
   cache_.clear();
+  last_ = nullptr;
 }
 
 uint8_t AclClient::Bits(std::string_view topic) {
   if (store_.generation() != generation_) Refresh();
-  if (auto it = cache_.find(topic); it != cache_.end()) return it->second;
-  const uint8_t bits = acl_->Decide(identity(), topic);
-  if (cache_.size() >= kMaxCachedTopics) cache_.clear();
-  cache_.emplace(std::string(topic), bits);
-  return bits;
+  // Most clients publish to, or receive, the same topic again and again:
+  // comparing with the last one is cheaper than hashing it.
+  if (last_ != nullptr && last_->first == topic) return last_->second;
+  auto it = cache_.find(topic);
+  if (it == cache_.end()) {
+    const uint8_t bits = acl_->Decide(identity(), topic);
+    if (cache_.size() >= kMaxCachedTopics) cache_.clear();
+    it = cache_.emplace(std::string(topic), bits).first;
+  }
+  last_ = &*it;  // map nodes stay put until erased: cleared together with last_
+  return it->second;
 }
 
 bool AclClient::MaySubscribe(std::string_view filter) {

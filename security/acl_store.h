@@ -69,6 +69,7 @@ class AclClient {
   std::shared_ptr<const Acl> acl_;
   uint64_t generation_ = 0;
   std::unordered_map<std::string, uint8_t, StringHash, std::equal_to<>> cache_;
+  const std::pair<const std::string, uint8_t>* last_ = nullptr;  // the last topic asked about, in cache_
 };
 
 }  // namespace estuary::security
