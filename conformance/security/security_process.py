@@ -15,7 +15,8 @@ AMQP. Checks, each printed as "ok: ..." or "FAIL: ...":
     3.1.1; a will on a topic the client may not write refuses the CONNECT,
     an allowed will is published when the client dies;
   - AMQP: a receiver on an unreadable source and a sender to an unwritable
-    target are refused with amqp:unauthorized-access;
+    target are refused with amqp:unauthorized-access, and an anonymous
+    relay's message to an unwritable `to` is rejected;
   - SIGHUP under a connected client: new rules apply to its next publish, a
     user added with `estuaryctl passwd` can log in, a broken ACL file keeps
     the rules in force;
@@ -279,8 +280,8 @@ def check_wills(broker):
 
 def check_amqp(broker):
     try:
-        from proton import ConnectionException, LinkException
-        from proton.utils import BlockingConnection
+        from proton import ConnectionException, LinkException, Message
+        from proton.utils import BlockingConnection, SendException
     except ImportError:
         print("skip: python3-qpid-proton is not installed")
         return
@@ -304,6 +305,16 @@ def check_amqp(broker):
                   % (what, str(error).splitlines()[0]))
     receiver = connection.create_receiver("alice/amqp")
     check(receiver is not None, "AMQP receiver from a readable source is attached")
+    relay = connection.create_sender(None)  # anonymous relay: each message's `to` is checked
+    try:
+        relay.send(Message(address="other/x", body="no"))
+        check(False, "AMQP anonymous relay: a message to an unwritable `to` is rejected")
+    except SendException as error:
+        check(True, "AMQP anonymous relay: a message to an unwritable `to` is rejected (%s)" % error)
+    relay.send(Message(address="alice/amqp", body="yes"))
+    message = receiver.receive(timeout=DEADLINE)
+    receiver.accept()
+    check(message.body == "yes", "AMQP anonymous relay: a message to a writable `to` is delivered")
     connection.close()
 
 
