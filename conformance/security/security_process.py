@@ -21,7 +21,8 @@ AMQP. Checks, each printed as "ok: ..." or "FAIL: ...":
     user added with `estuaryctl passwd` can log in, a broken ACL file keeps
     the rules in force;
   - estuaryctl passwd's file is accepted by Mosquitto's own broker too,
-    when /usr/sbin/mosquitto is there.
+    when /usr/sbin/mosquitto is there; on a terminal (a pty) it asks twice
+    without echo and refuses two different answers.
 
 Every wait is on an observed event with a deadline; nothing sleeps.
 
@@ -367,6 +368,52 @@ def check_reload(broker, log_file, acl_file, password_file):
     watcher.close()
 
 
+def check_ctl_on_a_terminal():
+    """estuaryctl passwd on a terminal: asks twice, echoes nothing, refuses a mismatch."""
+    import pty
+    file = path("tty-passwords")
+
+    def converse(answers):
+        pid, fd = pty.fork()
+        if pid == 0:
+            os.execv(ESTUARYCTL, [ESTUARYCTL, "passwd", file, "tina"])
+        seen = b""
+        for prompt, answer in answers:
+            deadline = time.monotonic() + DEADLINE
+            while prompt not in seen and time.monotonic() < deadline:
+                if select_readable(fd, deadline - time.monotonic()):
+                    try:
+                        seen += os.read(fd, 1024)
+                    except OSError:
+                        break
+            os.write(fd, answer)
+        deadline = time.monotonic() + DEADLINE
+        while select_readable(fd, deadline - time.monotonic()):
+            try:
+                chunk = os.read(fd, 1024)
+            except OSError:
+                break
+            if not chunk:
+                break
+            seen += chunk
+        _, status = os.waitpid(pid, 0)
+        return os.waitstatus_to_exitcode(status), seen.decode(errors="replace")
+
+    status, seen = converse([(b"Password: ", b"tty-secret\n"), (b"Reenter password: ", b"tty-secret\n")])
+    check(status == 0 and "tty-secret" not in seen and os.path.exists(file),
+          "estuaryctl passwd on a terminal asks twice without echo (%d, %r)" % (status, seen))
+    status, seen = converse([(b"Password: ", b"one\n"), (b"Reenter password: ", b"two\n")])
+    check(status == 1 and "do not match" in seen, "estuaryctl passwd refuses two different answers (%r)" % seen)
+
+
+def select_readable(fd, timeout):
+    if timeout <= 0:
+        return False
+    selector = selectors.DefaultSelector()
+    selector.register(fd, selectors.EVENT_READ)
+    return bool(selector.select(timeout))
+
+
 def free_port():
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
@@ -427,6 +474,7 @@ def main():
         status = broker.stop()
     check(status == 0, "estuaryd exited 0 on SIGTERM")
     check_mosquitto_reads_our_file(password_file)
+    check_ctl_on_a_terminal()
     shutil.rmtree(WORK, ignore_errors=True)
     if FAILURES:
         print("%d failure(s)" % len(FAILURES))
