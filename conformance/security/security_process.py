@@ -396,8 +396,21 @@ def check_ctl_on_a_terminal():
             if not chunk:
                 break
             seen += chunk
-        _, status = os.waitpid(pid, 0)
-        return os.waitstatus_to_exitcode(status), seen.decode(errors="replace")
+        status = None
+
+        def reaped():
+            nonlocal status
+            done, code = os.waitpid(pid, os.WNOHANG)
+            if done == pid:
+                status = os.waitstatus_to_exitcode(code)
+            return status is not None
+        try:
+            wait_for("estuaryctl passwd to exit", reaped)
+        except AssertionError:  # never a hang: killed after DEADLINE
+            os.kill(pid, signal.SIGKILL)
+            os.waitpid(pid, 0)
+            status = -9
+        return status, seen.decode(errors="replace")
 
     status, seen = converse([(b"Password: ", b"tty-secret\n"), (b"Reenter password: ", b"tty-secret\n")])
     check(status == 0 and "tty-secret" not in seen and os.path.exists(file),

@@ -18,19 +18,21 @@
 namespace estuary::ctl {
 namespace {
 
-// One line from the terminal with echo off; nullopt at end of input.
+// One line from the terminal with echo off; nullopt at end of input. Echo
+// goes off before the prompt appears, and at once (TCSANOW: TCSAFLUSH would
+// throw away an answer typed right after the prompt).
 std::optional<std::string> AskHidden(const char* prompt, std::istream& in, std::ostream& err) {
-  err << prompt << std::flush;
   termios saved{};
   const bool restore = tcgetattr(STDIN_FILENO, &saved) == 0;
   if (restore) {
     termios quiet = saved;
     quiet.c_lflag &= ~static_cast<tcflag_t>(ECHO);
-    tcsetattr(STDIN_FILENO, TCSAFLUSH, &quiet);
+    tcsetattr(STDIN_FILENO, TCSANOW, &quiet);
   }
+  err << prompt << std::flush;
   std::string line;
   const bool got = static_cast<bool>(std::getline(in, line));
-  if (restore) tcsetattr(STDIN_FILENO, TCSAFLUSH, &saved);
+  if (restore) tcsetattr(STDIN_FILENO, TCSANOW, &saved);
   err << "\n";
   if (!got) return std::nullopt;
   return line;
