@@ -16,7 +16,7 @@ PACKAGES=(
   libspdlog-dev libfmt-dev libcli11-dev libtomlplusplus-dev
   nlohmann-json3-dev libssl-dev libxxhash-dev libexpected-dev
   mosquitto mosquitto-clients python3 python3-paho-mqtt
-  curl procps iproute2 iputils-arping
+  curl procps iproute2 iputils-arping nftables
   python3-uamqp python3-qpid-proton
   haproxy rabbitmq-server
 )
@@ -38,14 +38,9 @@ if [[ $(id -u) -ne 0 ]]; then SUDO="sudo"; fi
 echo "install-deps: installing ${missing[*]}"
 $SUDO apt-get update
 DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y --no-install-recommends "${missing[@]}"
-# The Debian mosquitto package starts a system broker on 1883; Estuary's
-# scripts start their own on free ports, so keep the system one out of the way.
-if command -v systemctl >/dev/null 2>&1; then
-  $SUDO systemctl disable --now mosquitto >/dev/null 2>&1 || true
-  $SUDO systemctl disable --now rabbitmq-server >/dev/null 2>&1 || true
-  $SUDO systemctl disable --now haproxy >/dev/null 2>&1 || true
-fi
-# Without systemd the packages' init scripts may still have started them.
-$SUDO pkill -x mosquitto >/dev/null 2>&1 || true
-$SUDO pkill -x haproxy >/dev/null 2>&1 || true
-
+# The Debian mosquitto, haproxy and rabbitmq-server packages may start
+# system services (mosquitto on 1883, rabbitmq on 5672). They are left as
+# they are: this script never stops or disables a program it did not
+# start. Estuary's tests, scripts and benchmarks start their own peer
+# brokers on free ports and stop them by PID, and estuaryd refuses a port
+# that is taken with a one-line error (use --mqtt/--amqp HOST:PORT).

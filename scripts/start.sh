@@ -14,17 +14,48 @@
 #                 LB_HEARTBEAT_PORT (7946, and +1)
 #                 DATA_DIR (./estuary-data: the secret, logs, node-N data folders)
 #                 BUILD_DIR (build)
+#                 ESTUARYD_FLAGS (none)  more estuaryd flags for every node,
+#                                        e.g. "--queue-overflow reject"
+#
+# A port that something else already listens on (a system Mosquitto on
+# 1883, RabbitMQ on 5672) is named and the script exits 2 before anything
+# starts: choose other ports with the variables above. Nothing running is
+# stopped or changed.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+
+nodes=${NODES:-3}
+taken=()
+check_port() {  # NAME PORT: taken if something accepts on 127.0.0.1:PORT
+  if (exec 3<>"/dev/tcp/127.0.0.1/$2") 2>/dev/null; then taken+=("$2 ($1)"); fi
+}
+check_port MQTT_PORT "${MQTT_PORT:-1883}"
+check_port AMQP_PORT "${AMQP_PORT:-5672}"
+check_port MQTT_PORT2 "${MQTT_PORT2:-1884}"
+check_port AMQP_PORT2 "${AMQP_PORT2:-5673}"
+for ((k = 0; k < nodes; k++)); do
+  check_port NODE_MQTT_PORT $((${NODE_MQTT_PORT:-11883} + k))
+  check_port NODE_AMQP_PORT $((${NODE_AMQP_PORT:-15672} + k))
+  check_port ADMIN_PORT $((${ADMIN_PORT:-8080} + k))
+  check_port CLUSTER_PORT $((${CLUSTER_PORT:-7000} + k))
+done
+if ((${#taken[@]} > 0)); then
+  echo "start.sh: port(s) already in use on 127.0.0.1: ${taken[*]}; set the variable named to a free port" \
+       "(e.g. MQTT_PORT=2883 AMQP_PORT=6672 ./scripts/start.sh)" >&2
+  exit 2
+fi
+
 ./scripts/install-deps.sh
 ./scripts/build.sh
 
 BIN=${BUILD_DIR:-build}/bin
-exec "$BIN"/estuary-cluster start --nodes "${NODES:-3}" --dir "${DATA_DIR:-./estuary-data}" \
+# ESTUARYD_FLAGS is split into words on purpose: several flags in one variable.
+# shellcheck disable=SC2086
+exec "$BIN"/estuary-cluster start --nodes "$nodes" --dir "${DATA_DIR:-./estuary-data}" \
   --storage bitcask --sync always --balancers \
   --mqtt-base "${NODE_MQTT_PORT:-11883}" --amqp-base "${NODE_AMQP_PORT:-15672}" \
   --admin-base "${ADMIN_PORT:-8080}" --cluster-base "${CLUSTER_PORT:-7000}" \
   --lb-mqtt "${MQTT_PORT:-1883}" --lb-amqp "${AMQP_PORT:-5672}" \
   --lb-mqtt2 "${MQTT_PORT2:-1884}" --lb-amqp2 "${AMQP_PORT2:-5673}" \
   --lb-heartbeat "${LB_HEARTBEAT_PORT:-7946}" \
-  -- --log-level info
+  -- --log-level info ${ESTUARYD_FLAGS:-}

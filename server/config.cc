@@ -21,14 +21,24 @@ void AddLimits(CLI::App& app, core::BrokerLimits& limits) {
       ->capture_default_str()
       ->check(CLI::Range(16u, 268435455u));
   app.add_option("--max-queued-messages", limits.session.max_queued_messages,
-                 "Messages queued per session before new ones are dropped")
+                 "Messages queued per session; then --queue-overflow decides")
       ->capture_default_str();
   app.add_option("--max-queued-bytes", limits.session.max_queued_bytes,
-                 "Bytes queued per session before new messages are dropped")
+                 "Bytes queued per session; then --queue-overflow decides")
       ->capture_default_str();
   app.add_option("--queue-qos0-offline", limits.session.queue_qos0_offline,
                  "Queue QoS 0 messages for offline persistent sessions")
       ->capture_default_str();
+  app.add_option_function<std::string>(
+         "--queue-overflow",
+         [&limits](const std::string& name) { limits.session.queue_overflow = *core::ParseQueueOverflow(name); },
+         "A full session queue (--max-queued-messages/-bytes) drops the new message (drop-new), drops its "
+         "oldest queued one (drop-oldest), or drops the new one and answers a QoS 1/2 publisher with "
+         "PUBACK/PUBREC 0x97 (MQTT 5) or rejected (AMQP) (reject; MQTT 3.1.1 publishers are acknowledged, "
+         "counted in estuary_publishes_acknowledged_queue_full_total). Either way, counted in "
+         "estuary_queue_full_dropped*_total")
+      ->check(CLI::IsMember({"drop-new", "drop-oldest", "reject"}))
+      ->default_str(std::string(core::QueueOverflowName(limits.session.queue_overflow)));
   app.add_option("--receive-maximum", limits.receive_maximum,
                  "Inbound QoS 1/2 publishes in flight per client")
       ->capture_default_str()

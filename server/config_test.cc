@@ -138,6 +138,23 @@ TEST_F(ConfigFileTest, SharedStrategyAndRedeliveryDelayFromFileOrFlag) {
   EXPECT_TRUE(std::holds_alternative<ExitRequest>(Parse({"--shared-redelivery-delay", "-2"})));
 }
 
+// Issue 27, point 3.
+TEST_F(ConfigFileTest, Issue27QueueOverflowFromFileOrFlag) {
+  auto defaults = Parse({});
+  ASSERT_TRUE(std::holds_alternative<NodeConfig>(defaults));
+  EXPECT_EQ(std::get<NodeConfig>(defaults).limits.session.queue_overflow, core::QueueOverflow::kDropNew);
+  const std::string path = Write("queue-overflow = \"reject\"\n");
+  auto from_file = Parse({"--config", path.c_str()});
+  ASSERT_TRUE(std::holds_alternative<NodeConfig>(from_file));
+  EXPECT_EQ(std::get<NodeConfig>(from_file).limits.session.queue_overflow, core::QueueOverflow::kReject);
+  auto from_flag = Parse({"--config", path.c_str(), "--queue-overflow", "drop-oldest"});
+  ASSERT_TRUE(std::holds_alternative<NodeConfig>(from_flag));
+  EXPECT_EQ(std::get<NodeConfig>(from_flag).limits.session.queue_overflow, core::QueueOverflow::kDropOldest);
+  auto bad = Parse({"--queue-overflow", "drop-all"});
+  ASSERT_TRUE(std::holds_alternative<ExitRequest>(bad));
+  EXPECT_EQ(std::get<ExitRequest>(bad).status, 2);
+}
+
 TEST_F(ConfigFileTest, PartitionedGroupsFromFileOrFlags) {
   auto defaults = Parse({});
   ASSERT_TRUE(std::holds_alternative<NodeConfig>(defaults));

@@ -79,9 +79,11 @@ stop_broker() {
   unset "BROKER_PID[$1]" "CPU_PID[$1]"
 }
 
+EPMD_PID=
 cleanup() {
   local broker
   for broker in "${!BROKER_PID[@]}"; do stop_broker "$broker"; done
+  if [[ -n $EPMD_PID ]]; then stop_pid "$EPMD_PID" 5; fi
   rm -rf "$WORK"
 }
 trap cleanup EXIT
@@ -117,10 +119,24 @@ start_rabbitmq() {
     log "RabbitMQ is not installed ($RABBITMQ_SERVER; Debian package rabbitmq-server): skipping it"
     return 1
   fi
-  local dir=$WORK/rabbitmq port dist_port
+  local dir=$WORK/rabbitmq port dist_port epmd_port
   mkdir -p "$dir"
   port=$(free_port)
   dist_port=$(free_port)
+  # The Erlang VM registers with an epmd: its own, on a free port, started
+  # here and stopped by its PID, never a system one on 4369 (which a
+  # system RabbitMQ would share, and which would outlive this script).
+  epmd_port=$(free_port)
+  epmd -port "$epmd_port" >"$dir/epmd.log" 2>&1 </dev/null &
+  EPMD_PID=$!
+  local waited=0
+  until (exec 3<>"/dev/tcp/127.0.0.1/$epmd_port") 2>/dev/null; do
+    if ! kill -0 "$EPMD_PID" 2>/dev/null || ((waited++ > 200)); then
+      log "epmd did not start on port $epmd_port: $(head -c 300 "$dir/epmd.log")"
+      return 1
+    fi
+    sleep 0.05
+  done
   echo '[rabbitmq_amqp1_0].' >"$dir/enabled_plugins"
   cat >"$dir/rabbitmq.conf" <<EOF
 listeners.tcp.1 = 127.0.0.1:$port
@@ -128,6 +144,7 @@ EOF
   : >"$dir/rabbitmq-env.conf"
   local env=(RABBITMQ_NODENAME="ebench-$$@localhost" RABBITMQ_USE_LONGNAME=false
              RABBITMQ_NODE_IP_ADDRESS=127.0.0.1 RABBITMQ_NODE_PORT="$port" RABBITMQ_DIST_PORT="$dist_port"
+             ERL_EPMD_PORT="$epmd_port"
              RABBITMQ_MNESIA_BASE="$dir/mnesia" RABBITMQ_LOG_BASE="$dir/log" RABBITMQ_LOGS=-
              RABBITMQ_ENABLED_PLUGINS_FILE="$dir/enabled_plugins" RABBITMQ_CONFIG_FILE="$dir/rabbitmq.conf"
              RABBITMQ_CONF_ENV_FILE="$dir/rabbitmq-env.conf" RABBITMQ_PID_FILE="$RABBITMQ_BEAM_PID_FILE")

@@ -65,21 +65,26 @@ void ShardBroker::AfterDurable(std::function<void()> fn) {
   }
 }
 
-uint64_t ShardBroker::BeginSafe(std::function<void()> on_safe) {
+uint64_t ShardBroker::BeginSafe(SafeWaiter waiter) {
   const uint64_t token = next_safe_token_++;
-  safe_waiters_.emplace(token, std::make_pair(1u, std::move(on_safe)));
+  safe_waiters_.emplace(token, std::move(waiter));
   return token;
 }
 
-void ShardBroker::AddSafeStep(uint64_t token) { ++safe_waiters_.at(token).first; }
+void ShardBroker::AddSafeStep(uint64_t token) { ++safe_waiters_.at(token).steps; }
 
-void ShardBroker::OnForwardSafe(uint64_t token) {
+void ShardBroker::OnForwardSafe(uint64_t token, bool full) {
   auto it = safe_waiters_.find(token);
   if (it == safe_waiters_.end()) return;
-  if (--it->second.first != 0) return;
-  auto on_safe = std::move(it->second.second);
+  it->second.full = it->second.full || full;
+  if (--it->second.steps != 0) return;
+  SafeWaiter waiter = std::move(it->second);
   safe_waiters_.erase(it);
-  on_safe();
+  if (waiter.full && waiter.on_full) {
+    waiter.on_full();
+  } else {
+    waiter.on_safe();
+  }
 }
 
 void ShardBroker::PersistRetained(const Message& message) {
@@ -123,7 +128,7 @@ Expected<ShardBroker::RecoveryCounts, std::string> ShardBroker::Recover() {
 }
 
 void ShardBroker::RestoreSession(store::RecoveredSession& recovered, RecoveryCounts& counts, bool hold_will) {
-  auto owned = std::make_unique<Session>(recovered.client_id);
+  auto owned = std::make_unique<Session>(recovered.client_id, NewGeneration());
   Session& session = *owned;
   sessions_.emplace(recovered.client_id, std::move(owned));
   ShardMetrics::Add(metrics_.sessions);
@@ -162,7 +167,7 @@ void ShardBroker::RestoreSession(store::RecoveredSession& recovered, RecoveryCou
   }
   if (hold_will) {
     unconfirmed_.push_back(recovered.client_id);
-    recovered_seq_end_[recovered.client_id] = session.store_seq_mark();
+    recovered_seq_end_[recovered.client_id] = Unconfirmed{session.store_seq_mark(), session.generation()};
     will_delay_ms = -1;  // armed by ConfirmRecovered
   }
   std::optional<int64_t> expiry_ms;
@@ -171,15 +176,10 @@ void ShardBroker::RestoreSession(store::RecoveredSession& recovered, RecoveryCou
   }
   // Armed after the first loop iteration has applied the other shards'
   // recovered routes, so a will published at once still reaches them.
-  const std::string client_id = recovered.client_id;
-  std::weak_ptr<int> alive = lifetime_;
-  loop_.Post([this, alive, client_id, will_delay_ms, expiry_ms] {
-    if (!alive.lock()) return;
-    Session* current = FindSession(client_id);
-    if (current == nullptr || current->connected()) return;
-    if (will_delay_ms >= 0) ScheduleWill(*current, will_delay_ms);
-    if (expiry_ms) ScheduleExpiry(*current, expiry_ms);
-  });
+  loop_.Post(BoundToGeneration(session, [this, will_delay_ms, expiry_ms](Session& current) {
+    if (will_delay_ms >= 0) ScheduleWill(current, will_delay_ms);
+    if (expiry_ms) ScheduleExpiry(current, expiry_ms);
+  }));
 }
 
 void ShardBroker::LostToAnotherNode(const std::string& client_id) {
@@ -201,7 +201,12 @@ void ShardBroker::ConfirmRecovered(const std::string& client_id, bool ours) {
   // Still this node's after its restart: what this node's earlier process
   // handed it is settled (its client may be back already).
   if (session != nullptr && ours) ReportGroupSessionArrived(*session);
-  if (session == nullptr || session->connected()) return;  // gone, or its client is back
+  // Gone, or its client is back (the attach made its own claim, and its
+  // disconnect armed its timers), or another copy replaced it: the answer
+  // was about the session as recovered.
+  if (session == nullptr || recovered_mark.empty() || session->generation() != recovered_mark.mapped().generation) {
+    return;
+  }
   if (ours) {
     ScheduleSharedRedelivery(*session);
     if (session->will()) {
@@ -211,15 +216,15 @@ void ShardBroker::ConfirmRecovered(const std::string& client_id, bool ours) {
     }
     return;
   }
-  session->NextGeneration();
+  Renew(*session);  // its timers (expiry) no longer act
   session->will().reset();
   // Shared-group messages it was given since the restart (its routes were
   // back, so its groups picked it) are no other member's yet: they go to
   // another member. What it recovered, the node now serving the session
   // holds too.
   std::vector<Delivery> since_restart;
-  if (!recovered_mark.empty()) {
-    const uint64_t end = recovered_mark.mapped();
+  {
+    const uint64_t end = recovered_mark.mapped().seq_end;
     const size_t queued_before = session->queued_messages();
     since_restart = session->TakeDeliveries(
         [end](const Delivery& delivery) { return delivery.shared_key != nullptr && delivery.store_seq > end; },

@@ -3,13 +3,39 @@
 // (server/config.h maps them from TOML and flags).
 #include <cstddef>
 #include <cstdint>
+#include <optional>
+#include <string_view>
 
 namespace estuary::core {
+
+// What a session's full queue does with a message for it (--queue-overflow,
+// docs/configuration.md "Full queues"): drop the new one (the default), drop
+// the oldest queued one to make room, or drop the new one and tell its
+// publisher (MQTT 5 QoS 1/2: PUBACK/PUBREC 0x97; AMQP: rejected,
+// amqp:resource-limit-exceeded).
+enum class QueueOverflow : uint8_t { kDropNew, kDropOldest, kReject };
+
+// "drop-new", "drop-oldest", "reject" (the flag's values).
+inline std::optional<QueueOverflow> ParseQueueOverflow(std::string_view name) {
+  if (name == "drop-new") return QueueOverflow::kDropNew;
+  if (name == "drop-oldest") return QueueOverflow::kDropOldest;
+  if (name == "reject") return QueueOverflow::kReject;
+  return std::nullopt;
+}
+inline std::string_view QueueOverflowName(QueueOverflow overflow) {
+  switch (overflow) {
+    case QueueOverflow::kDropOldest: return "drop-oldest";
+    case QueueOverflow::kReject: return "reject";
+    case QueueOverflow::kDropNew: break;
+  }
+  return "drop-new";
+}
 
 struct SessionLimits {
   size_t max_queued_messages = 1000;       // per session, queued (not in flight)
   size_t max_queued_bytes = 64 * 1024 * 1024;
   bool queue_qos0_offline = false;         // keep QoS 0 for offline sessions
+  QueueOverflow queue_overflow = QueueOverflow::kDropNew;
 };
 
 struct BrokerLimits {

@@ -10,11 +10,16 @@ struct ShardMetrics {
   std::atomic<uint64_t> connections{0};         // open network connections
   std::atomic<uint64_t> connections_total{0};   // accepted since start
   std::atomic<uint64_t> sessions{0};            // sessions held (online + offline)
+  std::atomic<uint64_t> sessions_expired{0};    // offline sessions ended by their expiry interval
   std::atomic<uint64_t> messages_in{0};         // PUBLISH received from clients
   std::atomic<uint64_t> messages_out{0};        // PUBLISH sent to clients
   std::atomic<uint64_t> bytes_in{0};
   std::atomic<uint64_t> bytes_out{0};
   std::atomic<uint64_t> messages_dropped{0};    // queue limits, expiry, too large
+  std::atomic<uint64_t> queue_full_dropped{0};         // new messages a full session queue refused (drop-new, reject)
+  std::atomic<uint64_t> queue_full_dropped_oldest{0};  // queued messages dropped for newer ones (drop-oldest)
+  std::atomic<uint64_t> publishes_rejected_queue_full{0};      // reject: MQTT 5 0x97 and AMQP rejected answers
+  std::atomic<uint64_t> publishes_acknowledged_queue_full{0};  // reject: MQTT 3.1.1 publishes acknowledged anyway
   std::atomic<uint64_t> queued_messages{0};     // waiting in session queues
   std::atomic<uint64_t> inflight_messages{0};   // sent, unacknowledged
   std::atomic<uint64_t> subscriptions{0};

@@ -18,13 +18,8 @@
 namespace estuary::core {
 namespace {
 
+using test_support::NullSink;
 using test_support::QueueLink;
-
-class NullSink final : public SessionSink {
- public:
-  void OnDeliveriesReady() override {}
-  void OnDetached(DetachReason) override {}
-};
 
 // The agent as the shard sees it: records appends and handoff answers.
 class QueuePort final : public ClusterPort {

@@ -1,11 +1,12 @@
 #pragma once
 // Test support: a ShardLink that carries cross-shard work in one thread, in
 // order, when the test says so (RunAll), for tests that drive several
-// ShardBrokers on one simulated loop.
+// ShardBrokers on one simulated loop; a null session sink and cluster port.
 #include <cstddef>
 #include <cstdint>
 #include <deque>
 #include <functional>
+#include <string>
 #include <utility>
 #include <vector>
 
@@ -31,6 +32,24 @@ class QueueLink final : public ShardLink {
 
  private:
   std::deque<std::pair<uint16_t, std::function<void(ShardBroker&)>>> queue_;
+};
+
+// A session's connection that does nothing.
+class NullSink final : public SessionSink {
+ public:
+  void OnDeliveriesReady() override {}
+  void OnDetached(DetachReason) override {}
+};
+
+// A cluster port that takes everything and does nothing: the broker acts
+// as a cluster node's (it holds recovered sessions for ConfirmRecovered).
+class QuietPort final : public ClusterPort {
+ public:
+  void RouteChanged(const RouteUpdate&) override {}
+  void Forward(uint16_t, NodeForward) override {}
+  void RetainedPublished(const MessagePtr&) override {}
+  void ClientAttached(const std::string&) override {}
+  void ForwardSafe(uint16_t, uint64_t) override {}
 };
 
 }  // namespace estuary::core::test_support

@@ -16,17 +16,22 @@ constexpr size_t kStageAhead = 1024;
 
 }  // namespace
 
-bool Session::Enqueue(Delivery delivery, const SessionLimits& limits) {
+Session::EnqueueResult Session::Enqueue(Delivery delivery, const SessionLimits& limits) {
+  EnqueueResult result;
   if (delivery.qos == QoS::kAtMostOnce && !connected() && !limits.queue_qos0_offline) {
     ++dropped_;
-    return false;
+    return result;
   }
   const size_t bytes = delivery.message->ApproximateBytes();
-  const size_t stretch = connected() ? size_t{kForwardWindow} * paused_publishers_.size() : 0;
-  if (queue_.size() >= limits.max_queued_messages + stretch ||
-      queued_bytes_ + bytes > limits.max_queued_bytes) {
-    ++dropped_;
-    return false;
+  while (OverLimits(bytes, limits)) {
+    // One message larger than the byte limit never fits, whatever goes.
+    if (limits.queue_overflow != QueueOverflow::kDropOldest || bytes > limits.max_queued_bytes ||
+        !DropOldestUnstaged()) {
+      ++dropped_;
+      result.full = true;
+      return result;
+    }
+    ++result.dropped_oldest;
   }
   queued_bytes_ += bytes;
   if (durable() && delivery.qos != QoS::kAtMostOnce) {
@@ -34,7 +39,29 @@ bool Session::Enqueue(Delivery delivery, const SessionLimits& limits) {
     store_->PutQueued(client_id_, delivery.store_seq, delivery);
   }
   queue_.push_back(std::move(delivery));
-  return true;
+  result.queued = true;
+  return result;
+}
+
+bool Session::OverLimits(size_t more_bytes, const SessionLimits& limits) const {
+  const size_t stretch = connected() ? size_t{kForwardWindow} * paused_publishers_.size() : 0;
+  return queue_.size() >= limits.max_queued_messages + stretch || queued_bytes_ + more_bytes > limits.max_queued_bytes;
+}
+
+// The oldest queued delivery a connection has not been promised yet: past
+// the staged ones (their packet ids and in-flight records exist), and not
+// one whose group queue hand is still open (the queue counts it handed).
+bool Session::DropOldestUnstaged() {
+  for (size_t index = static_cast<size_t>(staged_end_ - queue_base_); index < queue_.size(); ++index) {
+    if (queue_[index].hand_pending) continue;
+    const auto position = queue_.begin() + static_cast<std::ptrdiff_t>(index);
+    queued_bytes_ -= position->message->ApproximateBytes();
+    if (durable() && position->store_seq != 0) store_->DeleteQueued(client_id_, position->store_seq);
+    queue_.erase(position);
+    ++dropped_;
+    return true;
+  }
+  return false;
 }
 
 Delivery Session::PopQueued() {

@@ -113,7 +113,9 @@ struct WillMessage {
 
 class Session {
  public:
-  explicit Session(std::string client_id) : client_id_(std::move(client_id)) {}
+  // `generation`: unique on the owning shard (ShardBroker::NewGeneration).
+  Session(std::string client_id, uint64_t generation)
+      : client_id_(std::move(client_id)), incarnation_(generation), generation_(generation) {}
   ~Session() {
     if (self_) *self_ = nullptr;
   }
@@ -131,12 +133,20 @@ class Session {
   // Subscriptions keyed by the filter as the client sent it ($share/.. kept).
   std::map<std::string, SubscriptionOptions>& subscriptions() { return subscriptions_; }
 
-  // Queues a delivery. Returns false (and drops it) when the queue limits
-  // are reached; QoS 0 is dropped while no connection is attached unless
-  // limits.queue_qos0_offline. While connected, publishers paused by this
-  // session may still have kForwardWindow forwards each in flight: the
-  // message limit stretches by that much, which their pause bounds.
-  bool Enqueue(Delivery delivery, const SessionLimits& limits);
+  // Queues a delivery, unless the queue limits are reached: then, by
+  // limits.queue_overflow, the new one is dropped (full), or (drop-oldest)
+  // the oldest queued ones not yet staged for sending (nor waiting for a
+  // group queue's hand) make room. QoS 0 is dropped while no connection is
+  // attached unless limits.queue_qos0_offline. While connected, publishers
+  // paused by this session may still have kForwardWindow forwards each in
+  // flight: the message limit stretches by that much, which their pause
+  // bounds.
+  struct EnqueueResult {
+    bool queued = false;
+    bool full = false;            // not queued: the queue was at its limits
+    uint32_t dropped_oldest = 0;  // queued after dropping this many of the oldest
+  };
+  EnqueueResult Enqueue(Delivery delivery, const SessionLimits& limits);
   // On a durable session with a connection: only a head whose staging is
   // durable (see above); stages more as a side effect.
   bool HasQueued();
@@ -238,10 +248,16 @@ class Session {
   bool OfferedBefore(const MessageId& id, int64_t now_ms);
 
   uint64_t dropped_messages() const { return dropped_; }
-  // A generation counter so timers set for an old disconnect can tell the
-  // session was resumed in between.
+  // What a deferred action was armed for (ShardBroker::BoundToGeneration,
+  // issue 27). Both are drawn from one counter per shard, so no two
+  // sessions of a shard ever share a value, even under one client id: the
+  // incarnation names this Session (a clean start or an adopted copy is
+  // another one) and never changes; the generation changes at every attach
+  // and disconnect, so a timer armed at a disconnect acts only if nothing
+  // happened to the session since.
+  uint64_t incarnation() const { return incarnation_; }
   uint64_t generation() const { return generation_; }
-  void NextGeneration() { ++generation_; }
+  void Renew(uint64_t generation) { generation_ = generation; }
 
  private:
   std::string client_id_;
@@ -258,7 +274,8 @@ class Session {
   std::optional<WillMessage> will_;
   std::set<FlowRef> paused_publishers_;
   uint64_t dropped_ = 0;
-  uint64_t generation_ = 0;
+  uint64_t incarnation_;
+  uint64_t generation_;
   struct MessageIdHash {
     size_t operator()(const MessageId& id) const {
       return std::hash<uint64_t>()(id.timestamp * 0x9E3779B97F4A7C15ull ^ (uint64_t{id.sequence} << 16 | id.node));
@@ -289,6 +306,8 @@ class Session {
   void Restage(size_t index);
   void DropUnclaimed();
   void ForgetOffered(const std::vector<Delivery>& taken);
+  bool OverLimits(size_t more_bytes, const SessionLimits& limits) const;
+  bool DropOldestUnstaged();
   void ResetStaging(uint64_t from);
   static InflightPhase PhaseFor(QoS qos);
   uint16_t FreshPacketId();

@@ -87,7 +87,7 @@ ShardBroker::AttachResult ShardBroker::Attach(const std::string& client_id, bool
   }
   const bool present = session != nullptr;
   if (session == nullptr) {
-    auto owned = std::make_unique<Session>(client_id);
+    auto owned = std::make_unique<Session>(client_id, NewGeneration());
     session = owned.get();
     session->set_store(store_.get());
     sessions_.emplace(client_id, std::move(owned));
@@ -114,7 +114,7 @@ void ShardBroker::Disconnect(Session* session, SessionSink* sink, bool publish_w
   if (session == nullptr || session->sink() != sink) return;  // taken over already
   session->set_sink(nullptr);
   ReleasePublishers(*session);  // an offline queue drops instead of pausing anyone
-  session->NextGeneration();
+  Renew(*session);  // what was armed for the connection's time no longer acts
   auto& will = session->will();
   if (!publish_will) will.reset();
   if (session->expiry_interval() == 0) {
@@ -128,45 +128,6 @@ void ShardBroker::Disconnect(Session* session, SessionSink* sink, bool publish_w
   if (will) ScheduleWill(*session, int64_t{will->delay_seconds} * 1000);
   ScheduleExpiry(*session);
   ScheduleSharedRedelivery(*session);
-}
-
-void ShardBroker::ScheduleWill(Session& session, int64_t delay_ms) {
-  const uint64_t generation = session.generation();
-  const std::string client_id = session.client_id();
-  // The loop may outlive this broker (a test restarting a node's broker on
-  // one loop): the timer does nothing once the broker is gone.
-  loop_.AddTimer(delay_ms, [this, client_id, generation, alive = std::weak_ptr<int>(lifetime_)] {
-    if (alive.expired()) return;
-    Session* current = FindSession(client_id);
-    if (current != nullptr && current->generation() == generation && current->will()) {
-      PublishWill(*current);
-    }
-  });
-}
-
-void ShardBroker::ScheduleExpiry(Session& session, std::optional<int64_t> delay) {
-  if (session.expiry_interval() == UINT32_MAX) return;
-  const uint64_t generation = session.generation();
-  const std::string client_id = session.client_id();
-  const int64_t delay_ms = delay.value_or(int64_t{session.expiry_interval()} * 1000);
-  loop_.AddTimer(delay_ms, [this, client_id, generation, alive = std::weak_ptr<int>(lifetime_)] {
-    if (alive.expired()) return;
-    Session* current = FindSession(client_id);
-    if (current == nullptr || current->generation() != generation) return;
-    if (current->will()) PublishWill(*current);  // the session ends: the will goes now
-    RemoveSession(current, /*session_ended=*/true);
-  });
-}
-
-// The connection attached to `session` (if any) loses it as taken over
-// (MQTT 5: 0x8E); timers set for the session so far (will delay, expiry)
-// no longer act.
-void ShardBroker::DetachTakenOver(Session& session) {
-  if (SessionSink* old = session.sink(); old != nullptr) {
-    session.set_sink(nullptr);
-    old->OnDetached(DetachReason::kTakenOver);
-  }
-  session.NextGeneration();
 }
 
 Session* ShardBroker::FindSession(const std::string& client_id) {
@@ -220,7 +181,8 @@ MessageId ShardBroker::NextMessageId() {
   return MessageId{config_.node_id, timestamp, sequence};
 }
 
-void ShardBroker::Publish(MessagePtr message, std::function<void()> on_safe, FlowId flow) {
+void ShardBroker::Publish(MessagePtr message, std::function<void()> on_safe, FlowId flow,
+                          std::function<void()> on_full) {
   current_publisher_ = FlowRef{config_.shard_id, flow};
   // A retained change older than the one held (another node's, raced) is
   // delivered but neither stored nor replicated: the newest wins everywhere.
@@ -232,7 +194,7 @@ void ShardBroker::Publish(MessagePtr message, std::function<void()> on_safe, Flo
     Broadcast([message](ShardBroker& shard) { shard.ApplyRetained(message); });
     if (cluster_ != nullptr && !IsNodeLocalTopic(message->topic)) cluster_->RetainedPublished(message);
   }
-  Route(message, std::move(on_safe), flow, RouteScope{});
+  Route(message, SafeWaiter{1, false, std::move(on_safe), std::move(on_full)}, flow, RouteScope{});
   current_publisher_ = FlowRef{};
 }
 
@@ -241,12 +203,11 @@ void ShardBroker::DeliverFromNode(const MessagePtr& message, bool plain,
   // No flow: a remote publisher is paused by its own node's window. The
   // shard still names this one, where the safe steps come back to.
   current_publisher_ = FlowRef{config_.shard_id, 0};
-  Route(message, std::move(on_safe), 0, RouteScope{true, plain, &shared_keys});
+  Route(message, SafeWaiter{1, false, std::move(on_safe), {}}, 0, RouteScope{true, plain, &shared_keys});
   current_publisher_ = FlowRef{};
 }
 
-void ShardBroker::Route(const MessagePtr& message, std::function<void()> on_safe, FlowId flow,
-                        const RouteScope& scope) {
+void ShardBroker::Route(const MessagePtr& message, SafeWaiter safe, FlowId flow, const RouteScope& scope) {
   MatchResult& match = match_scratch_;
   match.Clear();
   // A forward's topic was matched by its sender already: the second match
@@ -256,8 +217,10 @@ void ShardBroker::Route(const MessagePtr& message, std::function<void()> on_safe
   } else {
     router_.Match(message->topic, match);
   }
-  if (scope.plain) DeliverLocal(message, match);
-  const std::vector<std::pair<Destination, std::string>> shared_forwards = DeliverShared(message, match, scope);
+  safe.full = scope.plain && DeliverLocal(message, match);
+  const SharedRouting shared = DeliverShared(message, match, scope);
+  const std::vector<std::pair<Destination, std::string>>& shared_forwards = shared.elsewhere;
+  safe.full = safe.full || shared.full;
   std::vector<std::string> to_queues;
   if (!to_queues_.empty()) to_queues.swap(to_queues_);  // a nested Route finds its own empty
   // A forward from a node stays on this node; $SYS topics describe this
@@ -282,7 +245,11 @@ void ShardBroker::Route(const MessagePtr& message, std::function<void()> on_safe
       destinations.push_back(destination);
     }
   }
-  for (Destination destination : destinations) to_nodes = to_nodes || IsNodeDestination(destination);
+  bool to_shards = false;
+  for (Destination destination : destinations) {
+    to_nodes = to_nodes || IsNodeDestination(destination);
+    to_shards = to_shards || !IsNodeDestination(destination);
+  }
   // A retained message from a client (or a will) goes to its topic's
   // partition when the cluster keeps retained messages there.
   const bool to_partition = message->retain && !scope.from_node && cluster_ != nullptr &&
@@ -291,12 +258,14 @@ void ShardBroker::Route(const MessagePtr& message, std::function<void()> on_safe
   // nodes it reached, (a forward from a node) for this node's other
   // shards it reached, and for the retained partition's commit (not with
   // replication.ack = "leader": this node's store is enough, the partition
-  // gets it after); with none of these it is given at once, below.
+  // gets it after), and (a publisher told of full queues) for the other
+  // shards' word on theirs; with none of these it is given at once, below.
   const bool from_node_to_shards = scope.from_node && !destinations.empty();
   const bool wait_partition = to_partition && !config_.replication_ack_leader;
+  const bool wait_shards = from_node_to_shards || (safe.on_full && to_shards);
   const uint64_t safe_token =
-      on_safe && (store_ || to_nodes || from_node_to_shards || wait_partition || !to_queues.empty())
-          ? BeginSafe(std::move(on_safe))
+      safe.on_safe && (store_ || to_nodes || wait_shards || wait_partition || !to_queues.empty())
+          ? BeginSafe(std::move(safe))
           : 0;
   for (const std::string& key : to_queues) {
     if (safe_token != 0) AddSafeStep(safe_token);
@@ -325,11 +294,12 @@ void ShardBroker::Route(const MessagePtr& message, std::function<void()> on_safe
       WhenRoutesVisible([this, safe_token] { OnForwardSafe(safe_token); });
     }
     OnForwardSafe(safe_token);  // the step Route itself held
-  } else if (on_safe) {
+  } else if (safe.on_safe) {
+    std::function<void()> done = safe.full && safe.on_full ? std::move(safe.on_full) : std::move(safe.on_safe);
     if (wait_routes) {
-      WhenRoutesVisible(std::move(on_safe));
+      WhenRoutesVisible(std::move(done));
     } else {
-      on_safe();
+      done();
     }
   }
 }
@@ -352,8 +322,9 @@ void ShardBroker::SendForward(Destination destination, const MessagePtr& message
              });
 }
 
-void ShardBroker::DeliverLocal(const MessagePtr& message, const MatchResult& match, uint16_t only_taken_from) {
-  if (match.local.empty()) return;
+bool ShardBroker::DeliverLocal(const MessagePtr& message, const MatchResult& match, uint16_t only_taken_from) {
+  if (match.local.empty()) return false;
+  bool full = false;
   std::vector<SubscriberRef>& refs = refs_scratch_;
   refs.assign(match.local.begin(), match.local.end());
   std::sort(refs.begin(), refs.end(),
@@ -381,31 +352,43 @@ void ShardBroker::DeliverLocal(const MessagePtr& message, const MatchResult& mat
     if (!wanted) continue;
     delivery.message = message;
     if (only_taken_from != 0) ShardMetrics::Add(metrics_.replayed_delivered);
-    Offer(*session, std::move(delivery));
+    full = Offer(*session, std::move(delivery)) || full;
   }
+  return full;
 }
 
-void ShardBroker::Offer(Session& session, Delivery delivery) {
+bool ShardBroker::Offer(Session& session, Delivery delivery) {
   const int64_t now_ms = loop_.clock().WallMs();
   // A session taken from a gone node may get a message both from its
   // publisher's replay and the usual way (or hold it already): once.
   if (session.taken_from(now_ms) != 0 && session.OfferedBefore(delivery.message->id, now_ms)) {
     ShardMetrics::Add(metrics_.replayed_duplicates_skipped);
-    return;
+    return false;
   }
   // --acl-file: a subscriber never gets a topic it may not read (a
   // wildcard subscription, a retained message, a shared group's share).
   if (ClientAccess* access = session.access()) {
-    if (!access->MayReceive(delivery.message->topic)) return;
+    if (!access->MayReceive(delivery.message->topic)) return false;
     delivery.access_checked = true;
   }
-  if (Expired(*delivery.message, now_ms) || !session.Enqueue(std::move(delivery), config_.limits.session)) {
+  if (Expired(*delivery.message, now_ms)) {
     ShardMetrics::Add(metrics_.messages_dropped);
-    return;
+    return false;
+  }
+  const Session::EnqueueResult enqueued = session.Enqueue(std::move(delivery), config_.limits.session);
+  if (enqueued.dropped_oldest != 0) {
+    ShardMetrics::Sub(metrics_.queued_messages, enqueued.dropped_oldest);
+    ShardMetrics::Add(metrics_.messages_dropped, enqueued.dropped_oldest);
+    ShardMetrics::Add(metrics_.queue_full_dropped_oldest, enqueued.dropped_oldest);
+  }
+  if (!enqueued.queued) {
+    ShardMetrics::Add(metrics_.messages_dropped);
+    if (enqueued.full) ShardMetrics::Add(metrics_.queue_full_dropped);
+    return enqueued.full;
   }
   ShardMetrics::Add(metrics_.queued_messages);
   SessionSink* sink = session.sink();
-  if (sink == nullptr) return;
+  if (sink == nullptr) return false;
   sink->OnDeliveriesReady();
   // Still queued after the connection took what it could: the subscriber
   // is slower than its publishers. Pause this publisher until it drains.
@@ -413,6 +396,7 @@ void ShardBroker::Offer(Session& session, Delivery delivery) {
       session.paused_publishers().insert(current_publisher_).second) {
     PauseFlow(current_publisher_);
   }
+  return false;
 }
 
 // --- ingress flow control ---------------------------------------------------
@@ -537,7 +521,7 @@ void ShardBroker::DeliverRetained(Session* session, const std::string& filter,
     // once the reads are answered, in the order of this session's
     // subscriptions, if the session still has the subscription then.
     auto read = std::make_shared<RetainedRead>();
-    read->session = session;
+    read->incarnation = session->incarnation();
     read->filter = filter;
     read->options = options;
     const std::string& client_id = session->client_id();
@@ -561,7 +545,10 @@ void ShardBroker::FlushRetainedReads(const std::string& client_id) {
     std::shared_ptr<RetainedRead> read = std::move(reads.front());
     reads.pop_front();
     Session* session = FindSession(client_id);
-    if (session != read->session || !session->subscriptions().contains(read->filter)) continue;
+    if (session == nullptr || session->incarnation() != read->incarnation ||
+        !session->subscriptions().contains(read->filter)) {
+      continue;
+    }
     if (!read->messages) {
       ShardMetrics::Add(metrics_.retained_read_fallbacks);
       spdlog::warn("shard {}: retained messages for '{}' could not be read from the partitions in time; "
@@ -678,11 +665,12 @@ void ShardBroker::DeliverForwarded(const MessagePtr& message, bool match_plain,
                                    const std::vector<std::string>& shared_keys, FlowRef publisher,
                                    uint64_t safe_token) {
   current_publisher_ = publisher;
+  bool full = false;
   if (match_plain) {
     MatchResult& match = match_scratch_;
     match.Clear();
     router_.MatchCached(message->topic, match);  // matched by the sending shard already
-    DeliverLocal(message, match);
+    full = DeliverLocal(message, match);
   }
   for (const std::string& key : shared_keys) {
     SharedGroup* group = router_.FindSharedGroup(key);
@@ -690,14 +678,14 @@ void ShardBroker::DeliverForwarded(const MessagePtr& message, bool match_plain,
       RerouteSharedToShard(message, key);  // the group left this shard meanwhile
       continue;
     }
-    DeliverToShared(*group, message);
+    full = DeliverToShared(*group, message) || full;
   }
   current_publisher_ = FlowRef{};
   CreditForward(publisher);
   if (safe_token != 0) {
     const uint16_t origin = publisher.shard;
-    AfterDurable([this, origin, safe_token] {
-      link_.Post(origin, [safe_token](ShardBroker& shard) { shard.OnForwardSafe(safe_token); });
+    AfterDurable([this, origin, safe_token, full] {
+      link_.Post(origin, [safe_token, full](ShardBroker& shard) { shard.OnForwardSafe(safe_token, full); });
     });
   }
 }

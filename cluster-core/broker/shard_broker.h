@@ -143,7 +143,8 @@ class ShardBroker {
   void LostToAnotherNode(const std::string& client_id);
   // The registry's answer: `ours`, the will waits out the rest of its
   // delay; otherwise the copy here is stale and dropped (nothing published,
-  // the partition untouched).
+  // the partition untouched). Only for the session as recovered: one its
+  // client attached to since (or replaced) is left as it is.
   void ConfirmRecovered(const std::string& client_id, bool ours);
   size_t session_count() const { return sessions_.size(); }
 
@@ -153,7 +154,13 @@ class ShardBroker {
   // Routes a message. `on_safe` (may be empty) runs once the message may
   // be acknowledged to its publisher. `flow` (0 = none) is the publisher to
   // pause if the message lands in a congested subscriber's queue.
-  void Publish(MessagePtr message, std::function<void()> on_safe = {}, FlowId flow = 0);
+  // `on_full` (may be empty; for --queue-overflow reject) runs instead of
+  // on_safe if the full queue of a session on this node (any shard), matched
+  // by a plain subscription or picked for a shared group, refused the
+  // message; the sessions with room have it. Full sessions on other nodes drop it unreported. With on_full
+  // the acknowledgement waits for the other shards the message reached.
+  void Publish(MessagePtr message, std::function<void()> on_safe = {}, FlowId flow = 0,
+               std::function<void()> on_full = {});
 
   // --- ingress flow control (flow_control.h) --------------------------------
   FlowId RegisterFlow(std::weak_ptr<PublisherFlow> flow);
@@ -273,7 +280,8 @@ class ShardBroker {
   store::ShardStore* durable_store() { return store_.get(); }
   // Runs `fn` once every write made so far is durable (at once without a store).
   void AfterDurable(std::function<void()> fn);
-  void OnForwardSafe(uint64_t token);
+  // `full`: a session's full queue there refused the message (Offer).
+  void OnForwardSafe(uint64_t token, bool full = false);
 
   const ShardConfig& config() const { return config_; }
   const SessionLimits& session_limits() const { return config_.limits.session; }
@@ -290,16 +298,34 @@ class ShardBroker {
     bool plain = true;
     const std::vector<std::string>* shared_keys = nullptr;  // from_node only
   };
-  void Route(const MessagePtr& message, std::function<void()> on_safe, FlowId flow, const RouteScope& scope);
-  std::vector<std::pair<Destination, std::string>> DeliverShared(const MessagePtr& message, const MatchResult& match,
+  // A publisher waiting for its acknowledgement: the steps left (durable
+  // writes, shards, nodes, partitions), and whether a full queue refused
+  // the message (on_full runs then, if set, instead of on_safe).
+  struct SafeWaiter {
+    uint32_t steps = 1;
+    bool full = false;
+    std::function<void()> on_safe;
+    std::function<void()> on_full;
+  };
+  void Route(const MessagePtr& message, SafeWaiter safe, FlowId flow, const RouteScope& scope);
+  // The shared groups a publish reaches: those picked on other shards or
+  // nodes (forwarded by Route), and whether a member's full queue here
+  // refused it (Offer).
+  struct SharedRouting {
+    std::vector<std::pair<Destination, std::string>> elsewhere;
+    bool full = false;
+  };
+  SharedRouting DeliverShared(const MessagePtr& message, const MatchResult& match,
                                                                  const RouteScope& scope);
   // Whether `key`'s group keeps its messages in queues on partitions.
   bool IsPartitionedGroup(std::string_view key) const;
   void SendForward(Destination destination, const MessagePtr& message, bool plain,
                    std::vector<std::string> keys, FlowId flow, uint64_t safe_token);
   // `only_taken_from` (0: every session): only sessions taken from that node.
-  void DeliverLocal(const MessagePtr& message, const MatchResult& match, uint16_t only_taken_from = 0);
-  void DeliverToShared(SharedGroup& group, const MessagePtr& message, const Session* exclude = nullptr);
+  // True if a session's full queue refused the message (Offer).
+  bool DeliverLocal(const MessagePtr& message, const MatchResult& match, uint16_t only_taken_from = 0);
+  // True if the member picked had a full queue that refused it (Offer).
+  bool DeliverToShared(SharedGroup& group, const MessagePtr& message, const Session* exclude = nullptr);
   // Shared subscriptions (shared_redelivery.cc): a departed member's
   // deliveries to other members of their groups.
   void TagSharedDeliveries(Session& session);
@@ -311,11 +337,13 @@ class ShardBroker {
                                    bool keep_without_member, bool sent_qos2 = true);
   void ScheduleSharedRedelivery(Session& session);
   void RerouteSharedToShard(const MessagePtr& message, const std::string& key);
-  void Offer(Session& session, Delivery delivery);
+  // Queues a delivery; true if the session's full queue refused it (by its
+  // overflow rule; limits.h QueueOverflow).
+  bool Offer(Session& session, Delivery delivery);
   std::vector<MessagePtr> LocalRetained(const std::string& filter) const;
   // A SUBSCRIBE's retained messages being read from the partitions.
   struct RetainedRead {
-    Session* session = nullptr;
+    uint64_t incarnation = 0;  // the session's that subscribed (not a newer one of its client id)
     std::string filter;
     SubscriptionOptions options;
     bool answered = false;
@@ -338,10 +366,20 @@ class ShardBroker {
   void DetachTakenOver(Session& session);
   bool RemoveSubscription(Session* session, const std::string& filter);
   void PublishWill(Session& session);
+  // --- deferred actions on sessions (session_timers.cc) ----------------------
+  // Every timer or posted action on a session is made through this: it runs
+  // `action` only on the session it was armed for, unchanged since (the
+  // same generation: not resumed, taken over, replaced by a clean start or
+  // an adopted copy, nor ended), and not once this broker is gone; else it
+  // does nothing (issue 27).
+  std::function<void()> BoundToGeneration(const Session& session, std::function<void(Session&)> action);
+  // Generations (Session::generation) are unique on this shard.
+  uint64_t NewGeneration() { return ++last_generation_; }
+  void Renew(Session& session) { session.Renew(NewGeneration()); }
   void ScheduleExpiry(Session& session, std::optional<int64_t> delay_ms = std::nullopt);
   void ScheduleWill(Session& session, int64_t delay_ms);
   void PersistRetained(const Message& message);
-  uint64_t BeginSafe(std::function<void()> on_safe);
+  uint64_t BeginSafe(SafeWaiter waiter);
   void AddSafeStep(uint64_t token);
   void RestoreSession(store::RecoveredSession& recovered, RecoveryCounts& counts, bool hold_will = false);
   // A partitioned group's queue message into a member's session; the port
@@ -383,6 +421,7 @@ class ShardBroker {
   std::vector<std::vector<std::pair<FlowId, uint32_t>>> pending_credits_;
   bool credit_flush_scheduled_ = false;
   std::shared_ptr<int> lifetime_ = std::make_shared<int>(0);
+  uint64_t last_generation_ = 0;
   // Broadcast acknowledgement: the last sequence sent and acknowledged per shard.
   uint64_t broadcast_sequence_ = 0;
   std::vector<uint64_t> acknowledged_;
@@ -391,9 +430,14 @@ class ShardBroker {
   // on the shards they were forwarded to (token -> steps left, on_safe).
   std::unique_ptr<store::ShardStore> store_;
   std::vector<std::string> unconfirmed_;  // recovered, held until ConfirmRecovered
-  // Per unconfirmed session: the store sequence its recovered deliveries end at.
-  std::unordered_map<std::string, uint64_t> recovered_seq_end_;
-  std::unordered_map<uint64_t, std::pair<uint32_t, std::function<void()>>> safe_waiters_;
+  // Per unconfirmed session: the store sequence its recovered deliveries
+  // end at, and its generation then (the registry's answer acts only on it).
+  struct Unconfirmed {
+    uint64_t seq_end = 0;
+    uint64_t generation = 0;
+  };
+  std::unordered_map<std::string, Unconfirmed> recovered_seq_end_;
+  std::unordered_map<uint64_t, SafeWaiter> safe_waiters_;
   uint64_t next_safe_token_ = 1;
 };
 

@@ -14,9 +14,8 @@ namespace estuary::core {
 
 // Shared subscriptions: one member cluster-wide, chosen here. Delivers to
 // a group picked on this shard; returns the groups picked elsewhere.
-std::vector<std::pair<Destination, std::string>> ShardBroker::DeliverShared(const MessagePtr& message,
-                                                                           const MatchResult& match,
-                                                                           const RouteScope& scope) {
+ShardBroker::SharedRouting ShardBroker::DeliverShared(const MessagePtr& message, const MatchResult& match,
+                                                      const RouteScope& scope) {
   // A forward from a node stays on this node, and only for its groups
   // (their keys as named, a rerouted mark taken off: copied only then).
   static const std::vector<std::string> kNone;
@@ -45,7 +44,8 @@ std::vector<std::pair<Destination, std::string>> ShardBroker::DeliverShared(cons
   };
   for (SharedGroup* group : match.local_shared) add_candidate(group->key, config_.shard_id);
   for (const RemoteShared* remote : match.remote_shared) add_candidate(remote->key, remote->destination);
-  std::vector<std::pair<Destination, std::string>> elsewhere;
+  SharedRouting routing;
+  std::vector<std::pair<Destination, std::string>>& elsewhere = routing.elsewhere;
   // On to another node holding the group, once (marked, so that node never
   // sends it on again); false if there is none or it was sent on already.
   auto pass_on = [&](const std::string& key, bool was_marked) {
@@ -99,7 +99,7 @@ std::vector<std::pair<Destination, std::string>> ShardBroker::DeliverShared(cons
     // picking this one): another node's member takes it rather than the
     // message being dropped.
     if (all_full(*group) && pass_on(key, named_marked(key))) continue;
-    DeliverToShared(*group, message);
+    routing.full = DeliverToShared(*group, message) || routing.full;
   }
   for (size_t i = 0; i < named->size(); ++i) {
     const std::string& key = (*named)[i];
@@ -112,7 +112,7 @@ std::vector<std::pair<Destination, std::string>> ShardBroker::DeliverShared(cons
       ShardMetrics::Add(metrics_.shared_dropped_no_member);
     }
   }
-  return elsewhere;
+  return routing;
 }
 
 Destination ShardBroker::PickSharedDestination(const std::string& key, std::string_view topic,
@@ -120,13 +120,13 @@ Destination ShardBroker::PickSharedDestination(const std::string& key, std::stri
   return core::PickSharedDestination(config_.shared.strategy, destinations, topic, shared_round_robin_[key]);
 }
 
-void ShardBroker::DeliverToShared(SharedGroup& group, const MessagePtr& message, const Session* exclude) {
+bool ShardBroker::DeliverToShared(SharedGroup& group, const MessagePtr& message, const Session* exclude) {
   // Connected members with room first (an offline one queues): shared_strategy.h.
   const size_t pick = PickSharedMember(group, config_.shared.strategy, message->topic, config_.limits.session, exclude);
   if (pick == kNoMember) {
     ShardMetrics::Add(metrics_.messages_dropped);
     ShardMetrics::Add(metrics_.shared_dropped_no_member);
-    return;
+    return false;
   }
   const SubscriberRef& member = group.members[pick];
   Delivery delivery;
@@ -137,7 +137,7 @@ void ShardBroker::DeliverToShared(SharedGroup& group, const MessagePtr& message,
   if (member.options->subscription_id != 0) {
     delivery.subscription_ids.push_back(member.options->subscription_id);
   }
-  Offer(*member.session, std::move(delivery));
+  return Offer(*member.session, std::move(delivery));
 }
 
 bool ShardBroker::IsPartitionedGroup(std::string_view key) const {

@@ -18,13 +18,8 @@
 namespace estuary::core {
 namespace {
 
+using test_support::NullSink;
 using test_support::QueueLink;
-
-class NullSink final : public SessionSink {
- public:
-  void OnDeliveriesReady() override {}
-  void OnDetached(DetachReason) override {}
-};
 
 // Records forwards to other nodes; routes and the rest are ignored.
 class RecordingPort final : public ClusterPort {

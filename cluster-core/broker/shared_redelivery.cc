@@ -107,22 +107,18 @@ void ShardBroker::ScheduleSharedRedelivery(Session& session) {
                             [](const auto& entry) { return IsSharedFilter(entry.first); });
   if (!shared) session.ForEachDelivery([&shared](Delivery& delivery) { shared = shared || delivery.shared_key; });
   if (!shared) return;
-  const uint64_t generation = session.generation();
-  const std::string client_id = session.client_id();
-  loop_.AddTimer(delay_ms, [this, client_id, generation, alive = std::weak_ptr<int>(lifetime_)] {
-    if (alive.expired()) return;
-    Session* current = FindSession(client_id);
-    if (current == nullptr || current->generation() != generation || current->connected()) return;
+  loop_.AddTimer(delay_ms, BoundToGeneration(session, [this](Session& current) {
+    if (current.connected()) return;
     // Still away: what another member can take goes there; the rest (no
     // other member) stays for this one. A QoS 2 message already sent to its
     // client stays too: the client may have it, and the server must finish
     // that delivery when it reconnects [MQTT-4.8.2-4] (given away, it would
     // reach two members, and its packet id, free again here, could be
     // reused for another message the client then takes for a resend).
-    RedeliverShared(TakeShared(*current, /*inflight=*/true, nullptr, /*keep_without_member=*/true,
+    RedeliverShared(TakeShared(current, /*inflight=*/true, nullptr, /*keep_without_member=*/true,
                                /*sent_qos2=*/false),
-                    current);
-  });
+                    &current);
+  }));
 }
 
 namespace {

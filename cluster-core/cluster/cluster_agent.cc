@@ -162,6 +162,9 @@ ClusterAgent::ClusterAgent(ClusterAgentConfig config, io::Loop& loop, Transport&
       shards_(shards),
       port_(std::make_unique<Port>(*this, std::move(post_here))),
       pending_credits_(config.shard_count),
+      // A copy comes at most a park timeout after its original (then the
+      // sender gives the forward up); memory: about 120 bytes an entry.
+      forward_dedup_(int64_t{config.park_timeout_ms} + config.forward_timeout_ms + 5000, 1'000'000),
       shard_items_(config.shard_count) {
   // Unique to this process (hands made by an earlier one are settled).
   incarnation_ = config_.incarnation != 0 ? config_.incarnation : static_cast<uint64_t>(loop_.clock().WallMs());
@@ -191,7 +194,12 @@ Membership& ClusterAgent::EnableMembership(MembershipConfig config) {
     }
     if (member.state == MemberState::kDown || member.state == MemberState::kLeft) {
       ForgetReplayTarget(member.node);
-      DeclareGone(member.node);
+      // A node's own view that another is down is no verdict to act on
+      // where a metadata group decides: a node cut off from the majority
+      // sees everyone down (issue 29). The group's MemberGone, which only a
+      // majority commits, declares it gone (OnMetaMember). A graceful
+      // leave is the member's own act.
+      if (!meta_ || member.state == MemberState::kLeft) DeclareGone(member.node);
     }
     if (member.state == MemberState::kLeft) {
       peers_[member.node].minor_known = false;  // whatever binary it comes back with, it says so again
@@ -248,6 +256,8 @@ Expected<void, std::string> ClusterAgent::EnableMetadata(meta::MetaGroupConfig c
                                    const std::vector<meta::RouteKey>& removed) {
     ApplyMetaRoutes(node, added, removed);
   });
+  meta_->state().set_member_observer(
+      [this](NodeId node, bool present, uint64_t index) { OnMetaMember(node, present, index); });
   if (auto started = meta_->Start(); !started) {
     meta_.reset();
     meta_host_.reset();
@@ -456,6 +466,7 @@ void ClusterAgent::OnPeerUp(const PeerInfo& info) {
   spdlog::info("cluster: node {} ({}) up", info.node, info.cluster_address);
   // Snapshots first (they replace what the peer had from us), then what waited.
   SendSnapshots(info.node);
+  ResendUnconfirmed(info.node);
   DrainHeld(info.node);
 }
 
@@ -498,14 +509,28 @@ void ClusterAgent::UpdateVersionGates() {
   // tagged from the subscriptions after a restart or a move, as before).
   // Nor does it apply a queue's hands: partitioned groups deliver QoS 2 at
   // least once meanwhile (docs/cluster.md).
+  // Nor a takeover claim guarded by its owner (kMinorClaimGuard): claims are
+  // then conditional on the owner's node only, as before (issue 29).
   NodeId older = 0;
   NodeId without_hands = 0;
+  NodeId without_guard = 0;
   counters_.older_binary_peers = 0;
   for (const auto& [node, peer] : peers_) {
     if (!peer.minor_known || peer.minor >= kLinkVersionMinor) continue;
     ++counters_.older_binary_peers;
     if (peer.minor < kMinorGroupKeyRecords && older == 0) older = node;
     if (peer.minor < kMinorQueueHands && without_hands == 0) without_hands = node;
+    if (peer.minor < kMinorClaimGuard && without_guard == 0) without_guard = node;
+  }
+  if (claim_guard_ != (without_guard == 0)) {
+    claim_guard_ = without_guard == 0;
+    if (claim_guard_) {
+      spdlog::info("cluster: every node applies guarded takeover claims again");
+    } else {
+      spdlog::warn("cluster: node {} speaks link minor {}: takeover claims are conditional on the owner's node "
+                   "only until it leaves or is upgraded",
+                   without_guard, peers_[without_guard].minor);
+    }
   }
   const bool hands = without_hands == 0;
   if (hands != port_->HandsOnGroupQueues()) {
@@ -547,7 +572,29 @@ void ClusterAgent::OnPeerDown(NodeId node) {
 
 void ClusterAgent::OnWritable(NodeId node) { DrainHeld(node); }
 
-void ClusterAgent::DeclareGone(NodeId node) {
+// The metadata group committed that `node` is no longer a member: the one
+// verdict about a death a node acts on when a metadata group runs. Acted on
+// after the commands applied with it (a node catching up may apply a
+// MemberGone and the re-admission after it in one batch: history, not a
+// verdict), and only while this node does not reach `node` itself.
+void ClusterAgent::OnMetaMember(NodeId node, bool present, uint64_t index) {
+  if (node == config_.self || present) return;  // a re-admission: membership's up resends what waited
+  loop_.Post([this, node, index, alive = std::weak_ptr<int>(lifetime_)] {
+    if (alive.expired() || !meta_ || meta_->state().members().count(node) != 0) return;
+    if (membership_owned_ && !PeerUnreachable(node) && membership_owned_->Find(node) != nullptr) {
+      spdlog::info("cluster: the metadata group declared node {} gone, but it is live here: left to the others",
+                   node);
+      return;
+    }
+    if (auto progress = takeovers_.find(node); progress != takeovers_.end() && progress->second.declared &&
+                                               !progress->second.back && progress->second.verdict == index) {
+      return;
+    }
+    DeclareGone(node, index);
+  });
+}
+
+void ClusterAgent::DeclareGone(NodeId node, uint64_t verdict) {
   Peer& peer = peers_[node];
   peer.down_since_ms = -1;
   peer.known = false;
@@ -583,7 +630,8 @@ void ClusterAgent::DeclareGone(NodeId node) {
   // itself wait for it too.
   takeovers_[node].declared = true;
   takeovers_[node].back = false;
-  if (partitions_) TakeOverSessionsOf(node);
+  takeovers_[node].verdict = verdict;
+  if (partitions_) TakeOverSessionsOf(node, verdict);
   ReplayEverythingFor(node);
   ReleaseHeldReplays(node);
 }

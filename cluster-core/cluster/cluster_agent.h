@@ -51,6 +51,7 @@
 #include "cluster-core/broker/cluster_port.h"
 #include "cluster-core/broker/shard_broker.h"
 #include "cluster-core/cluster/cluster_frames.h"
+#include "cluster-core/cluster/forward_dedup.h"
 #include "cluster-core/cluster/pending_forwards.h"
 #include "cluster-core/links/transport.h"
 #include "cluster-core/membership/membership.h"
@@ -112,6 +113,8 @@ struct ClusterCounters {
   uint64_t forwards_released_peer_down = 0;
   uint64_t forwards_parked = 0;    // waited past forward_timeout_ms for an unreachable node (now)
   uint64_t forwards_replayed = 0;  // sent again to the live nodes: their node was gone
+  uint64_t forwards_resent = 0;    // sent again on a new link: the one they went out on was lost
+  uint64_t forward_copies_in = 0;  // QoS 2 forwards received again, answered without a second delivery
   uint64_t replays_expired = 0;    // replays whose publisher was released by replay_timeout_ms
   uint64_t replays_in = 0;         // replays received (own ones included)
   uint64_t replays_held = 0;       // waiting here for this node's takeover of their node (now)
@@ -179,11 +182,18 @@ class ClusterAgent final : public LinkHandler {
   // from then on it decides when a peer is gone (the grace timer is off).
   Membership& EnableMembership(MembershipConfig config);
   Membership* membership() { return membership_owned_.get(); }
+  // Takeover claims name the exact owner they replace (every linked node
+  // speaks link minor 3).
+  bool claim_guard() const { return claim_guard_; }
   using MembershipHandler = std::function<void(NodeId from, uint8_t type, std::string_view body)>;
   void set_membership_handler(MembershipHandler handler) { membership_ = std::move(handler); }
   void set_grace_timer(bool on) { grace_timer_ = on; }
-  // The peer left or failed for good: forget its routes, release what waits for it.
-  void DeclareGone(NodeId node);
+  // The peer left or failed for good: forget its routes, release what waits
+  // for it, take over its sessions. `verdict` names the decision acted on:
+  // the metadata log index of its MemberGone (0: a local verdict, where no
+  // metadata group decides, or a graceful leave); the takeover's retries
+  // stop once a later verdict or a re-admission supersedes it.
+  void DeclareGone(NodeId node, uint64_t verdict = 0);
 
   // --- metadata group (docs/cluster.md "Metadata group") --------------------
   // Routes go through the metadata raft group (cluster-core/meta/) instead
@@ -294,6 +304,7 @@ class ClusterAgent final : public LinkHandler {
     uint16_t origin_shard = 0;
     core::FlowRef publisher;
     int64_t since_ms = 0;
+    uint64_t forward_id = 0;  // a pending forward's id (pending_forwards_), else 0
   };
   struct Peer {
     bool up = false;
@@ -323,6 +334,10 @@ class ClusterAgent final : public LinkHandler {
   // Membership reports `node` suspect, down or left: frames held for it no
   // longer count against their publishers' forward windows.
   void UnchargeHeldTo(NodeId node);
+  // A new link to `node`: every forward it has not confirmed is sent again,
+  // in order (issue 29; docs/cluster.md "A link lost and found again").
+  void ResendUnconfirmed(NodeId node);
+  void SendPendingAgain(NodeId node, const PendingForwards::Entry& entry);
   // --- the takeover gap (cluster_replay.cc) ----------------------------------
   // Sends `entry` (a forward `gone` never confirmed) to every live node and
   // this one; its publisher is released once all of them confirm.
@@ -357,11 +372,18 @@ class ClusterAgent final : public LinkHandler {
   // Task transfer: the persistent sessions `gone` owned, in the partitions
   // this node is the first live placed replica of, claimed (only from
   // `gone`) and served here until their clients return.
-  void TakeOverSessionsOf(NodeId gone);
-  void TakeOverPartition(NodeId gone, partition::PartitionId id, uint32_t attempt);
-  void TakeOverSession(const std::string& client_id, NodeId gone, uint32_t attempt = 0);
-  bool StillGone(NodeId node) const;
-  void AdoptTakenOver(const std::string& client_id, NodeId gone, uint64_t serial, uint32_t attempt);
+  void TakeOverSessionsOf(NodeId gone, uint64_t verdict);
+  void TakeOverPartition(NodeId gone, uint64_t verdict, partition::PartitionId id, uint32_t attempt);
+  void TakeOverSession(const std::string& client_id, NodeId gone, uint64_t verdict, uint32_t attempt = 0);
+  void ClaimTakenOver(const std::string& client_id, NodeId gone, uint64_t verdict, partition::ClientOwner expected,
+                      uint32_t attempt);
+  // `node` is still gone under `verdict`: no later verdict, not re-admitted
+  // by the metadata group, and not reachable from here.
+  bool StillGone(NodeId node, uint64_t verdict) const;
+  void AdoptTakenOver(const std::string& client_id, NodeId gone, uint64_t verdict, uint64_t serial,
+                      uint32_t attempt);
+  // MemberGone / a member's first MemberUpsert applied by the metadata group.
+  void OnMetaMember(NodeId node, bool present, uint64_t index);
   // A session this node recovered from its store: still this node's in the
   // registry? The answer goes to `shard` (ShardBroker::ConfirmRecovered).
   void ConfirmRecoveredSession(uint16_t shard, const std::string& client_id, uint32_t attempt);
@@ -386,6 +408,9 @@ class ClusterAgent final : public LinkHandler {
   std::unique_ptr<meta::MetaGroup> meta_;
   uint64_t boot_id_ = 0;                                   // the metadata group's, for registry owners
   uint64_t next_claim_ = 1;
+  // Takeover claims name the exact owner they replace (link minor 3):
+  // false while a linked node speaks less (UpdateVersionGates).
+  bool claim_guard_ = true;
   std::map<std::string, uint64_t> claims_;  // client id -> this node's live claim (its connection serial)
   std::set<partition::PartitionId> retained_indexed_;  // partitions the retained index is known to name
   // Session replication (cluster_sessions.cc): per (shard, partition) the
@@ -524,6 +549,7 @@ class ClusterAgent final : public LinkHandler {
     bool declared = false;     // this node declared the node gone and started its takeover
     uint32_t outstanding = 0;  // listings, claims and reads not finished
     bool back = false;         // the node came back since (its sessions stay or went back to it)
+    uint64_t verdict = 0;      // the declaration acted on (DeclareGone's `verdict`)
   };
   std::map<NodeId, TakeoverProgress> takeovers_;
   struct HeldReplay {
@@ -534,6 +560,7 @@ class ClusterAgent final : public LinkHandler {
   std::map<NodeId, std::deque<HeldReplay>> held_replays_;  // by gone node
   std::map<NodeId, std::vector<uint64_t>> pending_safe_;
   std::vector<std::vector<std::pair<core::FlowId, uint32_t>>> pending_credits_;
+  ForwardDedup forward_dedup_;
   std::vector<std::string> pending_attached_;
   std::map<std::string, MessagePtr, std::less<>> retained_;  // newest per topic, empty payload included
   // Per shard, posted as one batch at Flush (or before any other post to

@@ -57,6 +57,12 @@ TEST_F(ClusterAgentTest, QueueHandsAreMadeOnlyWhileEveryLinkedNodeAppliesThem) {
   handler->OnPeerUp(PeerInfo{2, "fake", kMinorQueueHands});
   loop_.RunUntilIdle();
   EXPECT_TRUE(port.HandsOnGroupQueues());
+  EXPECT_FALSE(nodes_[1]->agent->claim_guard()) << "minor 2 does not apply guarded takeover claims";
+  EXPECT_EQ(nodes_[1]->agent->counters().older_binary_peers, 1u);
+  handler->OnPeerDown(2);
+  handler->OnPeerUp(PeerInfo{2, "fake", kMinorClaimGuard});
+  loop_.RunUntilIdle();
+  EXPECT_TRUE(nodes_[1]->agent->claim_guard());
   EXPECT_EQ(nodes_[1]->agent->counters().older_binary_peers, 0u);
 }
 

@@ -4,6 +4,8 @@
 #include <cstring>
 
 #include "cluster-core/cluster/cluster_agent.h"
+#include <spdlog/spdlog.h>
+
 #include "cluster-core/store/record_codec.h"
 
 namespace estuary::cluster {
@@ -56,6 +58,7 @@ void ClusterAgent::OnForward(NodeId node, core::NodeForward forward) {
   frame.qos = forward.message->qos;
   frame.origin_shard = forward.origin_shard;
   frame.publisher = forward.publisher;
+  frame.forward_id = forward_id;
   if (unreachable) {
     // As UnchargeHeldTo does for the frames held when the peer became
     // unreachable: a frame to a suspect, down or departed peer does not
@@ -96,6 +99,23 @@ void ClusterAgent::OnForward(NodeId node, core::NodeForward forward) {
 }
 
 void ClusterAgent::DeliverForward(NodeId from, std::string_view body) {
+  // A QoS 2 forward sent again after a lost link (ResendUnconfirmed) may
+  // be one that came already: answered, not delivered twice.
+  if (auto identity = PeekForwardIdentity(body);
+      identity && identity->qos == QoS::kExactlyOnce && identity->forward_id != 0) {
+    switch (forward_dedup_.Arrive(from, identity->id, identity->forward_id, loop_.NowMs())) {
+      case ForwardDedup::Verdict::kNew:
+        break;
+      case ForwardDedup::Verdict::kSafe:
+        ++counters_.forward_copies_in;
+        pending_safe_[from].push_back(identity->forward_id);
+        ScheduleFlush();
+        return;
+      case ForwardDedup::Verdict::kWaiting:
+        ++counters_.forward_copies_in;
+        return;
+    }
+  }
   // One shard per publisher: its forwards stay in order on this node.
   uint16_t shard = 0;
   if (config_.shard_count > 1) {
@@ -179,7 +199,9 @@ void ClusterAgent::FlushShardItems(uint16_t shard) {
 }
 
 void ClusterAgent::OnForwardSafe(NodeId origin, uint64_t forward_id) {
-  pending_safe_[origin].push_back(forward_id);
+  auto& safe = pending_safe_[origin];
+  safe.push_back(forward_id);
+  for (uint64_t copy : forward_dedup_.Safe(origin, forward_id)) safe.push_back(copy);
   ScheduleFlush();
 }
 
@@ -199,6 +221,51 @@ void ClusterAgent::UnchargeHeldTo(NodeId node) {
     Credit(frame);
     frame.publisher = core::FlowRef{};
   }
+}
+
+// Frames queued on a link that goes down are dropped by the links layer
+// (docs/internode.md): a forward that went out on a lost link may never
+// have arrived, or its confirmation may not have come back. Either way it
+// is still pending here; without this, a cut that heals before the node is
+// declared down let those forwards reach their timeout while the node was
+// reachable again, and their publishers were acknowledged for messages no
+// session got (issue 29: 2-7 lost in a 2 s cut). The receiver delivers a
+// QoS 2 copy once (ForwardDedup); a QoS 1 copy may arrive twice, as QoS 1
+// allows. Held copies of pending forwards are dropped first, so each goes
+// once, and all go in their original (publish) order.
+void ClusterAgent::ResendUnconfirmed(NodeId node) {
+  Peer& peer = peers_[node];
+  std::deque<Held> kept;
+  for (Held& frame : peer.held) {
+    if (frame.forward && frame.forward_id != 0 && (frame.forward_id & kReplayIdBit) == 0) {
+      peer.held_bytes -= frame.body.size();
+      --counters_.forwards_held;
+      Credit(frame);
+      continue;
+    }
+    kept.push_back(std::move(frame));
+  }
+  peer.held.swap(kept);
+  std::vector<PendingForwards::Entry> entries = pending_forwards_.TakeForNode(node);
+  if (entries.empty()) return;
+  counters_.forwards_resent += entries.size();
+  spdlog::info("cluster: a new link to node {}: {} forward(s) it did not confirm are sent again", node,
+               entries.size());
+  for (auto& entry : entries) SendPendingAgain(node, entry);
+}
+
+// A forward not confirmed, pending again under a new id and deadline, sent
+// again (not counted against its publisher's window: it was once).
+void ClusterAgent::SendPendingAgain(NodeId node, const PendingForwards::Entry& entry) {
+  Held frame;
+  frame.type = kForward;
+  frame.forward = true;
+  frame.qos = entry.message->qos;
+  frame.origin_shard = entry.shard;
+  frame.forward_id = pending_forwards_.Add(node, entry.shard, entry.token, loop_.NowMs() + config_.forward_timeout_ms,
+                                           entry.message, entry.plain, entry.shared_keys);
+  frame.body = EncodeForward(frame.forward_id, entry.plain, entry.shared_keys, *entry.message);
+  Send(node, std::move(frame));
 }
 
 bool ClusterAgent::PeerUnreachable(NodeId node) const {
@@ -312,6 +379,7 @@ void ClusterAgent::Tick() {
       peer.held.pop_front();
     }
   }
+  forward_dedup_.Expire(now);
   auto expired = pending_forwards_.TakeExpired(now);  // in publish order
   for (auto& pending : expired) {
     if (IsGone(pending.node)) {

@@ -202,6 +202,22 @@ std::optional<std::string_view> PeekForwardClientId(std::string_view body) {
   return core::store::PeekOriginClientId(in.rest());
 }
 
+std::optional<ForwardIdentity> PeekForwardIdentity(std::string_view body) {
+  Cursor in(body);
+  if (!in.Version()) return std::nullopt;
+  ForwardIdentity identity;
+  identity.forward_id = in.Get(8);
+  in.Get(1);
+  const uint64_t keys = in.Get(2);
+  for (uint64_t i = 0; i < keys && in.ok(); ++i) in.Take(in.Get(2));
+  if (!in.ok()) return std::nullopt;
+  auto message = core::store::PeekIdentity(in.rest());
+  if (!message) return std::nullopt;
+  identity.id = message->id;
+  identity.qos = message->qos;
+  return identity;
+}
+
 std::string EncodeForwardSafe(const std::vector<uint64_t>& forward_ids) {
   std::string out(1 + 4 + 8 * forward_ids.size(), '\0');  // sized once, written in place
   char* at = out.data();

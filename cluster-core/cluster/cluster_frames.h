@@ -70,6 +70,13 @@ std::optional<ForwardFrame> DecodeForward(std::string_view body);
 std::optional<ForwardFrame> DecodeForward(std::string_view body, core::store::MessageRecycler& recycler);
 // The publisher's client id in a kForward body, decoding nothing else.
 std::optional<std::string_view> PeekForwardClientId(std::string_view body);
+// The forward id, message id and QoS of a kForward body, decoding nothing else.
+struct ForwardIdentity {
+  uint64_t forward_id = 0;
+  MessageId id;
+  QoS qos = QoS::kAtMostOnce;
+};
+std::optional<ForwardIdentity> PeekForwardIdentity(std::string_view body);
 
 // kForwardReplay: the gone node, then a kForward body.
 struct ReplayFrame {

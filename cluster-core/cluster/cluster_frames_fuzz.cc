@@ -44,6 +44,7 @@ bool SameMessage(const Message& a, const Message& b) {
 
 void FuzzForward(std::string_view body) {
   auto peeked = PeekForwardClientId(body);
+  auto identity = PeekForwardIdentity(body);
   auto frame = DecodeForward(body);
   static core::store::MessageRecycler recycler;
   // Some decoded messages outlive later decodes, as queued ones do: they
@@ -58,6 +59,9 @@ void FuzzForward(std::string_view body) {
   }
   if (!frame) return;
   Check(peeked.has_value() && *peeked == frame->message->origin.client_id);
+  // The peek agrees with the decode on what it reads (dedup of QoS 2 copies).
+  Check(identity.has_value() && identity->forward_id == frame->forward_id && identity->id == frame->message->id &&
+        identity->qos == frame->message->qos);
   Check(recycled->forward_id == frame->forward_id && recycled->plain == frame->plain &&
         recycled->shared_keys == frame->shared_keys && SameMessage(*recycled->message, *frame->message));
   if (body.size() % 2 == 0) {

@@ -124,18 +124,7 @@ void ClusterAgent::ResendParked(NodeId node) {
   parked_.erase(parked);
   counters_.forwards_parked -= entries.size();
   spdlog::info("cluster: node {} is back: {} forward(s) it did not confirm are sent to it again", node, entries.size());
-  for (auto& entry : entries) {
-    Held frame;
-    frame.type = kForward;
-    frame.forward = true;
-    frame.qos = entry.message->qos;
-    frame.origin_shard = entry.shard;
-    const uint64_t forward_id =
-        pending_forwards_.Add(node, entry.shard, entry.token, loop_.NowMs() + config_.forward_timeout_ms,
-                              entry.message, entry.plain, entry.shared_keys);
-    frame.body = EncodeForward(forward_id, entry.plain, entry.shared_keys, *entry.message);
-    Send(node, std::move(frame));
-  }
+  for (auto& entry : entries) SendPendingAgain(node, entry);
 }
 
 void ClusterAgent::ReleaseReplay(NodeId from, uint64_t replay_id) {
@@ -219,13 +208,16 @@ void ClusterAgent::TakeoverDone(NodeId gone) {
 }
 
 // A replay for `gone` may be delivered here once this node declared it gone
-// and its takeover of it is done, or once it came back. A node that has not
+// and its takeover of it is done. A node that has not
 // declared it gone yet (membership views differ by a few hundred ms; or it
 // still reaches the node) holds the replay, replay_hold_ms at most.
+// Its coming back does not release them before the takeover is done: a
+// claim proposed before it came back may still commit (the metadata group's
+// verdict stands), and the session it adopts must get them too (issue 29).
 bool ClusterAgent::ReplayMayGo(NodeId gone) const {
   auto it = takeovers_.find(gone);
   if (it == takeovers_.end()) return false;
-  return it->second.back || (it->second.declared && it->second.outstanding == 0);
+  return it->second.declared && it->second.outstanding == 0;
 }
 
 void ClusterAgent::ReleaseHeldReplays(NodeId gone) {

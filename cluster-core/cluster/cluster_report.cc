@@ -44,7 +44,9 @@ std::string ClusterAgent::RoutesJson() const {
       {"forwards", {{"out", c.forwards_out}, {"in", c.forwards_in}, {"dropped", c.forwards_dropped},
                     {"expired", c.forwards_expired}, {"released_peer_down", c.forwards_released_peer_down},
                     {"held", c.forwards_held}, {"parked", c.forwards_parked},
-                    {"replayed", c.forwards_replayed}, {"replays_awaiting_safe", replays_out_.size()},
+                    {"replayed", c.forwards_replayed}, {"resent", c.forwards_resent},
+                    {"copies_in", c.forward_copies_in}, {"dedup_entries", forward_dedup_.size()},
+                    {"replays_awaiting_safe", replays_out_.size()},
                     {"replays_expired", c.replays_expired}, {"replays_in", c.replays_in},
                     {"replays_held", c.replays_held},
                     {"awaiting_safe", pending_forwards_.size()}}},
@@ -79,6 +81,15 @@ std::string ClusterAgent::MetricsText() const {
   series("estuary_cluster_forwards_replayed_total", "counter",
          "QoS 1/2 forwards a gone node never confirmed, sent again to the nodes that took over its sessions.",
          c.forwards_replayed);
+  series("estuary_cluster_forwards_resent_total", "counter",
+         "QoS 1/2 forwards sent again on a new link: the link they went out on was lost before their confirmation.",
+         c.forwards_resent);
+  series("estuary_cluster_forward_copies_in_total", "counter",
+         "QoS 2 forwards received again after a lost link, confirmed without a second delivery.",
+         c.forward_copies_in);
+  series("estuary_cluster_forward_dedup_evicted_total", "counter",
+         "QoS 2 forward records dropped before their window ended (the bound of 1,000,000 was reached).",
+         forward_dedup_.evicted());
   series("estuary_cluster_replays_expired_total", "counter",
          "Replayed forwards whose publisher was acknowledged without every live node's confirmation by the deadline.",
          c.replays_expired);

@@ -165,10 +165,16 @@ void ClusterAgent::LoadSession(const std::string& client_id, std::function<void(
 
 namespace estuary::cluster {
 
-// As far as this node can tell, `node` is still gone: membership says it
-// is suspect, down or left, or no longer lists it (without membership, as
-// in unit tests, whoever called knows).
-bool ClusterAgent::StillGone(NodeId node) const {
+// `node` is still gone under `verdict`: no later declaration replaced it,
+// the metadata group has not admitted it again, and as far as this node can
+// tell it is suspect, down or left, or no longer listed (without
+// membership, as in unit tests, whoever called knows). A takeover step that
+// fires late (a retry timer, a reply) acts only under the verdict it was
+// started for (issue 29).
+bool ClusterAgent::StillGone(NodeId node, uint64_t verdict) const {
+  auto progress = takeovers_.find(node);
+  if (progress == takeovers_.end() || progress->second.verdict != verdict || progress->second.back) return false;
+  if (meta_ && verdict != 0 && meta_->state().members().count(node) != 0) return false;
   if (!membership_owned_) return true;
   const Member* member = membership_owned_->Find(node);
   return member == nullptr || PeerUnreachable(node);
@@ -182,7 +188,7 @@ bool ClusterAgent::StillGone(NodeId node) const {
 // Every step (a partition's listing, a session's claim and read) counts
 // in the node's TakeoverProgress until it ends, whatever its outcome:
 // replays for the gone node's sessions wait for that (cluster_replay.cc).
-void ClusterAgent::TakeOverSessionsOf(NodeId gone) {
+void ClusterAgent::TakeOverSessionsOf(NodeId gone, uint64_t verdict) {
   if (!partitions_ || !meta_) return;
   // One step held across the loop: a partition another survivor takes
   // over ends its step at once, and the count must not reach zero (and
@@ -192,18 +198,18 @@ void ClusterAgent::TakeOverSessionsOf(NodeId gone) {
   TakeoverStep(gone);
   for (const auto& [open_id, open] : meta_->state().open_partitions()) {
     TakeoverStep(gone);
-    TakeOverPartition(gone, open_id, 0);
+    TakeOverPartition(gone, verdict, open_id, 0);
   }
   TakeoverDone(gone);
 }
 
 // One partition's share of TakeOverSessionsOf, retried alone (every second,
 // up to 10 times) while its sessions cannot be listed.
-void ClusterAgent::TakeOverPartition(NodeId gone, partition::PartitionId id, uint32_t attempt) {
+void ClusterAgent::TakeOverPartition(NodeId gone, uint64_t verdict, partition::PartitionId id, uint32_t attempt) {
   // Only while the node is still gone as far as this node can tell: an
   // isolated node that declared the others gone must not take their
   // sessions once the cut heals and its retries start to succeed.
-  if (!StillGone(gone)) return TakeoverDone(gone);
+  if (!StillGone(gone, verdict)) return TakeoverDone(gone);
   const meta::MetaState& state = meta_->state();
   const auto open = state.open_partitions().find(id);
   if (open == state.open_partitions().end()) return TakeoverDone(gone);
@@ -220,7 +226,7 @@ void ClusterAgent::TakeOverPartition(NodeId gone, partition::PartitionId id, uin
   if (chosen != config_.self) return TakeoverDone(gone);
   partitions_->Read(
       id, partition::EncodeSessionsOwnedBy(gone),
-      [this, gone, id, attempt, alive = std::weak_ptr<int>(lifetime_)](partition::PartitionResult result) {
+      [this, gone, verdict, id, attempt, alive = std::weak_ptr<int>(lifetime_)](partition::PartitionResult result) {
         if (alive.expired()) return;
         std::optional<std::vector<std::string>> owned;
         if (result.status == meta::ProposeStatus::kOk) {
@@ -233,60 +239,94 @@ void ClusterAgent::TakeOverPartition(NodeId gone, partition::PartitionId id, uin
           // The partition's listing again later: claims that applied
           // already do not apply twice (the node no longer owns those ids).
           if (attempt < 10) {
-            loop_.AddTimer(1000, [this, gone, id, attempt, alive] {
-              if (!alive.expired()) TakeOverPartition(gone, id, attempt + 1);
+            loop_.AddTimer(1000, [this, gone, verdict, id, attempt, alive] {
+              if (!alive.expired()) TakeOverPartition(gone, verdict, id, attempt + 1);
             });
           } else {
             TakeoverDone(gone);
           }
           return;
         }
-        if (!StillGone(gone)) return TakeoverDone(gone);  // it came back meanwhile
+        if (!StillGone(gone, verdict)) return TakeoverDone(gone);  // it came back meanwhile
         if (!owned->empty()) {
           spdlog::info("cluster: taking over {} session(s) of node {} from partition {}", owned->size(), gone, id);
         }
         for (const std::string& client : *owned) {
           TakeoverStep(gone);
-          TakeOverSession(client, gone);
+          TakeOverSession(client, gone, verdict);
         }
         TakeoverDone(gone);
       });
 }
 
-void ClusterAgent::TakeOverSession(const std::string& client_id, NodeId gone, uint32_t attempt) {
-  if (!StillGone(gone)) return TakeoverDone(gone);  // back (or never gone from here): its sessions stay its own
+void ClusterAgent::TakeOverSession(const std::string& client_id, NodeId gone, uint64_t verdict, uint32_t attempt) {
+  if (!StillGone(gone, verdict)) return TakeoverDone(gone);  // back (or never gone from here): its sessions stay its own
+  if (!claim_guard_) return ClaimTakenOver(client_id, gone, verdict, partition::ClientOwner{}, attempt);
+  // The owner as it is now: the claim is conditional on exactly that one
+  // (node, boot, connection), so a client that reconnected since, even to
+  // the same node, keeps its session (issue 29).
+  partitions_->Read(
+      partitions_->PartitionOf(client_id), partition::EncodeRegistryOwnerQuery(client_id),
+      [this, client_id, gone, verdict, attempt, alive = std::weak_ptr<int>(lifetime_)](partition::PartitionResult result) {
+        if (alive.expired()) return;
+        std::optional<std::optional<partition::ClientOwner>> owner;
+        if (result.status == meta::ProposeStatus::kOk && result.result) {
+          owner = partition::DecodeClaimResult(*result.result);
+        }
+        if (!owner) {
+          ++counters_.session_takeovers_failed;
+          if (attempt >= 10) return TakeoverDone(gone);
+          loop_.AddTimer(1000, [this, client_id, gone, verdict, attempt, alive] {
+            if (!alive.expired()) TakeOverSession(client_id, gone, verdict, attempt + 1);
+          });
+          return;
+        }
+        // Another node's (the client came back elsewhere) or free: nothing to take.
+        if (!owner->has_value() || (*owner)->node != gone) return TakeoverDone(gone);
+        ClaimTakenOver(client_id, gone, verdict, **owner, attempt);
+      });
+}
+
+// `expected` (node 0: unguarded, while a node of an older binary is linked)
+// is the owner the claim may replace.
+void ClusterAgent::ClaimTakenOver(const std::string& client_id, NodeId gone, uint64_t verdict,
+                                  partition::ClientOwner expected, uint32_t attempt) {
+  if (!StillGone(gone, verdict)) return TakeoverDone(gone);
   const uint64_t serial = next_claim_++;
   const partition::ClientOwner owner{config_.self, boot_id_, serial};
   const std::string command =
-      partition::EncodeRegistryCommand(partition::ClaimClient{client_id, owner, false, gone});
+      partition::EncodeRegistryCommand(partition::ClaimClient{client_id, owner, false, gone, expected});
   partitions_->Propose(
       partitions_->PartitionOf(client_id), command,
-      [this, client_id, gone, serial, attempt, alive = std::weak_ptr<int>(lifetime_)](partition::PartitionResult result) {
+      [this, client_id, gone, verdict, serial, attempt,
+       alive = std::weak_ptr<int>(lifetime_)](partition::PartitionResult result) {
         if (alive.expired()) return;
         if (result.status != meta::ProposeStatus::kOk) {
           ++counters_.session_takeovers_failed;
           if (attempt < 10) {
-            loop_.AddTimer(1000, [this, client_id, gone, attempt, alive] {
-              if (!alive.expired()) TakeOverSession(client_id, gone, attempt + 1);
+            loop_.AddTimer(1000, [this, client_id, gone, verdict, attempt, alive] {
+              if (!alive.expired()) TakeOverSession(client_id, gone, verdict, attempt + 1);
             });
           } else {
             TakeoverDone(gone);
           }
           return;
         }
-        // Empty: the client came back elsewhere (or another survivor was
-        // first). Without a result (no longer kept) the read below tells.
+        // Empty: the client came back (elsewhere, or renewed its claim), or
+        // another survivor was first. Without a result (no longer kept) the
+        // read below tells.
         if (result.result && result.result->empty()) return TakeoverDone(gone);
         claims_[client_id] = serial;
-        AdoptTakenOver(client_id, gone, serial, 0);
+        AdoptTakenOver(client_id, gone, verdict, serial, 0);
       });
 }
 
 // The claim is ours: the session is read (again, while the partition
 // elects a leader) and handed to the client id's shard, unless the client
 // came back elsewhere meanwhile (the claim is no longer this one).
-void ClusterAgent::AdoptTakenOver(const std::string& client_id, NodeId gone, uint64_t serial, uint32_t attempt) {
-  LoadSession(client_id, [this, client_id, gone, serial, attempt,
+void ClusterAgent::AdoptTakenOver(const std::string& client_id, NodeId gone, uint64_t verdict, uint64_t serial,
+                                  uint32_t attempt) {
+  LoadSession(client_id, [this, client_id, gone, verdict, serial, attempt,
                           alive = std::weak_ptr<int>(lifetime_)](ClaimAnswer answer) {
     if (alive.expired()) return;
     auto claim = claims_.find(client_id);
@@ -294,8 +334,8 @@ void ClusterAgent::AdoptTakenOver(const std::string& client_id, NodeId gone, uin
     if (!answer.granted || !answer.session) {
       ++counters_.session_takeovers_failed;
       if (attempt < 10) {
-        loop_.AddTimer(1000, [this, client_id, gone, serial, attempt, alive] {
-          if (!alive.expired()) AdoptTakenOver(client_id, gone, serial, attempt + 1);
+        loop_.AddTimer(1000, [this, client_id, gone, verdict, serial, attempt, alive] {
+          if (!alive.expired()) AdoptTakenOver(client_id, gone, verdict, serial, attempt + 1);
         });
       } else {
         TakeoverDone(gone);

@@ -30,10 +30,13 @@ using NodeId = uint16_t;
 //   1: reads delivery records that carry a shared group's key (older
 //      binaries reject them: docs/storage.md);
 //   2: applies the partitioned queues' Hand, Unhand and Settle commands
-//      (partition/queue_machine.h; older binaries count them malformed).
-constexpr uint8_t kLinkVersionMinor = 2;
+//      (partition/queue_machine.h; older binaries count them malformed);
+//   3: applies a takeover claim guarded by the exact owner it replaces
+//      (partition/client_registry.h, kClaimFromOwner; issue 29).
+constexpr uint8_t kLinkVersionMinor = 3;
 constexpr uint8_t kMinorGroupKeyRecords = 1;
 constexpr uint8_t kMinorQueueHands = 2;
+constexpr uint8_t kMinorClaimGuard = 3;
 
 struct PeerInfo {
   NodeId node = 0;

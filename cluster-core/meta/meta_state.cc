@@ -309,14 +309,17 @@ bool MetaState::Apply(const NodeDrain& command) {
 
 bool MetaState::Apply(const MemberUpsert& command) {
   if (command.member.node == 0) return false;
+  const bool added = members_.count(command.member.node) == 0;
   MemberRecord& record = members_[command.member.node];
   record = command.member;
   RecomputePlacement();
+  if (added && member_observer_) member_observer_(command.member.node, true, applying_index_);
   return true;
 }
 
 bool MetaState::Apply(const MemberGone& command) {
-  const bool known = members_.erase(command.node) + routes_.count(command.node) > 0;
+  const bool was_member = members_.erase(command.node) != 0;
+  const bool known = was_member || routes_.count(command.node) > 0;
   if (auto it = routes_.find(command.node); it != routes_.end()) {
     Replace(command.node, {});
     routes_.erase(command.node);
@@ -328,6 +331,7 @@ bool MetaState::Apply(const MemberGone& command) {
     if (open.leader_pin == command.node) open.leader_pin = 0;
   }
   RecomputePlacement();
+  if (was_member && member_observer_) member_observer_(command.node, false, applying_index_);
   return known;
 }
 

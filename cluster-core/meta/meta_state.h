@@ -145,6 +145,11 @@ class MetaState final : public StateMachine {
   using RouteObserver = std::function<void(NodeId node, const std::vector<RouteKey>& added,
                                            const std::vector<RouteKey>& removed)>;
   using RefusedObserver = std::function<void(NodeId node, uint64_t boot, uint64_t seq)>;
+  // A member joined the committed member set (`present`) or left it
+  // (MemberGone). `index` is the entry's log index (0 outside Apply): a
+  // generation for the verdict, since MemberGone is the one decision about
+  // a node's death that a majority made (docs/membership.md).
+  using MemberObserver = std::function<void(NodeId node, bool present, uint64_t index)>;
 
   explicit MetaState(uint32_t partitions = ring::RingOptions{}.partitions,
                      uint32_t replicas = ring::RingOptions{}.replicas);
@@ -159,6 +164,7 @@ class MetaState final : public StateMachine {
 
   void set_route_observer(RouteObserver fn) { route_observer_ = std::move(fn); }
   void set_refused_observer(RefusedObserver fn) { refused_observer_ = std::move(fn); }
+  void set_member_observer(MemberObserver fn) { member_observer_ = std::move(fn); }
   // After every applied command other than CommitNotice.
   void set_applied_observer(std::function<void()> fn) { applied_observer_ = std::move(fn); }
   // After a command that opened partitions, changed the placement, a
@@ -202,6 +208,7 @@ class MetaState final : public StateMachine {
   uint64_t refused_ = 0;
   RouteObserver route_observer_;
   RefusedObserver refused_observer_;
+  MemberObserver member_observer_;
   std::function<void()> applied_observer_;
   std::function<void()> partitions_observer_;
 };

@@ -32,8 +32,16 @@ inline std::string SimAddress(NodeId id) { return "node" + std::to_string(id); }
 class SimDispatch final : public cluster::LinkHandler {
  public:
   explicit SimDispatch(RaftHost& host) : host_(host) {}
-  void OnPeerUp(const cluster::PeerInfo&) override {}
-  void OnPeerDown(cluster::NodeId) override {}
+  // With links_tell_host, a link's loss and return reach the raft host as
+  // the cluster agent passes them on in estuaryd (quiescent groups wake and
+  // elect when their leader's link is lost); off, only InformMembership does.
+  void OnPeerUp(const cluster::PeerInfo& info) override {
+    if (links_tell_host) host_.OnPeerUp(info.node);
+  }
+  void OnPeerDown(cluster::NodeId node) override {
+    if (links_tell_host) host_.OnPeerDown(node);
+  }
+  bool links_tell_host = false;
   void OnFrame(cluster::NodeId from, uint8_t type, std::string_view body) override {
     if (type >= 0x40 && type <= 0x4F) {
       host_.OnFrame(from, type, body);

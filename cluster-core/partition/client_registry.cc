@@ -6,7 +6,7 @@ namespace estuary::partition {
 
 namespace {
 
-enum Tag : uint8_t { kClaim = 1, kRelease = 2, kClaimClean = 3, kClaimFrom = 4 };
+enum Tag : uint8_t { kClaim = 1, kRelease = 2, kClaimClean = 3, kClaimFrom = 4, kClaimFromOwner = 5 };
 constexpr uint8_t kSnapshotVersion = 1;
 
 void PutOwner(meta::ByteWriter& out, const ClientOwner& owner) {
@@ -30,10 +30,12 @@ ClientOwner GetOwner(meta::ByteReader& in) {
 std::string EncodeRegistryCommand(const RegistryCommand& command) {
   meta::ByteWriter out;
   if (const auto* claim = std::get_if<ClaimClient>(&command)) {
-    out.U8(claim->only_from != 0 ? kClaimFrom : claim->clean ? kClaimClean : kClaim);
+    const bool guarded = claim->only_from != 0 && claim->expected.node != 0;
+    out.U8(guarded ? kClaimFromOwner : claim->only_from != 0 ? kClaimFrom : claim->clean ? kClaimClean : kClaim);
     out.Bytes(claim->client);
     PutOwner(out, claim->owner);
     if (claim->only_from != 0) out.U32(claim->only_from);  // (a takeover is never a clean start)
+    if (guarded) PutOwner(out, claim->expected);
   } else {
     const auto& release = std::get<ReleaseClient>(command);
     out.U8(kRelease);
@@ -48,10 +50,13 @@ std::optional<RegistryCommand> DecodeRegistryCommand(std::string_view bytes) {
   const uint8_t tag = in.U8();
   std::string client(in.Bytes());
   ClientOwner owner = GetOwner(in);
-  if (tag == kClaimFrom) {
+  if (tag == kClaimFrom || tag == kClaimFromOwner) {
     const uint32_t from = in.U32();
+    ClientOwner expected{};
+    if (tag == kClaimFromOwner) expected = GetOwner(in);
     if (from == 0 || from > 0xFFFF || !in.done()) return std::nullopt;
-    return ClaimClient{std::move(client), owner, false, static_cast<NodeId>(from)};
+    if (tag == kClaimFromOwner && expected.node != from) return std::nullopt;
+    return ClaimClient{std::move(client), owner, false, static_cast<NodeId>(from), expected};
   }
   if (!in.done()) return std::nullopt;
   if (tag == kClaim || tag == kClaimClean) return ClaimClient{std::move(client), owner, tag == kClaimClean};
@@ -105,6 +110,7 @@ std::string ClientRegistry::ApplyCommand(const RegistryCommand& command) {
     if (claim->only_from != 0) {
       auto it = owners_.find(claim->client);
       if (it == owners_.end() || it->second.node != claim->only_from) return {};
+      if (claim->expected.node != 0 && it->second != claim->expected) return {};  // renewed since it was read
     }
     std::optional<ClientOwner> previous;
     auto [it, inserted] = owners_.try_emplace(claim->client, claim->owner);

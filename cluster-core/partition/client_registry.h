@@ -11,7 +11,11 @@
 //    start) is encoded as its own tag; the registry treats both alike.
 //    With `only_from` (its own tag too) the claim applies only while that
 //    node owns the id: a survivor taking over a gone node's session never
-//    takes it from a client that has reconnected meanwhile.
+//    takes it from a client that has reconnected meanwhile elsewhere. With
+//    `expected` as well (tag kClaimFromOwner, link minor 3) it applies only
+//    while the owner is exactly the one the taker read (node, boot and
+//    connection): a reconnect to the same node, or a restart of it, since
+//    the taker looked also refuses it (a compare-and-set, issue 29).
 //  - Release{client, owner}: the id is free again, but only if `owner` still
 //    holds it (a late release after a takeover changes nothing).
 //
@@ -45,6 +49,9 @@ struct ClaimClient {
   // Not 0: a takeover of a gone node's session; the claim applies only if
   // that node owns the id now (else nothing changes, the result is empty).
   NodeId only_from = 0;
+  // With only_from: the exact owner the claim replaces (node 0: any
+  // connection of only_from, as before link minor 3).
+  ClientOwner expected{};
 };
 struct ReleaseClient {
   std::string client;

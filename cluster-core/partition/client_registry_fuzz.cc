@@ -7,7 +7,8 @@
 //      changes nothing, or the state snapshots and restores to itself;
 //   3: a run of commands (u8 length, bytes) applied in order, checked
 //      against a plain map of owners (a conditional claim changes it only
-//      while its `only_from` node owns the id), then a snapshot round trip.
+//      while its `only_from` node owns the id, and a guarded one only while
+//      the owner is the `expected` one), then a snapshot round trip.
 #include <cstddef>
 #include <cstdint>
 #include <cstdlib>
@@ -83,8 +84,12 @@ void Run(std::string_view body) {
       auto it = model.find(claim->client);
       const std::optional<ClientOwner> previous =
           it == model.end() ? std::nullopt : std::optional<ClientOwner>(it->second);
-      if (claim->only_from != 0 && (!previous || previous->node != claim->only_from)) {
-        Check(result.empty());  // a takeover claim applies only while that node owns the id
+      const bool refused = claim->only_from != 0 && (!previous || previous->node != claim->only_from ||
+                                                     (claim->expected.node != 0 && *previous != claim->expected));
+      if (refused) {
+        // A takeover claim applies only while that node owns the id (and,
+        // guarded, only while the owner is exactly the one expected).
+        Check(result.empty());
         Check(registry.owners() == model);
         continue;
       }

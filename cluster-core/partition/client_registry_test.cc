@@ -50,10 +50,16 @@ TEST(ClientRegistry, CommandsAndClaimResultsRoundTripAndRefuseMalformedBytes) {
   const RegistryCommand release = ReleaseClient{"", ClientOwner{1, 0, 0}};
   const RegistryCommand clean = ClaimClient{"c", ClientOwner{2, 1, 1}, /*clean=*/true};
   const RegistryCommand from = ClaimClient{"c", ClientOwner{2, 1, 1}, false, /*only_from=*/9};
+  const RegistryCommand guarded = ClaimClient{"c", ClientOwner{2, 1, 1}, false, 9, /*expected=*/ClientOwner{9, 4, 8}};
   EXPECT_EQ(std::get<ClaimClient>(*DecodeRegistryCommand(EncodeRegistryCommand(from))).only_from, 9u);
+  EXPECT_EQ(std::get<ClaimClient>(*DecodeRegistryCommand(EncodeRegistryCommand(guarded))).expected,
+            (ClientOwner{9, 4, 8}));
+  EXPECT_FALSE(DecodeRegistryCommand(
+      EncodeRegistryCommand(ClaimClient{"c", ClientOwner{2, 1, 1}, false, 9, ClientOwner{8, 4, 8}})))
+      << "the expected owner must be the node the claim takes from";
   EXPECT_TRUE(std::get<ClaimClient>(*DecodeRegistryCommand(EncodeRegistryCommand(clean))).clean);
   EXPECT_FALSE(std::get<ClaimClient>(*DecodeRegistryCommand(EncodeRegistryCommand(claim))).clean);
-  for (const RegistryCommand& command : {claim, release, clean, from}) {
+  for (const RegistryCommand& command : {claim, release, clean, from, guarded}) {
     const std::string bytes = EncodeRegistryCommand(command);
     auto decoded = DecodeRegistryCommand(bytes);
     ASSERT_TRUE(decoded.has_value());
@@ -80,6 +86,25 @@ TEST(ClientRegistry, CommandsAndClaimResultsRoundTripAndRefuseMalformedBytes) {
   EXPECT_FALSE(DecodeClaimResult("\x02")) << "the has-owner flag is 0 or 1";
 }
 
+// Issue 29: a takeover claim guarded by the owner the taker read is
+// refused once that owner renewed its claim (a reconnect, even to the same
+// node), while the unguarded form of older binaries only checks the node.
+TEST(ClientRegistry, Issue29AGuardedTakeoverIsRefusedOnceTheOwnerRenewed) {
+  ClientRegistry registry;
+  const ClientOwner read{3, 30, 1}, renewed{3, 30, 2}, taker{1, 10, 7};
+  registry.ApplyCommand(ClaimClient{"dev", read});
+  registry.ApplyCommand(ClaimClient{"dev", renewed});  // the client reconnected to node 3
+  EXPECT_EQ(registry.ApplyCommand(ClaimClient{"dev", taker, false, 3, read}), "");
+  EXPECT_EQ(registry.owners().at("dev"), renewed);
+  auto taken = DecodeClaimResult(registry.ApplyCommand(ClaimClient{"dev", taker, false, 3, renewed}));
+  ASSERT_TRUE(taken.has_value());
+  EXPECT_EQ(*taken, std::optional<ClientOwner>(renewed));
+  EXPECT_EQ(registry.owners().at("dev"), taker);
+  ClientRegistry older;
+  older.ApplyCommand(ClaimClient{"dev", renewed});
+  EXPECT_FALSE(older.ApplyCommand(ClaimClient{"dev", taker, false, 3}).empty()) << "unguarded: any owner on node 3";
+}
+
 TEST(ClientRegistry, MalformedEntriesAreCountedAndChangeNothing) {
   ClientRegistry registry;
   EXPECT_FALSE(registry.Apply(EntryOf(EncodeRegistryCommand(ClaimClient{"c", {1, 2, 3}}))).empty());
@@ -104,6 +129,7 @@ TEST(ClientRegistry, SeedCorpus) {
   const ClientOwner a{1, 10, 5}, b{2, 20, 6};
   write("claim", 0, EncodeRegistryCommand(ClaimClient{"sensor-17", a}));
   write("release", 0, EncodeRegistryCommand(ReleaseClient{"sensor-17", b}));
+  write("claim_guarded", 0, EncodeRegistryCommand(ClaimClient{"sensor-17", b, false, 1, a}));
   write("result_none", 1, EncodeClaimResult(std::nullopt));
   write("result_owner", 1, EncodeClaimResult(a));
   ClientRegistry registry;

@@ -146,6 +146,28 @@ class PartitionCluster : public meta::SimCluster<Node> {
     WipeMetaDisk(id);
   }
   PartitionHost& partitions(NodeId id) { return *nodes_.at(id).partitions; }
+  // Links' losses and returns reach every running node's raft host, as in
+  // estuaryd (meta::SimDispatch::links_tell_host).
+  void LinksTellHosts(bool on) {
+    for (auto& [id, node] : nodes_) {
+      if (node.dispatch) node.dispatch->links_tell_host = on;
+    }
+  }
+  // A task transfer's claim from node `on`: applies only while node
+  // `from` owns the id and, with `expected` (node not 0), only while that
+  // exact owner does (a guarded claim).
+  std::shared_ptr<Outcome> ClaimFrom(NodeId on, const std::string& client, uint64_t connection, NodeId from,
+                                     const ClientOwner& expected) {
+    auto outcome = std::make_shared<Outcome>();
+    Node& node = nodes_.at(on);
+    const RegistryCommand command = ClaimClient{client, ClientOwner{on, node.boot, connection}, false, from, expected};
+    node.partitions->Propose(node.partitions->PartitionOf(client), EncodeRegistryCommand(command),
+                             [outcome](PartitionResult result) {
+                               outcome->done = true;
+                               outcome->result = std::move(result);
+                             });
+    return outcome;
+  }
   meta::RaftHost& host(NodeId id) { return *nodes_.at(id).host; }
   const ClientRegistry* registry(NodeId id, PartitionId partition) {
     const PartitionState* state = this->state(id, partition);

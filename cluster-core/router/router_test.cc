@@ -13,7 +13,7 @@ namespace {
 
 TEST(RouterTest, ReportsRouteUpdatesOnlyForFirstAndLastLocalSubscriber) {
   Router router(0);
-  Session a("a"), b("b");
+  Session a("a", 1), b("b", 2);
   SubscriptionOptions options;
   auto first = router.AddLocal("x/+", {}, {&a, &options});
   ASSERT_TRUE(first.has_value());
@@ -30,7 +30,7 @@ TEST(RouterTest, ReportsRouteUpdatesOnlyForFirstAndLastLocalSubscriber) {
 
 TEST(RouterTest, SeparatesLocalDeliveriesFromRemoteDestinations) {
   Router router(0);
-  Session a("a");
+  Session a("a", 1);
   SubscriptionOptions options;
   router.AddLocal("t/#", {}, {&a, &options});
   router.ApplyRemote({true, "t/+", {}, 2});
@@ -63,7 +63,7 @@ TEST(RouterTest, IgnoresItsOwnUpdatesAndForgetsDestinations) {
 
 TEST(RouterTest, SharedGroupsCollectMembersUnderOneKey) {
   Router router(0);
-  Session a("a"), b("b");
+  Session a("a", 1), b("b", 2);
   SubscriptionOptions options;
   const std::string key = SharedKey("g", "jobs/#");
   EXPECT_TRUE(router.AddLocal("jobs/#", key, {&a, &options}).has_value());
@@ -80,7 +80,7 @@ TEST(RouterTest, SharedGroupsCollectMembersUnderOneKey) {
 
 TEST(RouterTest, LocalRoutesListsEveryRouteForReplay) {
   Router router(0);
-  Session a("a");
+  Session a("a", 1);
   SubscriptionOptions options;
   router.AddLocal("a", {}, {&a, &options});
   router.AddLocal("b", SharedKey("g", "b"), {&a, &options});
@@ -144,7 +144,7 @@ Named Cached(const Router& router, const std::string& topic) {
 
 TEST(RouterMatchCacheTest, EveryKindOfRouteChangeIsSeenAtOnce) {
   Router router(0);
-  Session a("a"), b("b");
+  Session a("a", 1), b("b", 2);
   SubscriptionOptions qos0, qos1;
   qos1.max_qos = QoS::kAtLeastOnce;
   const std::string topic = "t/1";
@@ -174,7 +174,7 @@ TEST(RouterMatchCacheTest, EveryKindOfRouteChangeIsSeenAtOnce) {
 
 TEST(RouterMatchCacheTest, AppendsLikeMatchAndKeepsRemoteDestinationsUnique) {
   Router router(0);
-  Session a("a");
+  Session a("a", 1);
   SubscriptionOptions options;
   router.AddLocal("x", {}, {&a, &options});
   router.ApplyRemote({true, "x", {}, 7});
@@ -191,7 +191,7 @@ TEST(RouterMatchCacheTest, LargeFanOutIsMatchedCorrectlyWithoutBeingKept) {
   std::vector<std::unique_ptr<Session>> sessions;
   SubscriptionOptions options;
   for (size_t i = 0; i < Router::kMaxCachedRefs + 10; ++i) {
-    sessions.push_back(std::make_unique<Session>("s" + std::to_string(i)));
+    sessions.push_back(std::make_unique<Session>("s" + std::to_string(i), i + 1));
     router.AddLocal("big", {}, {sessions.back().get(), &options});
   }
   for (int round = 0; round < 2; ++round) {
@@ -213,7 +213,7 @@ TEST(RouterMatchCacheTest, RandomRouteChangesNeverServeAStaleMatch) {
   for (int i = 0; i < 2 * int(Router::kMatchCacheSlots); ++i) topics.push_back("n/" + std::to_string(i));
   Router router(0);
   std::vector<std::unique_ptr<Session>> sessions;
-  for (int i = 0; i < 4; ++i) sessions.push_back(std::make_unique<Session>("s" + std::to_string(i)));
+  for (int i = 0; i < 4; ++i) sessions.push_back(std::make_unique<Session>("s" + std::to_string(i), i + 1));
   SubscriptionOptions options[2];
   options[1].max_qos = QoS::kExactlyOnce;
   std::mt19937 random(20261130);  // fixed: a failure replays

@@ -21,12 +21,6 @@
 
 namespace estuary::core::test_support {
 
-class NullSink final : public SessionSink {
- public:
-  void OnDeliveriesReady() override {}
-  void OnDetached(DetachReason) override {}
-};
-
 enum class EngineKind { kMemory, kBitcask };
 
 class DurableBrokerTest : public ::testing::Test {

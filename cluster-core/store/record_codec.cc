@@ -470,6 +470,21 @@ std::optional<std::string_view> PeekOriginClientId(std::string_view bytes) {
   return client_id;
 }
 
+std::optional<MessageIdentity> PeekIdentity(std::string_view bytes) {
+  Reader r(bytes);
+  if (!VersionOk(r)) return std::nullopt;
+  MessageIdentity identity;
+  identity.id.node = r.U16();
+  identity.id.timestamp = r.U64();
+  identity.id.sequence = r.U32();
+  r.BytesView();                   // topic
+  if (r.U8() != 0) r.BytesView();  // payload
+  const uint8_t flags = r.U8();
+  if (!r.ok() || (flags & 3) > 2) return std::nullopt;
+  identity.qos = static_cast<QoS>(flags & 3);
+  return identity;
+}
+
 size_t AppendedMessageSize(const Message& message) {
   SizeCounter counter;
   WriteMessage(counter, message);

@@ -91,6 +91,12 @@ size_t AppendedMessageSize(const Message& message);
 // The origin client id of EncodeMessage's bytes, without decoding the rest
 // (a view into `bytes`); nullopt if they end before it.
 std::optional<std::string_view> PeekOriginClientId(std::string_view bytes);
+// The id and QoS of the message record in `bytes`, decoding nothing else.
+struct MessageIdentity {
+  MessageId id;
+  QoS qos = QoS::kAtMostOnce;
+};
+std::optional<MessageIdentity> PeekIdentity(std::string_view bytes);
 std::optional<MessagePtr> DecodeMessage(std::string_view bytes);
 
 // Decodes message records into Messages it had decoded before, once nobody

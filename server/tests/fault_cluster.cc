@@ -15,7 +15,6 @@
 #endif
 
 namespace estuary::server::testing {
-namespace {
 
 std::string RandomHex(size_t bytes) {
   std::random_device random;
@@ -27,8 +26,6 @@ std::string RandomHex(size_t bytes) {
   }
   return hex;
 }
-
-}  // namespace
 
 std::unique_ptr<FaultCluster> FaultCluster::Start(const FaultClusterOptions& options, std::string* error) {
   std::unique_ptr<FaultCluster> cluster(new FaultCluster());

@@ -27,6 +27,9 @@ struct FaultClusterOptions {
   std::vector<std::string> extra_flags = {"--shards", "1", "--log-level", "info", "--fault-injection"};
 };
 
+// `bytes` random bytes as hex (a cluster secret file's content).
+std::string RandomHex(size_t bytes);
+
 class FaultCluster {
  public:
   // Starts every node (node 1 first, each later one seeded with the earlier

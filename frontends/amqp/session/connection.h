@@ -197,7 +197,8 @@ class AmqpConnection final : public proton::messaging_handler,
 
   // incoming.cc: client senders -> publish
   void OpenIncoming(proton::receiver receiver);
-  void OnSafe(pn_link_t* link, uint64_t sequence);
+  // `full`: --queue-overflow reject refused it for a full session queue.
+  void OnSafe(pn_link_t* link, uint64_t sequence, bool full);
   void TopUpCredit(IncomingLink& link);
   void CheckOversized();
   void Reject(proton::delivery& delivery, const std::string& condition, const std::string& description);

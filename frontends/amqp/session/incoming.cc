@@ -140,19 +140,31 @@ void AmqpConnection::on_message(proton::delivery& delivery, proton::message& mes
   const uint64_t sequence = ++next_sequence_;
   in.awaiting.emplace(sequence, delivery);
   std::weak_ptr<AmqpConnection> weak = weak_from_this();
+  std::function<void()> on_full;
+  if (limits.session.queue_overflow == core::QueueOverflow::kReject) {
+    on_full = [weak, link, sequence] {
+      if (auto self = weak.lock()) self->OnSafe(link, sequence, /*full=*/true);
+    };
+  }
   broker_->Publish(std::move(published), [weak, link, sequence] {
-    if (auto self = weak.lock()) self->OnSafe(link, sequence);
-  }, flow_id_);
+    if (auto self = weak.lock()) self->OnSafe(link, sequence, /*full=*/false);
+  }, flow_id_, std::move(on_full));
   TopUpCredit(in);
 }
 
-void AmqpConnection::OnSafe(pn_link_t* link, uint64_t sequence) {
+void AmqpConnection::OnSafe(pn_link_t* link, uint64_t sequence, bool full) {
   auto it = incoming_.find(link);
   if (it == incoming_.end() || state_ != State::kOpen) return;
   IncomingLink& in = *it->second;
   auto found = in.awaiting.find(sequence);
   if (found == in.awaiting.end()) return;
-  found->second.accept();  // accepted and settled: at-least-once done (§3.4.2)
+  if (full) {
+    // --queue-overflow reject: a matching session's queue was full (§3.4.3).
+    ShardMetrics::Add(broker_->metrics().publishes_rejected_queue_full);
+    Reject(found->second, kResourceLimitExceeded, "a matching subscriber's queue is full");
+  } else {
+    found->second.accept();  // accepted and settled: at-least-once done (§3.4.2)
+  }
   in.awaiting.erase(found);
   TopUpCredit(in);
   ScheduleProcess();

@@ -158,6 +158,7 @@ class MqttConnection final : public core::SessionSink,
   void HandlePubrel(const AckPacket& ack);
   void HandlePubcomp(const AckPacket& ack);
   void SendAck(PacketType type, uint16_t packet_id, ReasonCode reason);
+  void AnswerQueueFull(PacketType reply, uint16_t packet_id, const std::function<void()>& acknowledge);
   // The same, once the session state changed before it is durable (at once
   // without storage): a PUBREL or PUBCOMP must not outrun its own write.
   void SendAckWhenDurable(PacketType type, uint16_t packet_id, ReasonCode reason);

@@ -111,12 +111,35 @@ void MqttConnection::HandlePublish(PublishPacket& publish) {
   }
   const PacketType reply = publish.qos == 1 ? PacketType::kPuback : PacketType::kPubrec;
   std::weak_ptr<MqttConnection> weak = weak_from_this();
-  broker_.Publish(std::move(message), [weak, reply, packet_id] {
+  auto acknowledge = [weak, reply, packet_id] {
     auto self = weak.lock();
     if (self && self->state_ == State::kConnected) {
       self->SendAck(reply, packet_id, ReasonCode::kSuccess);
     }
-  }, flow_id_);
+  };
+  std::function<void()> on_full;
+  if (limits.session.queue_overflow == core::QueueOverflow::kReject) {
+    on_full = [weak, reply, packet_id, acknowledge] {
+      if (auto self = weak.lock()) self->AnswerQueueFull(reply, packet_id, acknowledge);
+    };
+  }
+  broker_.Publish(std::move(message), std::move(acknowledge), flow_id_, std::move(on_full));
+}
+
+// --queue-overflow reject: a matching session's queue was full. MQTT 5 is
+// told (0x97 Quota exceeded; a PUBREC with a reason of 0x80 or more ends
+// the QoS 2 exchange, MQTT 5.0 section 4.3.3: its packet id is free again); 3.1.1 has no
+// negative acknowledgement: acknowledged as under drop-new, and counted.
+void MqttConnection::AnswerQueueFull(PacketType reply, uint16_t packet_id, const std::function<void()>& acknowledge) {
+  if (state_ != State::kConnected) return;
+  if (!v5()) {
+    ShardMetrics::Add(broker_.metrics().publishes_acknowledged_queue_full);
+    acknowledge();
+    return;
+  }
+  ShardMetrics::Add(broker_.metrics().publishes_rejected_queue_full);
+  if (reply == PacketType::kPubrec) session_->RemoveInboundQos2(packet_id);
+  SendAck(reply, packet_id, ReasonCode::kQuotaExceeded);
 }
 
 void MqttConnection::RefusePublish(const PublishPacket& publish) {
