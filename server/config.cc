@@ -6,6 +6,8 @@
 #include <thread>
 
 #include "io/uv/cli_options.h"
+#include "security/acl.h"
+#include "security/password_file.h"
 
 namespace estuary::server {
 namespace {
@@ -150,7 +152,14 @@ void BuildApp(CLI::App& app, NodeConfig& config) {
       ->capture_default_str()
       ->check(CLI::Range(1u, 65535u));
   app.add_option("--password-file", config.password_file,
-                 "File of user:password lines; when set, clients must authenticate")
+                 "Password file as mosquitto_passwd writes it (user:$7$... PBKDF2-SHA512 or user:$6$... SHA-512 "
+                 "lines; `estuaryctl passwd FILE USER` writes them too). When set, MQTT and AMQP SASL PLAIN clients "
+                 "must log in; a clear-text line is refused. Reloaded on SIGHUP")
+      ->check(CLI::ExistingFile);
+  app.add_option("--acl-file", config.acl_file,
+                 "Topic rights in Mosquitto's acl_file format (topic/pattern [read|write|readwrite|deny] FILTER, "
+                 "user NAME, %c and %u). When set, only what it grants is allowed; unset, everything is. "
+                 "Reloaded on SIGHUP")
       ->check(CLI::ExistingFile);
   app.add_option("--proxy-from", config.proxy_from,
                  "Balancer IP addresses that must send a PROXY v2 header (estuary-lb), comma-separated")
@@ -185,13 +194,29 @@ void LoadClusterSecret(NodeConfig& config) {
   config.cluster_secret = line.substr(first, last - first + 1);
 }
 
+// The files are read once here so that a bad line stops start-up with a
+// usage error (status 2) naming it; Node::Start reads them again to serve.
+void CheckSecurityFiles(const NodeConfig& config) {
+  if (!config.password_file.empty()) {
+    if (auto table = security::LoadPasswordFile(config.password_file); !table) {
+      throw CLI::ValidationError("--password-file", table.error());
+    }
+  }
+  if (!config.acl_file.empty()) {
+    if (auto acl = security::Acl::Load(config.acl_file); !acl) throw CLI::ValidationError("--acl-file", acl.error());
+  }
+}
+
 }  // namespace
 
 ParseOutcome ParseCommandLine(int argc, const char* const* argv) {
   NodeConfig config;
   CLI::App app{"estuaryd: an Estuary broker node (MQTT 3.1/3.1.1/5.0, AMQP 1.0)", "estuaryd"};
   BuildApp(app, config);
-  auto outcome = io::ParseOrExit(app, config, argc, argv, [&config] { LoadClusterSecret(config); });
+  auto outcome = io::ParseOrExit(app, config, argc, argv, [&config] {
+    LoadClusterSecret(config);
+    CheckSecurityFiles(config);
+  });
   if (std::holds_alternative<ExitRequest>(outcome)) return std::get<ExitRequest>(outcome);
   if (config.shards == 0) {
     config.shards = static_cast<uint16_t>(std::max(1u, std::thread::hardware_concurrency()));

@@ -46,8 +46,12 @@ struct NodeConfig {
   uint32_t amqp_max_frame_size = 64 * 1024;
   uint32_t amqp_max_links = 256;  // per connection
   uint32_t amqp_credit = 256;     // link credit window per client sender (capped by receive-maximum)
-  // "user:password" lines; when set, MQTT and AMQP clients must log in.
+  // mosquitto_passwd's format (docs/security.md); when set, MQTT and AMQP
+  // clients must log in. Reloaded on SIGHUP.
   std::string password_file;
+  // Mosquitto's acl_file format (docs/security.md); empty: every client may
+  // publish and subscribe anywhere. Reloaded on SIGHUP.
+  std::string acl_file;
   // Balancer addresses whose connections start with a PROXY v2 header
   // (--proxy-from, docs/balancer.md); empty: no header is accepted.
   std::vector<std::string> proxy_from;

@@ -9,7 +9,6 @@
 #include <random>
 
 #include "persistence/memory_engine.h"
-#include "server/password_authenticator.h"
 #include "server/storage.h"
 
 namespace estuary::server {
@@ -82,6 +81,12 @@ Expected<void, std::string> Node::Start() {
     if (!loaded) return MakeError(loaded.error());
     authenticator_ = std::move(*loaded);
     shared_.authenticator = authenticator_.get();
+  }
+  if (!config_.acl_file.empty()) {
+    auto loaded = AclAuthorizer::Load(config_.acl_file);
+    if (!loaded) return MakeError(loaded.error());
+    authorizer_ = std::move(*loaded);
+    shared_.authorizer = authorizer_.get();
   }
   SetUpCluster();
   if (auto storage = OpenStorage(); !storage) return storage;
@@ -267,6 +272,27 @@ void Node::InstallSignalHandlers() {
   };
   sigterm_ = install(SIGTERM);
   sigint_ = install(SIGINT);
+  sighup_ = new uv_signal_t;
+  uv_signal_init(shards_[0]->loop().raw(), sighup_);
+  sighup_->data = this;
+  uv_signal_start(
+      sighup_, [](uv_signal_t* h, int) { static_cast<Node*>(h->data)->Reload(); }, SIGHUP);
+}
+
+bool Node::Reload() {
+  bool ok = true;
+  auto reload = [&ok](const char* what, const std::string& path, auto& target) {
+    if (!target) return;
+    if (auto done = target->Reload(path); !done) {
+      spdlog::error("reload: {} kept as it was: {}", what, done.error());
+      ok = false;
+      return;
+    }
+    spdlog::info("reload: {} {} read again", what, path);
+  };
+  reload("password file", config_.password_file, authenticator_);
+  reload("ACL file", config_.acl_file, authorizer_);
+  return ok;
 }
 
 void Node::RequestShutdown() {
@@ -276,12 +302,12 @@ void Node::RequestShutdown() {
 void Node::Shutdown() {
   if (shutting_down_) return;
   shutting_down_ = true;
-  for (uv_signal_t* handle : {sigterm_, sigint_}) {
+  for (uv_signal_t* handle : {sigterm_, sigint_, sighup_}) {
     if (handle == nullptr) continue;
     uv_close(reinterpret_cast<uv_handle_t*>(handle),
              [](uv_handle_t* h) { delete reinterpret_cast<uv_signal_t*>(h); });
   }
-  sigterm_ = sigint_ = nullptr;
+  sigterm_ = sigint_ = sighup_ = nullptr;
   if (admin_) admin_->Close();
   if (cluster_listener_) cluster_listener_->Close();
   // Shard 0 stops last, once every other shard has stopped and, in a

@@ -2,7 +2,7 @@
 // Node: one estuaryd process. Builds the shards from the config, binds the
 // listeners (MQTT on every shard; admin, $SYS and signals on shard 0), runs
 // shard 0 on the calling thread and the others on their own threads, and
-// shuts everything down on SIGTERM/SIGINT.
+// shuts everything down on SIGTERM/SIGINT. SIGHUP calls Reload.
 //
 // With a cluster secret, shard 0 also runs the inter-node links (a
 // UvTransport on --cluster, dialling --seeds) and the ClusterAgent, which
@@ -17,7 +17,9 @@
 #include "cluster-core/cluster/cluster_agent.h"
 #include "cluster-core/links/uv_transport.h"
 #include "io/uv/http_server.h"
+#include "server/acl_authorizer.h"
 #include "server/config.h"
+#include "server/password_authenticator.h"
 #include "server/shard_runtime.h"
 
 namespace estuary::server {
@@ -35,6 +37,12 @@ class Node final : public core::ShardLink {
   void Run();
   // Thread-safe: asks the node to shut down (as SIGTERM does).
   void RequestShutdown();
+  // SIGHUP: reads the files that may change under a running node again
+  // (--password-file, --acl-file; certificates belong here too once TLS
+  // exists). New connections and operations use the new content; a file
+  // that fails to parse keeps the old content and is logged as an error.
+  // Returns false if any file failed. Shard 0's thread.
+  bool Reload();
 
   // core::ShardLink
   void Post(uint16_t shard, std::function<void(core::ShardBroker&)> work) override;
@@ -65,7 +73,8 @@ class Node final : public core::ShardLink {
   std::vector<std::unique_ptr<ShardRuntime>> shards_;
   std::vector<std::thread> threads_;
   std::unique_ptr<io::HttpServer> admin_;
-  std::unique_ptr<core::Authenticator> authenticator_;  // --password-file
+  std::unique_ptr<PasswordFileAuthenticator> authenticator_;  // --password-file
+  std::unique_ptr<AclAuthorizer> authorizer_;                 // --acl-file
   // Without a cluster secret: accepted inter-node connections are closed.
   std::unique_ptr<io::TcpListener> cluster_listener_;
   // With one: the links and the agent, both on shard 0's loop. Declared
@@ -95,6 +104,7 @@ class Node final : public core::ShardLink {
   int64_t started_ms_ = 0;
   uv_signal_t* sigterm_ = nullptr;
   uv_signal_t* sigint_ = nullptr;
+  uv_signal_t* sighup_ = nullptr;
   bool shutting_down_ = false;
   bool draining_ = false;  // POST /api/drain; admin loop (shard 0) only
 };

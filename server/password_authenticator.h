@@ -1,24 +1,30 @@
 #pragma once
-// PasswordFileAuthenticator: the users of a "user:password" file (one a
-// line, '#' comments). Clients must give a user name and its password;
-// anonymous clients are refused. Read once at start-up; immutable after,
-// so every shard may call it at once.
+// PasswordFileAuthenticator: --password-file, the users of a file in the
+// format mosquitto_passwd writes ($7$ PBKDF2-SHA512 and $6$ SHA-512 lines,
+// security/password_file.h). Clients must give a user name and its
+// password; anonymous clients are refused. Thread-safe: every shard calls
+// Authenticate at once, and Reload (SIGHUP, on shard 0) swaps the users.
 #include <memory>
 #include <string>
-#include <unordered_map>
 
 #include "cluster-core/broker/authenticator.h"
 #include "model/result.h"
+#include "security/password_store.h"
 
 namespace estuary::server {
 
 class PasswordFileAuthenticator final : public core::Authenticator {
  public:
+  explicit PasswordFileAuthenticator(std::unique_ptr<security::PasswordStore> store) : store_(std::move(store)) {}
+  // The error names the file and the line.
   static Expected<std::unique_ptr<PasswordFileAuthenticator>, std::string> Load(const std::string& path);
+  // New CONNECTs and SASL exchanges use `path`'s users; on an error the old ones stay.
+  Expected<void, std::string> Reload(const std::string& path) { return store_->Reload(path); }
   core::AuthDecision Authenticate(const core::Credentials& credentials) override;
+  size_t user_count() const { return store_->user_count(); }
 
  private:
-  std::unordered_map<std::string, std::string> passwords_;
+  std::unique_ptr<security::PasswordStore> store_;
 };
 
 }  // namespace estuary::server

@@ -5,6 +5,8 @@
 
 #include <fstream>
 
+#include "server/acl_authorizer.h"
+
 namespace estuary::server {
 namespace {
 
@@ -18,8 +20,13 @@ core::Credentials User(std::optional<std::string> user, std::optional<std::strin
   return core::Credentials{"client", std::move(user), std::move(password), "127.0.0.1:1"};
 }
 
+std::string Line(const std::string& user, const std::string& password) {
+  return user + ":" + security::FormatPasswordHash(security::HashPassword(password)) + "\n";
+}
+
 TEST(PasswordFileAuthenticator, AcceptsListedUsersWithTheirPasswords) {
-  auto loaded = PasswordFileAuthenticator::Load(WriteFile("users", "# comment\nalice:wonder:land\n\nbob:\r\n"));
+  auto loaded = PasswordFileAuthenticator::Load(
+      WriteFile("users", "# comment\n" + Line("alice", "wonder:land") + "\n" + Line("bob", "")));
   ASSERT_TRUE(loaded.has_value()) << loaded.error();
   auto& authenticator = **loaded;
   EXPECT_EQ(authenticator.Authenticate(User("alice", "wonder:land")), core::AuthDecision::kAllow);
@@ -31,10 +38,26 @@ TEST(PasswordFileAuthenticator, AcceptsListedUsersWithTheirPasswords) {
 }
 
 TEST(PasswordFileAuthenticator, NamesTheBadLine) {
-  auto loaded = PasswordFileAuthenticator::Load(WriteFile("bad-users", "alice:x\nnocolon\n"));
+  auto loaded = PasswordFileAuthenticator::Load(WriteFile("bad-users", Line("alice", "x") + "nocolon\n"));
   ASSERT_FALSE(loaded.has_value());
   EXPECT_NE(loaded.error().find(":2:"), std::string::npos) << loaded.error();
+  auto clear = PasswordFileAuthenticator::Load(WriteFile("clear-users", "alice:x\n"));
+  ASSERT_FALSE(clear.has_value());
+  EXPECT_NE(clear.error().find(":1:"), std::string::npos) << clear.error();
   EXPECT_FALSE(PasswordFileAuthenticator::Load("/nonexistent/estuary-users").has_value());
+}
+
+TEST(AclAuthorizer, GivesEachClientItsRights) {
+  auto loaded = AclAuthorizer::Load(WriteFile("acl", "topic read public/#\nuser alice\ntopic readwrite alice/#\n"));
+  ASSERT_TRUE(loaded.has_value()) << loaded.error();
+  auto anonymous = (*loaded)->ForClient({"c1", std::nullopt});
+  auto alice = (*loaded)->ForClient({"c2", "alice"});
+  EXPECT_TRUE(anonymous->MayReceive("public/x"));
+  EXPECT_FALSE(anonymous->MayPublish("public/x"));
+  EXPECT_FALSE(anonymous->MaySubscribe("alice/#"));
+  EXPECT_TRUE(alice->MayPublish("alice/x"));
+  EXPECT_TRUE(alice->MaySubscribe("alice/#"));
+  EXPECT_FALSE(alice->MayReceive("public/x"));
 }
 
 }  // namespace

@@ -88,6 +88,7 @@ void ShardRuntime::Accept(int fd, std::string received, std::string client_addre
   peer->stream->set_client_address(std::move(client_address));
   mqtt::ConnectionSettings settings;
   settings.authenticator = shared_.authenticator;
+  settings.authorizer = shared_.authorizer;
   const core::ShardConfig& config = broker_.config();
   settings.route_connect = [config, peer](const std::string& client_id) {
     peer->handoff_target = core::ShardForClientId(client_id, config.shard_count);

@@ -12,6 +12,7 @@
 #include <unordered_map>
 
 #include "cluster-core/broker/authenticator.h"
+#include "cluster-core/broker/authorizer.h"
 #include "cluster-core/broker/shard_broker.h"
 #include "frontends/amqp/session/connection.h"
 #include "frontends/mqtt/session/connection.h"
@@ -28,6 +29,7 @@ struct NodeShared {
   std::atomic<uint64_t> connections{0};  // node-wide, for max-connections
   uint32_t max_connections = 0;
   core::Authenticator* authenticator = nullptr;
+  core::Authorizer* authorizer = nullptr;  // --acl-file; null: everything allowed
   std::vector<std::string> proxy_from;  // --proxy-from
   // In a cluster (docs/cluster.md "One client id per cluster"): asks the
   // client-id registry for an id, from a shard's thread; `done` runs on the

@@ -53,6 +53,7 @@ void ShardRuntime::StartAmqpPeer(std::shared_ptr<io::TcpConnection> tcp,
   if (!adopted) {
     amqp::AmqpSettings settings = amqp_settings_;
     settings.authenticator = shared_.authenticator;
+    settings.authorizer = shared_.authorizer;
     const core::ShardConfig& config = broker_.config();
     settings.route_open = [config, peer](const std::string& container_id) {
       peer->handoff_target = core::ShardForClientId(container_id, config.shard_count);

@@ -11,7 +11,9 @@
 #
 # Environment: BUILD_DIR (default ./build; its bin/estuaryd and
 # bin/estuary-bench), N_SMALL (2000), N_LARGE (12000), KEEP_DIR (keep the
-# callgrind.out files there, for callgrind_annotate --tree=calling).
+# callgrind.out files there, for callgrind_annotate --tree=calling),
+# ESTUARYD_FLAGS (more estuaryd flags, e.g. "--acl-file FILE": the ACL's
+# cost per message, docs/security.md).
 set -euo pipefail
 [[ $# -ge 3 ]] || { sed -n '2,14p' "$0" >&2; exit 2; }
 pub=$1 sub=$2 qos=$3 size=${4:-64}
@@ -26,7 +28,7 @@ run() {  # run N: prints the Ir total of estuaryd for N messages
   mkdir -p "$data"
   valgrind --tool=callgrind --callgrind-out-file="$profile" "$build/bin/estuaryd" --shards 1 \
     --mqtt 127.0.0.1:0 --amqp 127.0.0.1:0 --admin 127.0.0.1:0 --cluster 127.0.0.1:0 --log-level warn \
-    --max-queued-messages 1000000 --data-dir "$data" >"$work/ready-$n" 2>"$work/valgrind-$n" &
+    --max-queued-messages 1000000 --data-dir "$data" ${ESTUARYD_FLAGS:-} >"$work/ready-$n" 2>"$work/valgrind-$n" &
   local pid=$! line=""
   for _ in $(seq 1 600); do
     line=$(grep -m1 "estuaryd ready" "$work/ready-$n" || true)

@@ -396,6 +396,12 @@ bool Session::ReleaseHanded(const MessageId& id) {
   return false;
 }
 
+void Session::set_access(std::shared_ptr<ClientAccess> access) {
+  access_ = std::move(access);
+  if (!access_) return;
+  ForEachDelivery([](Delivery& delivery) { delivery.access_checked = false; });
+}
+
 void Session::ForEachDelivery(const std::function<void(Delivery&)>& fn) {
   for (Delivery& delivery : queue_) fn(delivery);
   for (auto& [packet_id, entry] : inflight_) fn(entry.delivery);

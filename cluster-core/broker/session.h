@@ -38,6 +38,7 @@
 #include <unordered_set>
 #include <vector>
 
+#include "cluster-core/broker/authorizer.h"
 #include "cluster-core/broker/flow_control.h"
 #include "cluster-core/broker/limits.h"
 #include "model/message.h"
@@ -74,6 +75,10 @@ struct Delivery {
   // (Session::ReleaseHanded; docs/cluster.md "Partitioned shared groups").
   // Not stored: a restored delivery is sent as usual.
   bool hand_pending = false;
+  // The session's ClientAccess allowed it when offered (ShardBroker::Offer).
+  // Not stored: a restored delivery, or one queued before its client's
+  // identity was known, is checked by the connection before it is sent.
+  bool access_checked = false;
 };
 
 enum class InflightPhase : uint8_t {
@@ -118,6 +123,12 @@ class Session {
   Session& operator=(const Session&) = delete;
 
   const std::string& client_id() const { return client_id_; }
+
+  // The client's topic rights (authorizer.h), set by the connection that
+  // attaches; null without an ACL. Setting one marks every delivery held
+  // unchecked, so the connection checks it against the new identity.
+  ClientAccess* access() const { return access_.get(); }
+  void set_access(std::shared_ptr<ClientAccess> access);
 
   // Subscriptions keyed by the filter as the client sent it ($share/.. kept).
   std::map<std::string, SubscriptionOptions>& subscriptions() { return subscriptions_; }
@@ -250,6 +261,7 @@ class Session {
 
  private:
   std::string client_id_;
+  std::shared_ptr<ClientAccess> access_;
   std::map<std::string, SubscriptionOptions> subscriptions_;
   std::deque<Delivery> queue_;
   size_t queued_bytes_ = 0;

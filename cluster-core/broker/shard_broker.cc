@@ -162,6 +162,8 @@ void ShardBroker::PublishWill(Session& session) {
   WillMessage will = std::move(*session.will());
   session.will().reset();
   session.SaveRecord();
+  // The rules may have changed (SIGHUP) since CONNECT checked the topic.
+  if (session.access() != nullptr && !session.access()->MayPublish(will.message->topic)) return;
   auto message = std::make_shared<Message>(*will.message);
   message->id = NextMessageId();
   if (will.expiry_interval) {
@@ -362,6 +364,12 @@ bool ShardBroker::Offer(Session& session, Delivery delivery) {
   if (session.taken_from(now_ms) != 0 && session.OfferedBefore(delivery.message->id, now_ms)) {
     ShardMetrics::Add(metrics_.replayed_duplicates_skipped);
     return false;
+  }
+  // --acl-file: a subscriber never gets a topic it may not read (a
+  // wildcard subscription, a retained message, a shared group's share).
+  if (ClientAccess* access = session.access()) {
+    if (!access->MayReceive(delivery.message->topic)) return false;
+    delivery.access_checked = true;
   }
   if (Expired(*delivery.message, now_ms)) {
     ShardMetrics::Add(metrics_.messages_dropped);

@@ -137,7 +137,11 @@ class AmqpSaslTest : public AmqpFixture {
     // One file for the test process, removed when it exits.
     struct PasswordFile {
       std::string path = ::testing::TempDir() + "estuary-amqp-passwords-" + std::to_string(::getpid());
-      PasswordFile() { std::ofstream(path) << "# users\nalice:wonderland\n"; }
+      // alice / wonderland, as mosquitto_passwd 2.0.11 wrote it.
+      PasswordFile() {
+        std::ofstream(path) << "# users\nalice:$7$101$3UQ6SBHegEFqvQdG$N1FHwVTB5u0lrS3H33Nh22+1dWMq8QonPUi83nc0Sqv"
+                               "DEvbU78TLwf3JBRZorhoJv1EaGktrL8/R9P7kl6t6sQ==\n";
+      }
       ~PasswordFile() { std::remove(path.c_str()); }
     };
     static const PasswordFile file;

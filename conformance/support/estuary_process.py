@@ -40,13 +40,14 @@ class Estuaryd:
     """estuaryd started with --mqtt/--amqp/--admin/--cluster 127.0.0.1:0 and
     then `flags`. Raises SystemExit("FAIL: ...") if no ready line comes
     within DEADLINE. Attributes: ready_line, host, mqtt_port, amqp_port,
-    admin and cluster ("HOST:PORT"), process (the Popen)."""
+    admin and cluster ("HOST:PORT"), process (the Popen). `stderr` (a file)
+    takes its log; None: the caller's stderr."""
 
-    def __init__(self, binary, *flags):
+    def __init__(self, binary, *flags, stderr=None):
         self.process = subprocess.Popen(
             [binary, "--mqtt", "127.0.0.1:0", "--amqp", "127.0.0.1:0", "--admin", "127.0.0.1:0",
              "--cluster", "127.0.0.1:0", *flags],
-            stdout=subprocess.PIPE)
+            stdout=subprocess.PIPE, stderr=stderr)
         selector = selectors.DefaultSelector()
         selector.register(self.process.stdout, selectors.EVENT_READ)
         if not selector.select(DEADLINE):

@@ -2,11 +2,15 @@
 
 #include <fmt/format.h>
 
+#include <unistd.h>
+
 #include <CLI/CLI.hpp>
+#include <iostream>
 #include <ostream>
 
 #include "io/uv/cli_options.h"
 #include "tools/ctl/ctl_leadership.h"
+#include "tools/ctl/ctl_passwd.h"
 #include "tools/ctl/http_client.h"
 
 namespace estuary::ctl {
@@ -224,6 +228,17 @@ int RunCtl(int argc, const char* const* argv, std::ostream& out, std::ostream& e
   app.add_subcommand("drain", "drain the node: no new clients, its partition leaderships move away (waits)")
       ->add_flag("--no-wait", no_wait, "do not wait until the node leads no partition");
   app.add_subcommand("undrain", "end the node's drain");
+  PasswdOptions passwd;
+  auto* passwd_command = app.add_subcommand(
+      "passwd",
+      "add USER to a password file (or replace its password) as a $7$ PBKDF2-SHA512 line, mosquitto_passwd's "
+      "format; no node is contacted. The password is asked twice on a terminal, or read as the first line of "
+      "stdin when stdin is not a terminal");
+  passwd_command->add_option("FILE", passwd.file, "the password file (created 0600 if missing)")->required();
+  passwd_command->add_option("USER", passwd.user, "the user name")->required();
+  passwd_command->add_option("--iterations", passwd.iterations, "PBKDF2 iterations (each CONNECT pays for them)")
+      ->capture_default_str()
+      ->check(CLI::Range(1u, 10'000'000u));
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp&) {
@@ -234,6 +249,7 @@ int RunCtl(int argc, const char* const* argv, std::ostream& out, std::ostream& e
     return 2;
   }
   const std::string command = app.get_subcommands().at(0)->get_name();
+  if (command == "passwd") return RunPasswd(passwd, std::cin, ::isatty(STDIN_FILENO) == 1, out, err);
   if (command == "transfer-leader" || command == "drain" || command == "undrain") {
     try {
       if (command == "transfer-leader") return RunTransfer(admin, transfer, json, timeout_ms, out, err);

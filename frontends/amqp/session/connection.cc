@@ -286,6 +286,12 @@ void AmqpConnection::AnswerOpen() {
     return;
   }
   state_ = State::kOpen;
+  if (settings_.authorizer != nullptr) {
+    // The SASL PLAIN user; ANONYMOUS or no SASL layer is an anonymous client.
+    const bool named = sasl_.decision && sasl_.mechanism == "PLAIN";
+    access_ = settings_.authorizer->ForClient(
+        {container_id_, named ? std::optional<std::string>(sasl_.user) : std::nullopt});
+  }
   flow_id_ = broker_->RegisterFlow(weak_from_this());
   spdlog::debug("amqp {}: open from container '{}' (user '{}')", sasl_.peer_address, container_id_,
                 sasl_.user);

@@ -47,6 +47,7 @@
 #include <vector>
 
 #include "cluster-core/broker/authenticator.h"
+#include "cluster-core/broker/authorizer.h"
 #include "cluster-core/broker/shard_broker.h"
 #include "frontends/amqp/session/attach_tap.h"
 #include "frontends/amqp/session/sasl.h"
@@ -57,6 +58,10 @@ namespace estuary::amqp {
 
 struct AmqpSettings {
   core::Authenticator* authenticator = nullptr;  // null = allow all
+  // Topic rights (--acl-file): a receiver's source is a read (each delivery
+  // checked too), a sender's target and an anonymous relay's `to` a write;
+  // refused with amqp:unauthorized-access. Null = everything allowed.
+  core::Authorizer* authorizer = nullptr;
   std::string container_id = "estuary";          // ours, in the open frame
   uint32_t idle_timeout_ms = 60'000;             // advertised; 0 = none
   uint32_t max_frame_size = 64 * 1024;
@@ -225,6 +230,9 @@ class AmqpConnection final : public proton::messaging_handler,
   // at the last detach, then retained messages for a new subscription.
   void StartSending(OutgoingLink& link, const core::SubscriptionOptions* new_subscription, bool existed);
   void Pump(OutgoingLink& link);
+  // False for a delivery queued unchecked (before this client's identity
+  // was known) that the ACL does not let it read.
+  bool MayDeliver(const core::Delivery& delivery) const;
   // One delivery's message as AMQP bytes (valid until the next call), and
   // those bytes sent as a new transfer on the link.
   const std::string& Encode(const core::Delivery& delivery, bool redelivery, int64_t now);
@@ -258,6 +266,7 @@ class AmqpConnection final : public proton::messaging_handler,
   proton::io::connection_driver driver_;
   State state_ = State::kOpening;
   std::string container_id_;
+  std::shared_ptr<core::ClientAccess> access_;  // set at open; null without an ACL
   bool processing_ = false;
   bool process_posted_ = false;
   bool handed_off_ = false;

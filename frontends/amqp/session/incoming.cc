@@ -54,6 +54,10 @@ void AmqpConnection::OpenIncoming(proton::receiver receiver) {
     RefuseLink(receiver, kInvalidField, "target address '" + topic + "' is not a valid topic name");
     return;
   }
+  if (!topic.empty() && access_ && !access_->MayPublish(topic)) {
+    RefuseLink(receiver, kUnauthorizedAccess, "the ACL does not allow publishing to '" + topic + "'");
+    return;
+  }
   // §2.7.3: our attach states the mode we use. Exactly-once publishing (rcv
   // mode second) is not offered: a sender asking for it sees mode first
   // here and may detach; otherwise it gets at-least-once (docs/amqp.md).
@@ -105,6 +109,12 @@ void AmqpConnection::on_message(proton::delivery& delivery, proton::message& mes
   context.node = broker_->config().node_id;
   context.settled = settled;
   context.now_ms = broker_->loop().clock().WallMs();
+  if (!relay_topic.empty() && access_ && !access_->MayPublish(relay_topic)) {
+    ShardMetrics::Add(broker_->metrics().protocol_errors);
+    if (!settled) Reject(delivery, kUnauthorizedAccess, "the ACL does not allow publishing to '" + relay_topic + "'");
+    TopUpCredit(in);
+    return;
+  }
   auto mapped = ToModel(message, context);
   if (!mapped) {
     ShardMetrics::Add(broker_->metrics().protocol_errors);

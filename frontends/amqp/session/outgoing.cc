@@ -99,6 +99,10 @@ void AmqpConnection::OpenOutgoing(proton::sender sender) {
     RefuseLink(sender, kInvalidField, "source address '" + filter + "' is not a valid topic filter");
     return;
   }
+  if (!dynamic && access_ && !access_->MaySubscribe(filter)) {
+    RefuseLink(sender, kUnauthorizedAccess, "the ACL does not allow reading '" + filter + "'");
+    return;
+  }
   // §3.5.3, §3.5.6: a durable terminus that never expires is a durable subscription.
   const bool durable = !dynamic && source.durability_mode() != proton::terminus::NONDURABLE &&
                        source.expiry_policy() == proton::terminus::NEVER;
@@ -132,6 +136,8 @@ void AmqpConnection::AttachSession(OutgoingLink& out) {
   auto attached = broker_->Attach(out.session_id, !durable, &out);
   core::Session* session = attached.session;
   out.session = session;
+  // A dynamic address is the link's own: whoever may write to it may reach it.
+  if (access_ && !out.dynamic) session->set_access(access_);
   const core::BrokerLimits& limits = broker_->config().limits;
   session->set_expiry_interval(durable ? limits.max_session_expiry : 0);
   core::SubscriptionOptions options;
@@ -249,6 +255,10 @@ void AmqpConnection::PumpAll() {
   for (auto& entry : outgoing_) Pump(*entry.second);
 }
 
+bool AmqpConnection::MayDeliver(const core::Delivery& delivery) const {
+  return delivery.access_checked || !access_ || access_->MayReceive(delivery.message->topic);
+}
+
 void AmqpConnection::Pump(OutgoingLink& link) {
   if (state_ != State::kOpen || !link.opened || link.session == nullptr || link.pumping) return;
   link.pumping = true;
@@ -279,10 +289,11 @@ void AmqpConnection::Pump(OutgoingLink& link) {
     }
     if (now < 0) now = broker_->loop().clock().WallMs();
     const auto& expiry = delivery.message->properties.expiry_at_ms;
-    const bool expired = expiry && *expiry <= now;
-    if (expired) ShardMetrics::Add(metrics.messages_dropped);
-    if (link.presettled || expired) {
-      if (!expired) {
+    // Expired, or queued unchecked and not readable by this client: dropped.
+    const bool dropped = (expiry && *expiry <= now) || !MayDeliver(delivery);
+    if (dropped) ShardMetrics::Add(metrics.messages_dropped);
+    if (link.presettled || dropped) {
+      if (!dropped) {
         const uint64_t tag = ++link.next_tag;
         SendBytes(link, Encode(delivery, redelivery, now), {reinterpret_cast<const char*>(&tag), sizeof tag});
       }
@@ -290,7 +301,7 @@ void AmqpConnection::Pump(OutgoingLink& link) {
         session.RemoveInflight(packet_id);
         ShardMetrics::Sub(metrics.inflight_messages);
       }
-      if (expired) continue;
+      if (dropped) continue;
     } else {
       link.unsettled[SendBytes(link, Encode(delivery, redelivery, now), TagOf(packet_id))] = packet_id;
       if (!redelivery) {

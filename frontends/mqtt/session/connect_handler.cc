@@ -39,7 +39,9 @@ void MqttConnection::HandleConnect(ConnectPacket& connect) {
     // Not claimed: built from this node's id, clock and sequence, so no
     // other node can assign it, and the round trip is saved.
     client_id_ = AssignClientId();
-  } else if (settings_.claim_client_id) {
+  }
+  if (!CheckAccess(connect)) return;
+  if (!connect.client_id.empty() && settings_.claim_client_id) {
     ClaimClientId(std::move(connect));
     return;
   }
@@ -50,6 +52,7 @@ void MqttConnection::AcceptConnect(const ConnectPacket& connect) {
   ApplyConnectProperties(connect);
   auto attached = broker_.Attach(client_id_, connect.clean_start, this);
   session_ = attached.session;
+  if (access_) session_->set_access(access_);
   // A durable session stages deliveries (records synced before they are
   // sent); a restart resends those, so staging stays within the client's
   // receive maximum (MQTT 5 §3.3.4: no more unacknowledged QoS 1/2 than it).
@@ -169,6 +172,16 @@ bool MqttConnection::CheckConnect(const ConnectPacket& connect) {
       return false;
   }
   return false;
+}
+
+bool MqttConnection::CheckAccess(const ConnectPacket& connect) {
+  if (settings_.authorizer == nullptr) return true;
+  access_ = settings_.authorizer->ForClient({client_id_, connect.username});
+  if (connect.will && !access_->MayPublish(connect.will->topic)) {
+    RefuseConnect(ReasonCode::kNotAuthorized, "the ACL does not allow publishing the will topic");
+    return false;
+  }
+  return true;
 }
 
 void MqttConnection::RefuseConnect(ReasonCode reason, std::string_view why) {

@@ -22,6 +22,7 @@
 #include <vector>
 
 #include "cluster-core/broker/authenticator.h"
+#include "cluster-core/broker/authorizer.h"
 #include "cluster-core/broker/shard_broker.h"
 #include "frontends/mqtt/codec/decoder.h"
 #include "frontends/mqtt/codec/packet.h"
@@ -37,6 +38,9 @@ enum class ClaimOutcome : uint8_t { kGranted, kUnavailable };
 
 struct ConnectionSettings {
   core::Authenticator* authenticator = nullptr;  // null = allow all
+  // Topic rights (--acl-file): SUBSCRIBE, PUBLISH, the will and every
+  // delivery are checked. Null = everything allowed.
+  core::Authorizer* authorizer = nullptr;
   // Called with a decoded CONNECT's client id before it is processed. If it
   // returns true the server took the socket elsewhere (the shard that owns
   // the client id) and this connection must stop without touching it.
@@ -137,6 +141,9 @@ class MqttConnection final : public core::SessionSink,
   // cluster at close only if the session ends too.
   void NoteSessionEnd(bool session_ends);
   bool CheckConnect(const ConnectPacket& connect);
+  // Takes the client's rights from the authorizer; false (refused) when
+  // the will topic is not writable.
+  bool CheckAccess(const ConnectPacket& connect);
   void RefuseConnect(ReasonCode reason, std::string_view why);
   void ApplyConnectProperties(const ConnectPacket& connect);
   void SetWill(const ConnectPacket& connect);
@@ -155,9 +162,15 @@ class MqttConnection final : public core::SessionSink,
   // The same, once the session state changed before it is durable (at once
   // without storage): a PUBREL or PUBCOMP must not outrun its own write.
   void SendAckWhenDurable(PacketType type, uint16_t packet_id, ReasonCode reason);
+  // A PUBLISH the ACL does not allow: 5.0 answers 0x87, 3.x acknowledges
+  // and drops it (as Mosquitto does).
+  void RefusePublish(const PublishPacket& publish);
   // publish_out.cc: server -> client
   void PumpDeliveries();
   bool SendDelivery(const core::Delivery& delivery, uint16_t packet_id, bool dup);
+  // False for a delivery the broker queued unchecked (before this client's
+  // identity was known) that the ACL does not let it read.
+  bool MayDeliver(const core::Delivery& delivery);
   void ResendInflight();
   // subscribe_handler.cc
   void HandleSubscribe(const SubscribePacket& subscribe);
@@ -174,6 +187,7 @@ class MqttConnection final : public core::SessionSink,
   std::string input_;  // bytes not processed yet: an incomplete packet, or held while paused
   std::string client_id_;
   core::Session* session_ = nullptr;
+  std::shared_ptr<core::ClientAccess> access_;  // null without an ACL
   bool clean_disconnect_ = false;
   bool pumping_ = false;  // PumpDeliveries is on the stack
   core::FlowId flow_id_ = 0;

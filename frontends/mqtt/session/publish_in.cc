@@ -71,6 +71,10 @@ void MqttConnection::HandlePublish(PublishPacket& publish) {
     Fail(ReasonCode::kProtocolError, "subscription identifier from a client [MQTT-3.3.4-6]");
     return;
   }
+  if (access_ && !access_->MayPublish(publish.topic)) {
+    RefusePublish(publish);
+    return;
+  }
   const uint16_t packet_id = publish.packet_id;
   if (v5() && publish.properties.payload_format_indicator.value_or(0) == 1 &&
       !IsValidMqttUtf8(publish.payload)) {
@@ -136,6 +140,14 @@ void MqttConnection::AnswerQueueFull(PacketType reply, uint16_t packet_id, const
   ShardMetrics::Add(broker_.metrics().publishes_rejected_queue_full);
   if (reply == PacketType::kPubrec) session_->RemoveInboundQos2(packet_id);
   SendAck(reply, packet_id, ReasonCode::kQuotaExceeded);
+}
+
+void MqttConnection::RefusePublish(const PublishPacket& publish) {
+  spdlog::debug("mqtt client '{}': PUBLISH to '{}' denied by the ACL", client_id_, publish.topic);
+  // 3.x has no refusal: acknowledged as usual (SendAck sends success), and a
+  // QoS 2 PUBREL is answered with PUBCOMP as for any unknown packet id.
+  if (publish.qos == 1) SendAck(PacketType::kPuback, publish.packet_id, ReasonCode::kNotAuthorized);
+  if (publish.qos == 2) SendAck(PacketType::kPubrec, publish.packet_id, ReasonCode::kNotAuthorized);
 }
 
 void MqttConnection::HandlePuback(const AckPacket& ack) {

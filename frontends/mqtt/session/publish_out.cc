@@ -45,6 +45,7 @@ void MqttConnection::PumpDeliveries() {
       ShardMetrics::Add(metrics.messages_dropped);
       continue;
     }
+    if (!MayDeliver(delivery)) continue;
     if (delivery.qos == QoS::kAtMostOnce) {
       sent += SendDelivery(delivery, 0, false) ? 1 : 0;
       continue;
@@ -60,6 +61,10 @@ void MqttConnection::PumpDeliveries() {
   }
   pumping_ = false;
   if (sent > 0) stream_.Flush();
+}
+
+bool MqttConnection::MayDeliver(const core::Delivery& delivery) {
+  return delivery.access_checked || !access_ || access_->MayReceive(delivery.message->topic);
 }
 
 bool MqttConnection::SendDelivery(const core::Delivery& delivery, uint16_t packet_id, bool dup) {
@@ -130,7 +135,7 @@ void MqttConnection::ResendInflight() {
     auto it = inflight.find(packet_id);
     if (it->second.phase == core::InflightPhase::kAwaitingPubcomp) {
       SendAck(PacketType::kPubrel, packet_id, ReasonCode::kSuccess);
-    } else if (!SendDelivery(it->second.delivery, packet_id, true)) {
+    } else if (!MayDeliver(it->second.delivery) || !SendDelivery(it->second.delivery, packet_id, true)) {
       session_->RemoveInflight(packet_id);
       ShardMetrics::Sub(broker_.metrics().inflight_messages);
     }

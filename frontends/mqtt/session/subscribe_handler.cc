@@ -51,6 +51,10 @@ void MqttConnection::HandleSubscribe(const SubscribePacket& subscribe) {
       suback.reasons.push_back(v5() ? check : ReasonCode::kUnspecifiedError);
       continue;
     }
+    if (access_ && !access_->MaySubscribe(subscription.filter)) {
+      suback.reasons.push_back(v5() ? ReasonCode::kNotAuthorized : ReasonCode::kUnspecifiedError);  // 3.x: 0x80
+      continue;
+    }
     core::SubscriptionOptions options;
     options.max_qos = static_cast<QoS>(std::min(subscription.options.qos, maximum_qos));
     options.no_local = subscription.options.no_local;
