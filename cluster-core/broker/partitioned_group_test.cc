@@ -128,13 +128,8 @@ TEST_F(PartitionedGroupTest, AQueueMessageGoesOnlyToAConnectedMemberWithRoom) {
 // queue message for a durable member is handed first (the port is asked),
 // put after, and sent to the client only once its Ack has committed; a
 // session that arrives (here: kept after a restart) reports what it holds.
-class HandPort final : public ClusterPort {
+class HandPort final : public test_support::QuietPort {
  public:
-  void RouteChanged(const RouteUpdate&) override {}
-  void Forward(uint16_t, NodeForward) override {}
-  void RetainedPublished(const MessagePtr&) override {}
-  void ClientAttached(const std::string&) override {}
-  void ForwardSafe(uint16_t, uint64_t) override {}
   bool QueuesOnPartitions() const override { return true; }
   bool SessionsOnPartitions() const override { return false; }
   bool HandsOnGroupQueues() const override { return hands_on; }

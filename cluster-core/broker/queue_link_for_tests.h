@@ -43,7 +43,8 @@ class NullSink final : public SessionSink {
 
 // A cluster port that takes everything and does nothing: the broker acts
 // as a cluster node's (it holds recovered sessions for ConfirmRecovered).
-class QuietPort final : public ClusterPort {
+// Tests' own ports derive from it and override only what they watch.
+class QuietPort : public ClusterPort {
  public:
   void RouteChanged(const RouteUpdate&) override {}
   void Forward(uint16_t, NodeForward) override {}

@@ -22,13 +22,8 @@ using test_support::DurableBrokerTest;
 // the store's replication sees it. The "partition" is a map applying the
 // changes as SessionMachine does for its owner; each batch's `done` waits
 // until the test releases it.
-class ReplicatingPort final : public ClusterPort {
+class ReplicatingPort final : public test_support::QuietPort {
  public:
-  void RouteChanged(const RouteUpdate&) override {}
-  void Forward(uint16_t, NodeForward) override {}
-  void RetainedPublished(const MessagePtr&) override {}
-  void ClientAttached(const std::string&) override {}
-  void ForwardSafe(uint16_t, uint64_t) override {}
   bool SessionsOnPartitions() const override { return true; }
   bool GroupKeysInRecords() const override { return group_keys; }
   bool RetainedOnPartitions() const override { return retained_on_partitions; }
