@@ -199,7 +199,15 @@ Membership& ClusterAgent::EnableMembership(MembershipConfig config) {
       // sees everyone down (issue 29). The group's MemberGone, which only a
       // majority commits, declares it gone (OnMetaMember). A graceful
       // leave is the member's own act.
-      if (!meta_ || member.state == MemberState::kLeft) DeclareGone(member.node);
+      if (!meta_ || member.state == MemberState::kLeft) {
+        DeclareGone(member.node);
+      } else if (auto skipped = unacted_verdicts_.find(member.node); skipped != unacted_verdicts_.end()) {
+        // The group's verdict came while this node still reached it: now
+        // this node agrees, and takes its share over.
+        const uint64_t verdict = skipped->second;
+        unacted_verdicts_.erase(skipped);
+        if (meta_->state().members().count(member.node) == 0) DeclareGone(member.node, verdict);
+      }
     }
     if (member.state == MemberState::kLeft) {
       peers_[member.node].minor_known = false;  // whatever binary it comes back with, it says so again
@@ -578,12 +586,18 @@ void ClusterAgent::OnWritable(NodeId node) { DrainHeld(node); }
 // MemberGone and the re-admission after it in one batch: history, not a
 // verdict), and only while this node does not reach `node` itself.
 void ClusterAgent::OnMetaMember(NodeId node, bool present, uint64_t index) {
-  if (node == config_.self || present) return;  // a re-admission: membership's up resends what waited
+  if (node == config_.self) return;
+  if (present) {  // a re-admission: membership's up resends what waited
+    unacted_verdicts_.erase(node);
+    return;
+  }
   loop_.Post([this, node, index, alive = std::weak_ptr<int>(lifetime_)] {
     if (alive.expired() || !meta_ || meta_->state().members().count(node) != 0) return;
     if (membership_owned_ && !PeerUnreachable(node) && membership_owned_->Find(node) != nullptr) {
-      spdlog::info("cluster: the metadata group declared node {} gone, but it is live here: left to the others",
+      spdlog::info("cluster: the metadata group declared node {} gone, but it is live here: acted on once this "
+                   "node sees it down too",
                    node);
+      unacted_verdicts_[node] = index;
       return;
     }
     if (auto progress = takeovers_.find(node); progress != takeovers_.end() && progress->second.declared &&

@@ -411,6 +411,9 @@ class ClusterAgent final : public LinkHandler {
   // Takeover claims name the exact owner they replace (link minor 3):
   // false while a linked node speaks less (UpdateVersionGates).
   bool claim_guard_ = true;
+  // MemberGone verdicts that came while this node still reached the node
+  // (by node: the verdict's index), acted on once membership here says down.
+  std::map<NodeId, uint64_t> unacted_verdicts_;
   std::map<std::string, uint64_t> claims_;  // client id -> this node's live claim (its connection serial)
   std::set<partition::PartitionId> retained_indexed_;  // partitions the retained index is known to name
   // Session replication (cluster_sessions.cc): per (shard, partition) the
