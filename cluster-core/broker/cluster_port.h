@@ -77,6 +77,14 @@ class ClusterPort {
                                  std::function<void()> done) {
     done();
   }
+  // A session that moved to another node was dropped here holding these
+  // deliveries (ShardBroker::LostToAnotherNode, TakenOverElsewhere; the
+  // agent asked): the agent hands them to the session's new node.
+  virtual void SessionLeftBehind(std::string /*client_id*/, std::vector<Delivery> /*deliveries*/) {}
+  // The answer to a hand-off the agent asked this shard to take
+  // (ShardBroker::AcceptHandedOff): `taken` once durable here, or not (no
+  // such session here).
+  virtual void HandOffTaken(uint16_t /*from*/, uint64_t /*handoff*/, bool /*taken*/) {}
   // Recovered sessions of `shard` (ShardBroker::TakeUnconfirmed) to check
   // with the registry; the answers come back as ConfirmRecovered on it.
   virtual void ConfirmRecovered(uint16_t /*shard*/, std::vector<std::string> /*client_ids*/) {}

@@ -182,17 +182,52 @@ void ShardBroker::RestoreSession(store::RecoveredSession& recovered, RecoveryCou
   }));
 }
 
-void ShardBroker::LostToAnotherNode(const std::string& client_id) {
+std::vector<Delivery> ShardBroker::LostToAnotherNode(const std::string& client_id) {
   Session* session = FindSession(client_id);
-  if (session == nullptr) return;
+  if (session == nullptr) return {};
   DetachTakenOver(*session);
   session->will().reset();
   recovered_seq_end_.erase(client_id);
   std::vector<Delivery> orphans = TakeShared(*session, /*inflight=*/true, nullptr, /*keep_without_member=*/false);
+  std::vector<Delivery> stale = StaleDeliveries(*session);
   session->set_store(nullptr);  // the partition's copy is another node's
   RemoveSession(session, /*session_ended=*/false, std::move(orphans));
   if (store_) store_->DeleteSession(client_id, /*replicate=*/false);
   ShardMetrics::Add(metrics_.sessions_stale_dropped);
+  return stale;
+}
+
+std::vector<Delivery> ShardBroker::StaleDeliveries(Session& session) {
+  std::vector<Delivery> stale;
+  session.ForEachDelivery([&stale](Delivery& delivery) {
+    if (!delivery.message || delivery.shared_key != nullptr || delivery.qos == QoS::kAtMostOnce) return;
+    Delivery copy;
+    copy.message = delivery.message;
+    copy.qos = delivery.qos;
+    copy.retain = delivery.retain;
+    copy.subscription_ids = delivery.subscription_ids;
+    stale.push_back(std::move(copy));
+  });
+  return stale;
+}
+
+bool ShardBroker::AcceptHandedOff(const std::string& client_id, std::vector<Delivery> deliveries,
+                                  std::function<void()> done) {
+  Session* session = FindSession(client_id);
+  if (session == nullptr || !session->durable()) return false;
+  for (Delivery& delivery : deliveries) {
+    ShardMetrics::Add(metrics_.handed_off_in);
+    (void)Offer(*session, std::move(delivery));
+  }
+  // Not behind this shard's earlier batches: one of them may be a refused
+  // write held until a hand-off of its own is taken, perhaps by the very
+  // node waiting for this answer.
+  if (store_) {
+    store_->WhenOwnWritesDurable(std::move(done));
+  } else {
+    done();
+  }
+  return true;
 }
 
 void ShardBroker::ConfirmRecovered(const std::string& client_id, bool ours) {

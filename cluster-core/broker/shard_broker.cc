@@ -99,15 +99,18 @@ ShardBroker::AttachResult ShardBroker::Attach(const std::string& client_id, bool
   return {session, present};
 }
 
-void ShardBroker::TakenOverElsewhere(const std::string& client_id) {
+std::vector<Delivery> ShardBroker::TakenOverElsewhere(const std::string& client_id) {
   Session* session = FindSession(client_id);
-  if (session == nullptr) return;
+  if (session == nullptr) return {};
   DetachTakenOver(*session);
   if (session->will()) PublishWill(*session);
   // A session on partitions moves with its client (its shared deliveries
   // go with it); any other ends here.
   const bool moves = session->durable() && cluster_ != nullptr && cluster_->SessionsOnPartitions();
+  std::vector<Delivery> stale;
+  if (moves) stale = StaleDeliveries(*session);
   RemoveSession(session, /*session_ended=*/!moves);
+  return stale;
 }
 
 void ShardBroker::Disconnect(Session* session, SessionSink* sink, bool publish_will) {

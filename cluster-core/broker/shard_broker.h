@@ -140,7 +140,22 @@ class ShardBroker {
   // deliveries not yet acknowledged go to other members of their groups:
   // the refused ones are in no one else's copy. (Some may be there too:
   // QoS 1's at-least-once.)
-  void LostToAnotherNode(const std::string& client_id);
+  // Returns the plain QoS 1/2 deliveries the copy held (StaleDeliveries):
+  // the ones whose writes were refused are in no copy but this one, and
+  // go to the new owner (ClusterAgent's hand-off, docs/partitions.md
+  // "Deliveries left behind by a move").
+  std::vector<Delivery> LostToAnotherNode(const std::string& client_id);
+  // The session's new node handed it deliveries its previous node held
+  // (AcceptHandedOff's caller: the agent, from a kSessionHandOff): offered
+  // to it as if published now, each message once (a session taken from
+  // another node remembers what it was offered: Session::OfferedBefore);
+  // `done` once they are durable. False (and `done` not called) when no
+  // session of the client id is here.
+  bool AcceptHandedOff(const std::string& client_id, std::vector<Delivery> deliveries, std::function<void()> done);
+  // The plain (not shared) QoS 1/2 deliveries `session` holds that still
+  // carry their message: queued, and in flight unacknowledged (a QoS 2 one
+  // the client received, PUBREC'd, is the client's already).
+  static std::vector<Delivery> StaleDeliveries(Session& session);
   // The registry's answer: `ours`, the will waits out the rest of its
   // delay; otherwise the copy here is stale and dropped (nothing published,
   // the partition untouched). Only for the session as recovered: one its
@@ -243,7 +258,9 @@ class ShardBroker {
   void ReplaceRoutesOf(Destination destination, const std::vector<std::pair<std::string, std::string>>& routes);
   // The client attached on another node: a live connection here is closed
   // as taken over (MQTT 5: 0x8E) and the session here ends (its will goes).
-  void TakenOverElsewhere(const std::string& client_id);
+  // A session on partitions moves: returns its StaleDeliveries (for the
+  // new owner, as LostToAnotherNode's); a session that ends here, none.
+  std::vector<Delivery> TakenOverElsewhere(const std::string& client_id);
 
   // --- shared subscriptions (shared_redelivery.cc) ---------------------------
   // A session restored from a store or a partition: its deliveries made

@@ -88,6 +88,14 @@ class ClusterAgent::Port final : public core::ClusterPort {
       for (const std::string& client : client_ids) agent.ConfirmRecoveredSession(shard, client, 0);
     });
   }
+  void SessionLeftBehind(std::string client_id, std::vector<core::Delivery> deliveries) override {
+    Run([client_id = std::move(client_id), deliveries = std::move(deliveries)](ClusterAgent& agent) mutable {
+      agent.OnSessionLeftBehind(client_id, std::move(deliveries));
+    });
+  }
+  void HandOffTaken(uint16_t from, uint64_t handoff, bool taken) override {
+    Run([from, handoff, taken](ClusterAgent& agent) { agent.OnHandOffTaken(from, handoff, taken); });
+  }
   void set_sessions_on_partitions(bool on) { sessions_on_partitions_.store(on, std::memory_order_release); }
   void ClientAttached(const std::string& client_id) override {
     Run([client_id](ClusterAgent& agent) { agent.OnClientAttached(client_id); });
@@ -709,9 +717,24 @@ void ClusterAgent::OnFrame(NodeId from, uint8_t type, std::string_view body) {
       for (const std::string& id : *ids) {
         ++counters_.takeovers_in;
         claims_.erase(id);  // another node's claim replaced this node's
-        PostToShard(core::ShardForClientId(id, config_.shard_count),
-                    [id](core::ShardBroker& broker) { broker.TakenOverElsewhere(id); });
+        // What the session here holds that its writes have not put on the
+        // partition yet goes to its new node (cluster_handoff.cc).
+        LeaveBehind(id, nullptr, [id, cluster = &port()](core::ShardBroker& broker) {
+          cluster->SessionLeftBehind(id, broker.TakenOverElsewhere(id));
+        });
       }
+      return;
+    }
+    case kSessionHandOff: {
+      auto frame = DecodeSessionHandOff(body);
+      if (!frame) break;
+      OnSessionHandOff(from, std::move(*frame));
+      return;
+    }
+    case kSessionHandOffDone: {
+      auto done = DecodeSessionHandOffDone(body);
+      if (!done) break;
+      OnHandOffDone(done->id, done->taken);
       return;
     }
     default:

@@ -141,6 +141,11 @@ struct ClusterCounters {
   uint64_t sessions_taken_over = 0;      // a gone node's sessions claimed and served here
   uint64_t session_takeovers_failed = 0; // listings, claims or reads that did not succeed
   uint64_t recovered_sessions_stale = 0; // recovered here, owned by another node by then
+  uint64_t session_handoffs = 0;            // hand-offs of deliveries left behind by a move, sent (chunks)
+  uint64_t session_handoff_deliveries = 0;  // deliveries in them
+  uint64_t session_handoffs_unowned = 0;    // not sent: no node serves the session any more (it ended)
+  uint64_t session_handoffs_failed = 0;     // given up (no answer, or no node took them, in every attempt)
+  uint64_t session_handoffs_in = 0;         // hand-offs received and taken by a session here
   uint64_t group_appends = 0;            // partitioned groups: messages appended to their queues
   uint64_t group_append_retries = 0;     // attempts not committed (or the queue full), made again
   uint64_t group_appends_dropped = 0;    // not appended by the deadline (their publishers released)
@@ -369,6 +374,24 @@ class ClusterAgent final : public LinkHandler {
   void PumpSessionWrites(uint16_t shard, partition::PartitionId partition);
   void OnSessionWritten(uint16_t shard, partition::PartitionId partition, const partition::PartitionResult& result);
   void LoadSession(const std::string& client_id, std::function<void(ClaimAnswer)> done);
+  // Deliveries left behind by a move (cluster_handoff.cc). `work` runs on
+  // the client id's shard, drops the copy there and answers with its
+  // deliveries (Port::SessionLeftBehind); `waiter` (may be null) runs once
+  // they are safe on the session's new node (or there is none, or it was
+  // given up).
+  void LeaveBehind(const std::string& client_id, std::function<void()> waiter,
+                   std::function<void(core::ShardBroker&)> work);
+  void OnSessionLeftBehind(const std::string& client_id, std::vector<core::Delivery> deliveries);
+  void SendHandOff(uint64_t id);
+  void OnHandOffDone(uint64_t id, bool taken);
+  void EndHandOffChunk(uint64_t id);
+  void FinishBatchPart(uint64_t batch);
+  // The receiving side: a hand-off from `from` (self: this node's own,
+  // when the registry names this node) for a session here.
+  using HandOffKey = std::pair<NodeId, uint64_t>;
+  void OnSessionHandOff(NodeId from, SessionHandOffFrame frame);
+  void OfferHandOff(HandOffKey key);
+  void OnHandOffTaken(NodeId from, uint64_t id, bool taken);
   // Task transfer: the persistent sessions `gone` owned, in the partitions
   // this node is the first live placed replica of, claimed (only from
   // `gone`) and served here until their clients return.
@@ -434,6 +457,29 @@ class ClusterAgent final : public LinkHandler {
   };
   std::map<std::pair<uint16_t, partition::PartitionId>, SessionQueue> session_queues_;
   std::map<uint64_t, SessionBatch> session_batches_;
+  // Hand-offs of deliveries left behind by a move, by client id: shard
+  // answers awaited, chunks not yet taken by the new node, who waits.
+  struct HandOff {
+    uint32_t awaiting = 0;
+    std::set<uint64_t> chunks;
+    std::vector<std::function<void()>> waiters;
+  };
+  struct HandOffChunk {
+    std::string client_id;
+    std::vector<core::Delivery> deliveries;
+    uint32_t attempt = 0;
+    bool reading = false;  // the owner's read, or the local offer, is out
+  };
+  std::map<std::string, HandOff> handoffs_;
+  std::map<uint64_t, HandOffChunk> handoff_chunks_;
+  uint64_t next_handoff_ = 1;
+  // Received hand-offs being offered to their session here (by sender and
+  // id): kept while a claim of this node is still reading the session.
+  struct HandOffIn {
+    SessionHandOffFrame frame;
+    uint32_t waits = 0;
+  };
+  std::map<HandOffKey, HandOffIn> handoffs_in_;
   uint64_t next_session_batch_ = 1;
   MembershipHandler membership_;
   bool grace_timer_ = true;

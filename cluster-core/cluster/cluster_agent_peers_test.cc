@@ -63,6 +63,10 @@ TEST_F(ClusterAgentTest, QueueHandsAreMadeOnlyWhileEveryLinkedNodeAppliesThem) {
   handler->OnPeerUp(PeerInfo{2, "fake", kMinorClaimGuard});
   loop_.RunUntilIdle();
   EXPECT_TRUE(nodes_[1]->agent->claim_guard());
+  EXPECT_EQ(nodes_[1]->agent->counters().older_binary_peers, 1u) << "minor 3 takes no session hand-offs";
+  handler->OnPeerDown(2);
+  handler->OnPeerUp(PeerInfo{2, "fake", kMinorSessionHandOff});
+  loop_.RunUntilIdle();
   EXPECT_EQ(nodes_[1]->agent->counters().older_binary_peers, 0u);
 }
 

@@ -284,4 +284,51 @@ std::optional<std::vector<std::string>> DecodeClientIds(std::string_view body) {
   return ids;
 }
 
+std::string EncodeSessionHandOff(uint64_t id, const std::string& client_id,
+                                 const std::vector<core::Delivery>& deliveries) {
+  std::string out = Begin();
+  Put(out, id, 8);
+  PutString(out, client_id);
+  Put(out, deliveries.size(), 4);
+  for (const core::Delivery& delivery : deliveries) {
+    const std::string record = core::store::EncodeDelivery(delivery);
+    Put(out, record.size(), 4);
+    out.append(record);
+  }
+  return out;
+}
+
+std::optional<SessionHandOffFrame> DecodeSessionHandOff(std::string_view body) {
+  Cursor in(body);
+  if (!in.Version()) return std::nullopt;
+  SessionHandOffFrame frame;
+  frame.id = in.Get(8);
+  frame.client_id = in.String();
+  const uint64_t count = in.Get(4);
+  for (uint64_t i = 0; i < count && in.ok(); ++i) {
+    auto delivery = core::store::DecodeDelivery(in.Take(in.Get(4)));
+    if (!delivery || !delivery->message) return std::nullopt;
+    frame.deliveries.push_back(std::move(*delivery));
+  }
+  if (!in.done()) return std::nullopt;
+  return frame;
+}
+
+std::string EncodeSessionHandOffDone(uint64_t id, bool taken) {
+  std::string out = Begin();
+  Put(out, id, 8);
+  out.push_back(taken ? 1 : 0);
+  return out;
+}
+
+std::optional<SessionHandOffDone> DecodeSessionHandOffDone(std::string_view body) {
+  Cursor in(body);
+  if (!in.Version()) return std::nullopt;
+  SessionHandOffDone done;
+  done.id = in.Get(8);
+  done.taken = in.Get(1) != 0;
+  if (!in.done()) return std::nullopt;
+  return done;
+}
+
 }  // namespace estuary::cluster

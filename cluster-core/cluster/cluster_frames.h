@@ -11,6 +11,7 @@
 #include <string_view>
 #include <vector>
 
+#include "cluster-core/broker/session.h"
 #include "model/message.h"
 
 namespace estuary::core::store {
@@ -35,6 +36,13 @@ enum FrameType : uint8_t {
   // nodes that share a group's queues (docs/cluster.md "Partitioned shared
   // groups"). Body as kClientAttached's (u32 n, n x str).
   kGroupConsumers = 0x27,
+  // The QoS 1/2 deliveries a node held for a session that moved to the
+  // receiver before they were written to the session's partition (their
+  // writes were refused or never made): the receiver's session takes them,
+  // once each (docs/partitions.md "Deliveries left behind by a move").
+  // Link minor 4. Answered by kSessionHandOffDone.
+  kSessionHandOff = 0x28,
+  kSessionHandOffDone = 0x29,
 };
 
 inline constexpr uint8_t kClusterFrameVersion = 1;
@@ -95,5 +103,25 @@ std::optional<std::vector<MessagePtr>> DecodeRetained(std::string_view body);
 
 std::string EncodeClientIds(const std::vector<std::string>& client_ids);
 std::optional<std::vector<std::string>> DecodeClientIds(std::string_view body);
+
+// kSessionHandOff: u64 id, str client id, u32 n, n x (u32 length + a
+// delivery record, store::EncodeDelivery).
+struct SessionHandOffFrame {
+  uint64_t id = 0;
+  std::string client_id;
+  std::vector<core::Delivery> deliveries;
+};
+std::string EncodeSessionHandOff(uint64_t id, const std::string& client_id,
+                                 const std::vector<core::Delivery>& deliveries);
+std::optional<SessionHandOffFrame> DecodeSessionHandOff(std::string_view body);
+
+// kSessionHandOffDone: u64 id, u8 taken (1: the receiver's session holds
+// them, durably; 0: it serves no such session).
+struct SessionHandOffDone {
+  uint64_t id = 0;
+  bool taken = false;
+};
+std::string EncodeSessionHandOffDone(uint64_t id, bool taken);
+std::optional<SessionHandOffDone> DecodeSessionHandOffDone(std::string_view body);
 
 }  // namespace estuary::cluster

@@ -2,8 +2,8 @@
 // authentication (built with -DESTUARY_FUZZ=ON and clang): kForward (shared
 // keys, forward id, the message record; also read as a kForwardReplay, the
 // same after two bytes naming the gone node), kForwardSafe (forward ids),
-// kRetained (length-prefixed message records), kClientAttached (client ids)
-// and the route frames. The first input byte picks the decoder, the rest is
+// kRetained (length-prefixed message records), kClientAttached (client ids),
+// kSessionHandOff (delivery records) and its answer, and the route frames. The first input byte picks the decoder, the rest is
 // the body. Beyond the absence of crashes it checks round trips: whatever
 // decodes re-encodes to bytes that decode to the same values and re-encode
 // to the same bytes, and PeekForwardClientId (which picks the receiving
@@ -129,12 +129,32 @@ void FuzzRoutes(std::string_view body) {
   Check(again.has_value() && *again == *entries);  // the add flag is any non-zero byte on the wire
 }
 
+void FuzzSessionHandOff(std::string_view body) {
+  if (auto done = DecodeSessionHandOffDone(body)) {
+    auto again = DecodeSessionHandOffDone(EncodeSessionHandOffDone(done->id, done->taken));
+    Check(again.has_value() && again->id == done->id && again->taken == done->taken);
+  }
+  auto frame = DecodeSessionHandOff(body);
+  if (!frame) return;
+  const std::string once = EncodeSessionHandOff(frame->id, frame->client_id, frame->deliveries);
+  auto again = DecodeSessionHandOff(once);
+  Check(again.has_value() && again->id == frame->id && again->client_id == frame->client_id &&
+        again->deliveries.size() == frame->deliveries.size());
+  for (size_t i = 0; i < frame->deliveries.size(); ++i) {
+    const core::Delivery& a = again->deliveries[i];
+    const core::Delivery& b = frame->deliveries[i];
+    Check(a.qos == b.qos && a.retain == b.retain && a.subscription_ids == b.subscription_ids &&
+          SameMessage(*a.message, *b.message));
+  }
+  Check(EncodeSessionHandOff(again->id, again->client_id, again->deliveries) == once);
+}
+
 }  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (size == 0) return 0;
   const std::string_view body(reinterpret_cast<const char*>(data) + 1, size - 1);
-  switch (data[0] % 5) {
+  switch (data[0] % 6) {
     case 0:
       FuzzForward(body);
       FuzzReplay(body);
@@ -147,6 +167,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       break;
     case 3:
       FuzzClientIds(body);
+      break;
+    case 5:
+      FuzzSessionHandOff(body);
       break;
     default:
       FuzzRoutes(body);

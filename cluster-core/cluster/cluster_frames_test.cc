@@ -85,5 +85,36 @@ TEST(ClusterFramesTest, TruncatedOrWrongVersionBodiesAreRejected) {
   EXPECT_FALSE(DecodeClientIds(""));
 }
 
+TEST(ClusterFramesTest, SessionHandOffRoundTripsEveryDeliveryAndRejectsATruncatedOne) {
+  core::Delivery first;
+  first.message = Make("t/1", "one");
+  first.qos = QoS::kAtLeastOnce;
+  first.subscription_ids = {4, 9};
+  core::Delivery second;
+  second.message = Make("t/2", std::string(500, 'z'));
+  second.qos = QoS::kExactlyOnce;
+  second.retain = true;
+  const std::string body = EncodeSessionHandOff(77, "device-1", {first, second});
+  auto frame = DecodeSessionHandOff(body);
+  ASSERT_TRUE(frame);
+  EXPECT_EQ(frame->id, 77u);
+  EXPECT_EQ(frame->client_id, "device-1");
+  ASSERT_EQ(frame->deliveries.size(), 2u);
+  EXPECT_EQ(frame->deliveries[0].qos, QoS::kAtLeastOnce);
+  EXPECT_EQ(frame->deliveries[0].subscription_ids, (std::vector<uint32_t>{4, 9}));
+  EXPECT_EQ(frame->deliveries[0].message->topic, "t/1");
+  EXPECT_TRUE(frame->deliveries[1].retain);
+  EXPECT_EQ(*frame->deliveries[1].message->payload, std::string(500, 'z'));
+  EXPECT_EQ(frame->deliveries[1].message->id, second.message->id);
+  for (size_t cut = 0; cut < body.size(); ++cut) {
+    EXPECT_FALSE(DecodeSessionHandOff(std::string_view(body).substr(0, cut))) << cut;
+  }
+  auto done = DecodeSessionHandOffDone(EncodeSessionHandOffDone(77, true));
+  ASSERT_TRUE(done);
+  EXPECT_EQ(done->id, 77u);
+  EXPECT_TRUE(done->taken);
+  EXPECT_FALSE(DecodeSessionHandOffDone(EncodeSessionHandOffDone(1, false) + "x"));
+}
+
 }  // namespace
 }  // namespace estuary::cluster

@@ -122,7 +122,8 @@ std::string ClusterAgent::MetricsText() const {
   series("estuary_cluster_older_binary_peers", "gauge",
          "Nodes linked with (and not left) whose link minor is below this binary's: below 1 they reject delivery "
          "records with a shared group's key (written without it), below 2 they apply no queue hands (partitioned "
-         "groups deliver QoS 2 at least once) (docs/internode.md).",
+         "groups deliver QoS 2 at least once), below 3 takeover claims are unguarded, below 4 they take no session "
+         "hand-offs (docs/internode.md).",
          c.older_binary_peers);
   series("estuary_cluster_group_push_duplicates_total", "counter",
          "Pushed queue messages this node already held or had acknowledged (dropped).", c.group_push_duplicates);
@@ -180,6 +181,19 @@ std::string ClusterAgent::MetricsText() const {
   series("estuary_cluster_session_writes_refused_total", "counter",
          "Client session changes a partition refused: another node serves the session now.",
          c.session_writes_refused);
+  series("estuary_cluster_session_handoffs_total", "counter",
+         "Hand-offs sent: deliveries a moved session held here, not on its partition yet, sent to its new node.",
+         c.session_handoffs);
+  series("estuary_cluster_session_handoff_deliveries_total", "counter", "Deliveries in those hand-offs.",
+         c.session_handoff_deliveries);
+  series("estuary_cluster_session_handoffs_unowned_total", "counter",
+         "Hand-offs not sent: no node served the session any more (it had ended).", c.session_handoffs_unowned);
+  series("estuary_cluster_session_handoffs_failed_total", "counter",
+         "Hand-offs given up: no node took them in any attempt (their deliveries are lost for the session).",
+         c.session_handoffs_failed);
+  series("estuary_cluster_session_handoffs_in_total", "counter",
+         "Hand-offs received from a moved session's previous node and taken by the session here.",
+         c.session_handoffs_in);
   series("estuary_cluster_session_loads_total", "counter",
          "Sessions read from their partition for a CONNECT that took the client id over.", c.session_loads);
   series("estuary_cluster_session_loads_failed_total", "counter",

@@ -108,6 +108,7 @@ void ClusterAgent::OnSessionWritten(uint16_t shard, partition::PartitionId parti
     });
     return;
   }
+  std::vector<std::string> lost;
   if (result.result) {
     if (auto refused = partition::DecodeSessionWriteResult(*result.result); refused && !refused->empty()) {
       counters_.session_writes_refused += refused->size();
@@ -118,21 +119,40 @@ void ClusterAgent::OnSessionWritten(uint16_t shard, partition::PartitionId parti
       for (const std::string& client : *refused) {
         auto claim = claims_.find(client);
         if (claim != claims_.end() && claim->second >= queue.claim_mark) continue;
-        PostToShard(core::ShardForClientId(client, config_.shard_count),
-                    [client](core::ShardBroker& broker) { broker.LostToAnotherNode(client); });
+        lost.push_back(client);
       }
     }
   }
   queue.in_flight.clear();
   queue.attempt = 0;
-  for (uint64_t batch : std::exchange(queue.in_flight_batches, {})) {
-    auto it = session_batches_.find(batch);
-    if (it == session_batches_.end() || --it->second.parts_left != 0) continue;
-    --counters_.session_batches_pending;
-    PostToShard(it->second.shard, [done = std::move(it->second.done)](core::ShardBroker&) { done(); });
-    session_batches_.erase(it);
+  std::vector<uint64_t> batches = std::exchange(queue.in_flight_batches, {});
+  if (lost.empty()) {
+    for (uint64_t batch : batches) FinishBatchPart(batch);
+  } else {
+    // A refused write is not safe: what it carried (the deliveries these
+    // batches' publishers wait for among them) is in no copy but the one
+    // here. The copy's deliveries go to the session's new node, and the
+    // batches are done once that node holds them (cluster_handoff.cc).
+    auto left = std::make_shared<size_t>(lost.size());
+    auto release = [this, batches, left, alive = std::weak_ptr<int>(lifetime_)] {
+      if (alive.expired() || --*left != 0) return;
+      for (uint64_t batch : batches) FinishBatchPart(batch);
+    };
+    for (const std::string& client : lost) {
+      LeaveBehind(client, release, [client, cluster = &port()](core::ShardBroker& broker) {
+        cluster->SessionLeftBehind(client, broker.LostToAnotherNode(client));
+      });
+    }
   }
   PumpSessionWrites(shard, partition);
+}
+
+void ClusterAgent::FinishBatchPart(uint64_t batch) {
+  auto it = session_batches_.find(batch);
+  if (it == session_batches_.end() || --it->second.parts_left != 0) return;
+  --counters_.session_batches_pending;
+  PostToShard(it->second.shard, [done = std::move(it->second.done)](core::ShardBroker&) { done(); });
+  session_batches_.erase(it);
 }
 
 void ClusterAgent::LoadSession(const std::string& client_id, std::function<void(ClaimAnswer)> done) {

@@ -32,11 +32,14 @@ using NodeId = uint16_t;
 //   2: applies the partitioned queues' Hand, Unhand and Settle commands
 //      (partition/queue_machine.h; older binaries count them malformed);
 //   3: applies a takeover claim guarded by the exact owner it replaces
-//      (partition/client_registry.h, kClaimFromOwner; issue 29).
-constexpr uint8_t kLinkVersionMinor = 3;
+//      (partition/client_registry.h, kClaimFromOwner; issue 29);
+//   4: takes the deliveries a moved session left behind on its previous
+//      node (kSessionHandOff; cluster/cluster_handoff.cc, issue 29).
+constexpr uint8_t kLinkVersionMinor = 4;
 constexpr uint8_t kMinorGroupKeyRecords = 1;
 constexpr uint8_t kMinorQueueHands = 2;
 constexpr uint8_t kMinorClaimGuard = 3;
+constexpr uint8_t kMinorSessionHandOff = 4;
 
 struct PeerInfo {
   NodeId node = 0;

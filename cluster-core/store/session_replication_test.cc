@@ -53,6 +53,11 @@ class ReplicatingPort final : public test_support::QuietPort {
   void ReleaseAll() {
     for (auto& done : std::exchange(waiting, {})) done();
   }
+  void ReleaseLast() {
+    auto done = std::move(waiting.back());
+    waiting.pop_back();
+    done();
+  }
   // What SessionMachine's Load answers: the client's keys, record first.
   std::vector<std::pair<std::string, std::string>> Load(const std::string& client_id) const {
     std::vector<std::pair<std::string, std::string>> keys;
@@ -403,6 +408,57 @@ TEST_F(SessionReplicationTest, ASessionTakenFromAGoneNodeGetsEachReplayedMessage
   Settle();
   EXPECT_EQ(done, 5);
   EXPECT_EQ(QueuedPayloads(brokers_[0]->FindSession("sub")), std::vector<std::string>{});
+}
+
+// A move's refused writes (docs/partitions.md "Deliveries left behind by a
+// move"): the copy the old node drops gives up its plain QoS 1/2
+// deliveries, and the new node's session takes each message once: what it
+// read from the partition and what reached it directly are not offered
+// twice.
+TEST_F(SessionReplicationTest, DeliveriesLeftBehindByAMoveReachTheNewCopyOnce) {
+  StartNode();
+  OfflineSubscriber("sub", "t");
+  port_.ReleaseAll();
+  brokers_[0]->Publish(Make("t", "on the partition"), [] {});
+  Settle();
+  port_.ReleaseAll();
+  Settle();
+  const auto keys = port_.Load("sub");  // what the new node reads at its claim
+  const MessagePtr both_ways = Make("t", "both ways");
+  brokers_[0]->Publish(Make("t", "refused"), [] {});
+  brokers_[0]->Publish(both_ways, [] {});
+  brokers_[0]->Publish(Make("t", "at most once", QoS::kAtMostOnce), [] {});
+  Settle();
+  std::vector<Delivery> stale = brokers_[0]->LostToAnotherNode("sub");
+  std::vector<std::string> payloads;
+  for (const Delivery& delivery : stale) payloads.push_back(std::string(*delivery.message->payload));
+  EXPECT_EQ(payloads, (std::vector<std::string>{"on the partition", "refused", "both ways"}));
+  EXPECT_EQ(brokers_[0]->FindSession("sub"), nullptr);
+  EXPECT_TRUE(brokers_[0]->LostToAnotherNode("sub").empty()) << "gone already: nothing twice";
+
+  MoveToAnotherNode();
+  brokers_[0]->AdoptSession("sub", keys, /*taken_over=*/false, /*taken_from=*/9);
+  int acked = 0;
+  brokers_[0]->Publish(both_ways, [&] { ++acked; });  // its publisher's node routed it here too
+  Settle();
+  int done = 0;
+  EXPECT_FALSE(brokers_[0]->AcceptHandedOff("nobody", stale, [&] { ++done; }));
+  EXPECT_TRUE(brokers_[0]->AcceptHandedOff("sub", stale, [&] { ++done; }));
+  Settle();
+  EXPECT_EQ(done, 0) << "answered only once durable";
+  // The hand-off's own batch done, an earlier one still held (as a batch
+  // this node holds for a hand-off of its own is): answered all the same.
+  port_.ReleaseLast();
+  Settle();
+  EXPECT_EQ(done, 1);
+  EXPECT_EQ(acked, 0);
+  port_.ReleaseAll();
+  Settle();
+  EXPECT_EQ(acked, 1);
+  EXPECT_EQ(QueuedPayloads(brokers_[0]->FindSession("sub")),
+            (std::vector<std::string>{"on the partition", "both ways", "refused"}));
+  EXPECT_EQ(metrics_[0].handed_off_in.load(), 3u);
+  EXPECT_EQ(metrics_[0].replayed_duplicates_skipped.load(), 2u);
 }
 
 }  // namespace

@@ -123,6 +123,15 @@ void ShardStore::WhenDurable(std::function<void()> fn) {
   }
 }
 
+void ShardStore::WhenOwnWritesDurable(std::function<void()> fn) {
+  if (failed_) return;
+  if (!pending_.ops.empty() || !pending_.wipes.empty()) {
+    pending_.own_waiters.push_back(std::move(fn));
+  } else {
+    fn();
+  }
+}
+
 void ShardStore::ScheduleFlush() {
   if (flush_scheduled_) return;
   flush_scheduled_ = true;
@@ -167,13 +176,15 @@ void ShardStore::Flush() {
   if (pending_.ops.empty() && pending_.wipes.empty()) {
     // Waiters whose writes collapsed to nothing still wait for earlier batches.
     for (auto& fn : std::exchange(pending_.waiters, {})) WhenDurable(std::move(fn));
+    for (auto& fn : std::exchange(pending_.own_waiters, {})) fn();
     return;
   }
   const uint64_t id = next_batch_++;
   std::vector<SessionChange> changes;
   persistence::WriteBatch batch = TakeBatch(replicate_ ? &changes : nullptr);
   const bool wait = !changes.empty() && wait_for_replication_;
-  in_flight_.push_back(InFlight{id, wait ? 2u : 1u, std::exchange(pending_.waiters, {})});
+  in_flight_.push_back(
+      InFlight{id, wait ? 2u : 1u, std::exchange(pending_.waiters, {}), std::exchange(pending_.own_waiters, {})});
   ++batches_written_;
   std::weak_ptr<ShardStore*> alive = self_;
   if (!changes.empty()) {
@@ -204,7 +215,9 @@ void ShardStore::OnWritten(uint64_t batch, const persistence::Status& status) {
 void ShardStore::OnPartDone(uint64_t batch) {
   for (InFlight& flight : in_flight_) {
     if (flight.id == batch) {
-      --flight.parts_left;
+      if (--flight.parts_left == 0) {
+        for (auto& fn : std::exchange(flight.own_waiters, {})) fn();
+      }
       break;
     }
   }
@@ -219,6 +232,7 @@ void ShardStore::OnPartDone(uint64_t batch) {
 persistence::Status ShardStore::FlushNow() {
   if (failed_ || (pending_.ops.empty() && pending_.wipes.empty())) return {};
   auto waiters = std::exchange(pending_.waiters, {});
+  for (auto& fn : std::exchange(pending_.own_waiters, {})) waiters.push_back(std::move(fn));
   std::vector<SessionChange> changes;
   persistence::WriteBatch batch = TakeBatch(replicate_ ? &changes : nullptr);
   ++batches_written_;

@@ -110,6 +110,13 @@ class ShardStore {
   // Runs `fn` once every write made so far is acknowledged (at once when
   // none is outstanding).
   void WhenDurable(std::function<void()> fn);
+  // Runs `fn` once the writes not yet handed to the engine (this loop
+  // iteration's) are acknowledged, whatever earlier batches still wait for
+  // (at once when there are none). For a write that must not wait behind
+  // another that may wait for it: a moved session's hand-off (the sending
+  // node's batch is held until the receiver has them durably;
+  // docs/partitions.md "Deliveries left behind by a move").
+  void WhenOwnWritesDurable(std::function<void()> fn);
   // Writes the pending batch now with a synchronous Write (shutdown).
   persistence::Status FlushNow();
 
@@ -137,6 +144,7 @@ class ShardStore {
     std::set<std::string, std::less<>> local;  // PutLocal keys: not replicated
     std::vector<std::string> wipes;            // client ids, replicated before `ops`
     std::vector<std::function<void()>> waiters;
+    std::vector<std::function<void()>> own_waiters;  // WhenOwnWritesDurable
   };
   void Put(std::string key, std::string value, bool fresh = false);
   bool WithGroupKey(const Delivery& delivery) const { return delivery.shared_key && (!group_keys_ || group_keys_()); }
@@ -157,6 +165,7 @@ class ShardStore {
     uint64_t id = 0;
     uint32_t parts_left = 0;
     std::vector<std::function<void()>> waiters;
+    std::vector<std::function<void()>> own_waiters;  // run when this batch is done, in order or not
   };
   std::deque<InFlight> in_flight_;
   ReplicateFn replicate_;

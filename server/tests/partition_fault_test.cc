@@ -50,13 +50,14 @@ struct PartitionCase {
   std::string expected_fail;
 };
 
-// docs/partitions.md "The takeover window on a move": sessions taken from
-// the cut node by the majority, and moved back when their clients return
-// to it, lose deliveries an old owner accepted after the new claim
-// committed (its refused writes still release their publishers).
+// docs/partitions.md "Deliveries left behind by a move": sessions taken
+// from the cut node by the majority move back when their clients return to
+// it. What an old copy held is handed to the new one now, but publishes
+// made between the old node dropping its copy (and its routes) and the new
+// node's routes reaching the publisher's node match no subscriber.
 const char* const kMoveWindow =
-    "sessions on the cut node: deliveries accepted by an old owner after the new claim are acknowledged and lost "
-    "(docs/partitions.md, the takeover window on a move)";
+    "sessions on the cut node: publishes in the route gap of a move match no subscriber "
+    "(docs/partitions.md, deliveries left behind by a move: what is left)";
 void PrintTo(const PartitionCase& c, std::ostream* out) { *out << c.name; }
 
 std::vector<PartitionCase> Cases() {
@@ -202,7 +203,10 @@ void RunCase(const PartitionCase& c, uint64_t seed) {
   for (int id = 1; id <= 3; ++id) {
     figures += " n" + std::to_string(id) + " taken over " +
                std::to_string(cluster->Metric(id, "estuary_cluster_sessions_taken_over_total")) + ", expired " +
-               std::to_string(cluster->Metric(id, "estuary_cluster_forwards_expired_total")) + ";";
+               std::to_string(cluster->Metric(id, "estuary_cluster_forwards_expired_total")) + ", handed off " +
+               std::to_string(cluster->Metric(id, "estuary_cluster_session_handoff_deliveries_total")) + " (in " +
+               std::to_string(cluster->Metric(id, "estuary_cluster_session_handoffs_in_total")) + ", failed " +
+               std::to_string(cluster->Metric(id, "estuary_cluster_session_handoffs_failed_total")) + ");";
   }
   std::cout << figures << std::endl;
   for (const auto& loss : result.losses) std::cout << "  lost: " << loss << std::endl;
