@@ -2,7 +2,7 @@
 
 #include <algorithm>
 
-#include "cluster-core/raft/check.h"
+#include "base/check.h"
 
 namespace estuary::raft {
 
@@ -68,7 +68,7 @@ void PutU64(std::vector<uint8_t>& out, uint64_t value) {
 }
 
 uint64_t GetU64(const std::vector<uint8_t>& in, size_t& pos) {
-  ESTUARY_RAFT_CHECK(pos + 8 <= in.size());
+  ESTUARY_CHECK(pos + 8 <= in.size());
   uint64_t value = 0;
   for (int i = 0; i < 8; ++i) value |= uint64_t{in[pos + i]} << (8 * i);
   pos += 8;
@@ -82,7 +82,7 @@ void PutIds(std::vector<uint8_t>& out, const std::vector<NodeId>& ids) {
 
 std::vector<NodeId> GetIds(const std::vector<uint8_t>& in, size_t& pos) {
   const uint64_t count = GetU64(in, pos);
-  ESTUARY_RAFT_CHECK(count <= (in.size() - pos) / 8);
+  ESTUARY_CHECK(count <= (in.size() - pos) / 8);
   std::vector<NodeId> ids;
   for (uint64_t i = 0; i < count; ++i) ids.push_back(GetU64(in, pos));
   return ids;
