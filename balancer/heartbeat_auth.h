@@ -21,7 +21,7 @@
 #include <string_view>
 
 #include "balancer/pair_state.h"
-#include "model/result.h"
+#include "base/expected.h"
 
 namespace estuary::balancer {
 

@@ -33,8 +33,8 @@
 #include <string_view>
 #include <vector>
 
+#include "base/expected.h"
 #include "cluster-core/ring/ring.h"
-#include "model/result.h"
 
 namespace estuary::balancer {
 

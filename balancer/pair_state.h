@@ -19,7 +19,7 @@
 #include <string_view>
 #include <vector>
 
-#include "model/result.h"
+#include "base/expected.h"
 
 namespace estuary::balancer {
 

@@ -4,6 +4,8 @@
 
 #include <cstring>
 
+#include "base/bytes.h"
+
 namespace estuary::proxy {
 namespace {
 
@@ -15,15 +17,6 @@ constexpr uint8_t kTcp4 = 0x11;
 constexpr uint8_t kTcp6 = 0x21;
 constexpr size_t kIpv4Block = 12;
 constexpr size_t kIpv6Block = 36;
-
-void AppendU16(std::string& out, uint16_t value) {
-  out.push_back(static_cast<char>(value >> 8));
-  out.push_back(static_cast<char>(value & 0xff));
-}
-
-uint16_t ReadU16(std::string_view bytes, size_t at) {
-  return static_cast<uint16_t>((static_cast<uint8_t>(bytes[at]) << 8) | static_cast<uint8_t>(bytes[at + 1]));
-}
 
 std::string FormatIp(int family, const void* raw) {
   char text[INET6_ADDRSTRLEN] = {};
@@ -48,21 +41,21 @@ Expected<std::string, std::string> Encode(const Address& source, const Address& 
   if (inet_pton(AF_INET, source.ip.c_str(), &source4) == 1 &&
       inet_pton(AF_INET, destination.ip.c_str(), &destination4) == 1) {
     out.push_back(static_cast<char>(kTcp4));
-    AppendU16(out, kIpv4Block);
+    base::AppendBig<uint16_t>(out, kIpv4Block);
     out.append(reinterpret_cast<const char*>(&source4), 4);
     out.append(reinterpret_cast<const char*>(&destination4), 4);
   } else if (inet_pton(AF_INET6, source.ip.c_str(), &source6) == 1 &&
              inet_pton(AF_INET6, destination.ip.c_str(), &destination6) == 1) {
     out.push_back(static_cast<char>(kTcp6));
-    AppendU16(out, kIpv6Block);
+    base::AppendBig<uint16_t>(out, kIpv6Block);
     out.append(reinterpret_cast<const char*>(&source6), 16);
     out.append(reinterpret_cast<const char*>(&destination6), 16);
   } else {
     return MakeError("PROXY v2: addresses " + source.ip + " and " + destination.ip +
                      " are not numeric addresses of one family");
   }
-  AppendU16(out, source.port);
-  AppendU16(out, destination.port);
+  base::AppendBig<uint16_t>(out, source.port);
+  base::AppendBig<uint16_t>(out, destination.port);
   return out;
 }
 
@@ -70,7 +63,7 @@ std::string EncodeLocal() {
   std::string out(kSignature);
   out.push_back(static_cast<char>(kVersion2 | kCommandLocal));
   out.push_back(static_cast<char>(kFamilyUnspec));
-  AppendU16(out, 0);
+  base::AppendBig<uint16_t>(out, 0);
   return out;
 }
 
@@ -83,7 +76,7 @@ DecodeResult Decode(std::string_view bytes) {
   const uint8_t command = version_command & 0x0f;
   if (command != kCommandLocal && command != kCommandProxy) return Invalid("unknown PROXY v2 command");
   const auto family = static_cast<uint8_t>(bytes[13]);
-  const size_t length = ReadU16(bytes, 14);
+  const size_t length = base::LoadBig<uint16_t>(bytes.data() + 14);
   if (kFixedBytes + length > kMaxHeaderBytes) return Invalid("PROXY v2 header too long");
   if (bytes.size() < kFixedBytes + length) return {};
   DecodeResult result{DecodeStatus::kComplete, {}, {}};
@@ -93,12 +86,12 @@ DecodeResult Decode(std::string_view bytes) {
   const std::string_view block = bytes.substr(kFixedBytes, length);
   if (family == kTcp4) {
     if (length < kIpv4Block) return Invalid("PROXY v2 IPv4 address block too short");
-    header.source = {FormatIp(AF_INET, block.data()), ReadU16(block, 8)};
-    header.destination = {FormatIp(AF_INET, block.data() + 4), ReadU16(block, 10)};
+    header.source = {FormatIp(AF_INET, block.data()), base::LoadBig<uint16_t>(block.data() + 8)};
+    header.destination = {FormatIp(AF_INET, block.data() + 4), base::LoadBig<uint16_t>(block.data() + 10)};
   } else if (family == kTcp6) {
     if (length < kIpv6Block) return Invalid("PROXY v2 IPv6 address block too short");
-    header.source = {FormatIp(AF_INET6, block.data()), ReadU16(block, 32)};
-    header.destination = {FormatIp(AF_INET6, block.data() + 16), ReadU16(block, 34)};
+    header.source = {FormatIp(AF_INET6, block.data()), base::LoadBig<uint16_t>(block.data() + 32)};
+    header.destination = {FormatIp(AF_INET6, block.data() + 16), base::LoadBig<uint16_t>(block.data() + 34)};
   } else if (family != kFamilyUnspec || !header.local) {
     // UDP and UNIX families, or PROXY without addresses: not a TCP client.
     if (!header.local) return Invalid("PROXY v2 family is not TCP over IPv4 or IPv6");

@@ -2,6 +2,8 @@
 
 #include <gtest/gtest.h>
 
+#include "base/pinned_bytes.h"
+
 namespace estuary::proxy {
 namespace {
 
@@ -75,6 +77,14 @@ TEST(ProxyProtocolTest, BadVersionCommandFamilyAndLength) {
   DecodeResult with_tlv = Decode(header(0x21, 0x11, 20));  // TLVs are skipped
   ASSERT_EQ(with_tlv.status, DecodeStatus::kComplete);
   EXPECT_EQ(with_tlv.header.size, 36u);
+}
+
+// Version 6 and LOCAL bytes, pinned too (issue 23: the byte codec was replaced).
+TEST(ProxyProtocolTest, BytesArePinned) {
+  auto encoded = Encode({"2001:db8::1", 40000}, {"::1", 5672});
+  ASSERT_TRUE(encoded);
+  EXPECT_EQ(base::PinnedBytes(*encoded), "52 bytes fnv1a64=7d2faf2654ca4e55");
+  EXPECT_EQ(base::PinnedBytes(EncodeLocal()), "16 bytes fnv1a64=daf2c286df79beff");
 }
 
 }  // namespace

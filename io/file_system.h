@@ -20,7 +20,7 @@
 #include <string_view>
 #include <vector>
 
-#include "model/result.h"
+#include "base/expected.h"
 
 namespace estuary::io {
 

@@ -29,7 +29,7 @@
 #include <unordered_map>
 #include <vector>
 
-#include "model/result.h"
+#include "base/expected.h"
 
 namespace estuary::security {
 

@@ -18,7 +18,7 @@
 #include <string_view>
 #include <unordered_map>
 
-#include "model/result.h"
+#include "base/expected.h"
 #include "security/acl.h"
 
 namespace estuary::security {

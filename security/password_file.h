@@ -12,7 +12,7 @@
 #include <string_view>
 #include <unordered_map>
 
-#include "model/result.h"
+#include "base/expected.h"
 
 namespace estuary::security {
 

@@ -23,7 +23,7 @@
 #include <string_view>
 #include <unordered_set>
 
-#include "model/result.h"
+#include "base/expected.h"
 #include "security/password_file.h"
 
 namespace estuary::security {

@@ -5,7 +5,7 @@
 #include <string>
 #include <string_view>
 
-#include "model/result.h"
+#include "base/expected.h"
 
 namespace estuary::security {
 

@@ -6,8 +6,8 @@
 #include <memory>
 #include <string>
 
+#include "base/expected.h"
 #include "cluster-core/broker/authorizer.h"
-#include "model/result.h"
 #include "security/acl_store.h"
 
 namespace estuary::server {

@@ -7,8 +7,8 @@
 #include <memory>
 #include <string>
 
+#include "base/expected.h"
 #include "cluster-core/broker/authenticator.h"
-#include "model/result.h"
 #include "security/password_store.h"
 
 namespace estuary::server {

@@ -10,8 +10,8 @@
 #include <optional>
 #include <string>
 
+#include "base/expected.h"
 #include "io/loop.h"
-#include "model/result.h"
 #include "persistence/storage_engine.h"
 #include "server/config.h"
 

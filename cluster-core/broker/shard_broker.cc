@@ -5,21 +5,12 @@
 #include <algorithm>
 #include <cstdint>
 
+#include "base/hash.h"
 #include "cluster-core/store/shard_store.h"
 #include "model/topic.h"
 
 namespace estuary::core {
 namespace {
-
-// FNV-1a: stable across processes and builds, which std::hash is not.
-uint32_t Fnv1a(std::string_view text) {
-  uint32_t hash = 2166136261u;
-  for (unsigned char c : text) {
-    hash ^= c;
-    hash *= 16777619u;
-  }
-  return hash;
-}
 
 bool Expired(const Message& message, int64_t now_wall_ms) {
   return message.properties.expiry_at_ms && *message.properties.expiry_at_ms <= now_wall_ms;
@@ -50,7 +41,7 @@ bool IsNodeLocalTopic(std::string_view topic) { return topic.starts_with("$SYS/"
 
 uint16_t ShardForClientId(std::string_view client_id, uint16_t shard_count) {
   if (shard_count <= 1) return 0;
-  return static_cast<uint16_t>(Fnv1a(ShardKey(client_id)) % shard_count);
+  return static_cast<uint16_t>(base::Fnv1a32(ShardKey(client_id)) % shard_count);
 }
 
 uint16_t ShardForTopic(std::string_view topic, uint16_t shard_count) {

@@ -32,6 +32,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "base/expected.h"
 #include "cluster-core/broker/cluster_port.h"
 #include "cluster-core/broker/flow_control.h"
 #include "cluster-core/broker/limits.h"
@@ -42,7 +43,6 @@
 #include "cluster-core/router/router.h"
 #include "io/loop.h"
 #include "model/hlc.h"
-#include "model/result.h"
 
 namespace estuary::persistence {
 class StorageEngine;

@@ -3,27 +3,10 @@
 #include <algorithm>
 #include <string>
 
+#include "base/hash.h"
+
 namespace estuary::core {
 namespace {
-
-// FNV-1a 64 then a splitmix64 finish: stable across processes and builds
-// (every node and shard computes the same sticky choice), well spread.
-uint64_t Mix(uint64_t x) {
-  x ^= x >> 30;
-  x *= 0xbf58476d1ce4e5b9ull;
-  x ^= x >> 27;
-  x *= 0x94d049bb133111ebull;
-  x ^= x >> 31;
-  return x;
-}
-
-uint64_t Fnv1a64(std::string_view text, uint64_t hash = 14695981039346656037ull) {
-  for (unsigned char c : text) {
-    hash ^= c;
-    hash *= 1099511628211ull;
-  }
-  return hash;
-}
 
 // How much a member is wanted: 2 connected with room in its queue, 1
 // offline with room, 0 full (a delivery there is dropped); -1 excluded.
@@ -81,9 +64,11 @@ std::string_view SharedStrategyName(SharedStrategy strategy) {
 }
 
 uint64_t StickyScore(std::string_view topic, std::string_view name) {
-  uint64_t hash = Fnv1a64(topic);
-  hash = Fnv1a64(std::string_view("\0", 1), hash);
-  return Mix(Fnv1a64(name, hash));
+  // FNV-1a 64 then the finaliser: stable across processes and builds (every
+  // node and shard computes the same sticky choice), well spread.
+  uint64_t hash = base::Fnv1a64(topic);
+  hash = base::Fnv1a64(std::string_view("\0", 1), hash);
+  return base::Mix64(base::Fnv1a64(name, hash));
 }
 
 std::string MarkRerouted(std::string_view key) {

@@ -1,83 +1,22 @@
 #include "cluster-core/cluster/cluster_frames.h"
 
-#include <bit>
-#include <cstring>
-
+#include "base/bytes.h"
 #include "cluster-core/store/record_codec.h"
 
 namespace estuary::cluster {
 namespace {
 
-void Put(std::string& out, uint64_t v, int n) {
-  for (int i = n - 1; i >= 0; --i) out.push_back(static_cast<char>((v >> (8 * i)) & 0xFF));
-}
+// Big-endian integers; a string is a u16 length and the bytes.
+using Reader = base::BigEndianReader;
 
 void PutString(std::string& out, std::string_view v) {
-  Put(out, v.size(), 2);
+  base::AppendBig<uint16_t>(out, static_cast<uint16_t>(v.size()));
   out.append(v);
 }
 
-// Fails soft: after a short read every later read fails, ok() says so.
-class Cursor {
- public:
-  explicit Cursor(std::string_view in) : in_(in) {}
-  // n is a constant at every call: the switch folds to one load and swap.
-  uint64_t Get(size_t n) {
-    if (!ok_ || in_.size() < n) {
-      ok_ = false;
-      return 0;
-    }
-    uint64_t v = 0;
-    switch (n) {
-      case 1:
-        v = static_cast<uint8_t>(in_[0]);
-        break;
-      case 2:
-        v = Load<uint16_t>();
-        break;
-      case 4:
-        v = Load<uint32_t>();
-        break;
-      case 8:
-        v = Load<uint64_t>();
-        break;
-      default:
-        v = core::store::DecodeBigEndian(in_.substr(0, n));
-        break;
-    }
-    in_.remove_prefix(n);
-    return v;
-  }
-  std::string_view Take(size_t n) {
-    if (!ok_ || in_.size() < n) {
-      ok_ = false;
-      return {};
-    }
-    std::string_view v = in_.substr(0, n);
-    in_.remove_prefix(n);
-    return v;
-  }
-  std::string String() { return std::string(Take(Get(2))); }
-  bool Version() { return Get(1) == kClusterFrameVersion && ok_; }
-  std::string_view rest() const { return in_; }
-  bool ok() const { return ok_; }
-  bool done() const { return ok_ && in_.empty(); }
+std::string ReadString(Reader& in) { return std::string(in.Bytes16()); }
 
- private:
-  template <typename T>
-  uint64_t Load() const {
-    T v;
-    std::memcpy(&v, in_.data(), sizeof v);
-    if constexpr (std::endian::native == std::endian::little) {
-      if constexpr (sizeof(T) == 2) v = __builtin_bswap16(v);
-      if constexpr (sizeof(T) == 4) v = __builtin_bswap32(v);
-      if constexpr (sizeof(T) == 8) v = __builtin_bswap64(v);
-    }
-    return v;
-  }
-  std::string_view in_;
-  bool ok_ = true;
-};
+bool Version(Reader& in) { return in.U8() == kClusterFrameVersion && in.ok(); }
 
 std::string Begin() { return std::string(1, static_cast<char>(kClusterFrameVersion)); }
 
@@ -85,7 +24,7 @@ std::string Begin() { return std::string(1, static_cast<char>(kClusterFrameVersi
 
 std::string EncodeRoutes(const std::vector<RouteEntry>& entries) {
   std::string out = Begin();
-  Put(out, entries.size(), 4);
+  base::AppendBig<uint32_t>(out, entries.size());
   for (const RouteEntry& entry : entries) {
     out.push_back(entry.add ? 1 : 0);
     PutString(out, entry.filter);
@@ -95,15 +34,15 @@ std::string EncodeRoutes(const std::vector<RouteEntry>& entries) {
 }
 
 std::optional<std::vector<RouteEntry>> DecodeRoutes(std::string_view body) {
-  Cursor in(body);
-  if (!in.Version()) return std::nullopt;
-  const uint64_t count = in.Get(4);
+  Reader in(body);
+  if (!Version(in)) return std::nullopt;
+  const uint64_t count = in.U32();
   std::vector<RouteEntry> entries;
   for (uint64_t i = 0; i < count && in.ok(); ++i) {
     RouteEntry entry;
-    entry.add = in.Get(1) != 0;
-    entry.filter = in.String();
-    entry.shared_key = in.String();
+    entry.add = in.U8() != 0;
+    entry.filter = ReadString(in);
+    entry.shared_key = ReadString(in);
     entries.push_back(std::move(entry));
   }
   if (!in.done()) return std::nullopt;
@@ -125,10 +64,9 @@ void AppendForward(std::string& out, uint64_t forward_id, bool plain, const std:
   out.reserve(out.size() + head);
   char fixed[12];
   fixed[0] = static_cast<char>(kClusterFrameVersion);
-  for (int i = 0; i < 8; ++i) fixed[1 + i] = static_cast<char>((forward_id >> (8 * (7 - i))) & 0xFF);
+  base::StoreBig<uint64_t>(fixed + 1, forward_id);
   fixed[9] = plain ? 1 : 0;
-  fixed[10] = static_cast<char>((shared_keys.size() >> 8) & 0xFF);
-  fixed[11] = static_cast<char>(shared_keys.size() & 0xFF);
+  base::StoreBig<uint16_t>(fixed + 10, static_cast<uint16_t>(shared_keys.size()));
   out.append(fixed, sizeof fixed);
   for (const std::string& key : shared_keys) PutString(out, key);
   core::store::AppendMessage(out, message);  // the rest of the body
@@ -138,13 +76,13 @@ namespace {
 
 // The forward's head; `message_bytes` is the message record after it.
 std::optional<ForwardFrame> DecodeForwardHead(std::string_view body, std::string_view& message_bytes) {
-  Cursor in(body);
-  if (!in.Version()) return std::nullopt;
+  Reader in(body);
+  if (!Version(in)) return std::nullopt;
   ForwardFrame frame;
-  frame.forward_id = in.Get(8);
-  frame.plain = in.Get(1) != 0;
-  const uint64_t keys = in.Get(2);
-  for (uint64_t i = 0; i < keys && in.ok(); ++i) frame.shared_keys.push_back(in.String());
+  frame.forward_id = in.U64();
+  frame.plain = in.U8() != 0;
+  const uint64_t keys = in.U16();
+  for (uint64_t i = 0; i < keys && in.ok(); ++i) frame.shared_keys.push_back(ReadString(in));
   if (!in.ok()) return std::nullopt;
   message_bytes = in.rest();
   return frame;
@@ -175,8 +113,7 @@ std::optional<ForwardFrame> DecodeForward(std::string_view body, core::store::Me
 std::string EncodeReplay(uint16_t gone, uint64_t forward_id, bool plain, const std::vector<std::string>& shared_keys,
                          const Message& message) {
   std::string out;
-  out.push_back(static_cast<char>((gone >> 8) & 0xFF));
-  out.push_back(static_cast<char>(gone & 0xFF));
+  base::AppendBig<uint16_t>(out, gone);
   AppendForward(out, forward_id, plain, shared_keys, message);
   return out;
 }
@@ -184,7 +121,7 @@ std::string EncodeReplay(uint16_t gone, uint64_t forward_id, bool plain, const s
 std::optional<ReplayFrame> DecodeReplay(std::string_view body) {
   if (body.size() < 2) return std::nullopt;
   ReplayFrame frame;
-  frame.gone = static_cast<uint16_t>((static_cast<uint8_t>(body[0]) << 8) | static_cast<uint8_t>(body[1]));
+  frame.gone = base::LoadBig<uint16_t>(body.data());
   auto forward = DecodeForward(body.substr(2));
   if (!forward) return std::nullopt;
   frame.forward = std::move(*forward);
@@ -192,24 +129,24 @@ std::optional<ReplayFrame> DecodeReplay(std::string_view body) {
 }
 
 std::optional<std::string_view> PeekForwardClientId(std::string_view body) {
-  Cursor in(body);
-  if (!in.Version()) return std::nullopt;
-  in.Get(8);
-  in.Get(1);
-  const uint64_t keys = in.Get(2);
-  for (uint64_t i = 0; i < keys && in.ok(); ++i) in.Take(in.Get(2));
+  Reader in(body);
+  if (!Version(in)) return std::nullopt;
+  in.U64();
+  in.U8();
+  const uint64_t keys = in.U16();
+  for (uint64_t i = 0; i < keys && in.ok(); ++i) in.Raw(in.U16());
   if (!in.ok()) return std::nullopt;
   return core::store::PeekOriginClientId(in.rest());
 }
 
 std::optional<ForwardIdentity> PeekForwardIdentity(std::string_view body) {
-  Cursor in(body);
-  if (!in.Version()) return std::nullopt;
+  Reader in(body);
+  if (!Version(in)) return std::nullopt;
   ForwardIdentity identity;
-  identity.forward_id = in.Get(8);
-  in.Get(1);
-  const uint64_t keys = in.Get(2);
-  for (uint64_t i = 0; i < keys && in.ok(); ++i) in.Take(in.Get(2));
+  identity.forward_id = in.U64();
+  in.U8();
+  const uint64_t keys = in.U16();
+  for (uint64_t i = 0; i < keys && in.ok(); ++i) in.Raw(in.U16());
   if (!in.ok()) return std::nullopt;
   auto message = core::store::PeekIdentity(in.rest());
   if (!message) return std::nullopt;
@@ -221,45 +158,45 @@ std::optional<ForwardIdentity> PeekForwardIdentity(std::string_view body) {
 std::string EncodeForwardSafe(const std::vector<uint64_t>& forward_ids) {
   std::string out(1 + 4 + 8 * forward_ids.size(), '\0');  // sized once, written in place
   char* at = out.data();
-  auto put = [&at](uint64_t v, int n) {
-    for (int i = n - 1; i >= 0; --i) *at++ = static_cast<char>((v >> (8 * i)) & 0xFF);
-  };
-  put(kClusterFrameVersion, 1);
-  put(forward_ids.size(), 4);
-  for (uint64_t id : forward_ids) put(id, 8);
+  *at++ = static_cast<char>(kClusterFrameVersion);
+  base::StoreBig<uint32_t>(at, static_cast<uint32_t>(forward_ids.size()));
+  at += 4;
+  for (uint64_t id : forward_ids) {
+    base::StoreBig<uint64_t>(at, id);
+    at += 8;
+  }
   return out;
 }
 
 std::optional<std::vector<uint64_t>> DecodeForwardSafe(std::string_view body) {
-  Cursor in(body);
-  if (!in.Version()) return std::nullopt;
-  const uint64_t count = in.Get(4);
+  Reader in(body);
+  if (!Version(in)) return std::nullopt;
+  const uint64_t count = in.U32();
   std::vector<uint64_t> ids;
-  for (uint64_t i = 0; i < count && in.ok(); ++i) ids.push_back(in.Get(8));
+  for (uint64_t i = 0; i < count && in.ok(); ++i) ids.push_back(in.U64());
   if (!in.done()) return std::nullopt;
   return ids;
 }
 
 std::string EncodeRetained(const std::vector<MessagePtr>& messages) {
   std::string out = Begin();
-  Put(out, messages.size(), 4);
+  base::AppendBig<uint32_t>(out, messages.size());
   for (const MessagePtr& message : messages) {
     const size_t at = out.size();
-    Put(out, 0, 4);  // length, filled in below
+    base::AppendBig<uint32_t>(out, 0);  // length, filled in below
     core::store::AppendMessage(out, *message);
-    const uint64_t length = out.size() - at - 4;
-    for (int i = 0; i < 4; ++i) out[at + i] = static_cast<char>((length >> (8 * (3 - i))) & 0xFF);
+    base::StoreBig<uint32_t>(out.data() + at, static_cast<uint32_t>(out.size() - at - 4));
   }
   return out;
 }
 
 std::optional<std::vector<MessagePtr>> DecodeRetained(std::string_view body) {
-  Cursor in(body);
-  if (!in.Version()) return std::nullopt;
-  const uint64_t count = in.Get(4);
+  Reader in(body);
+  if (!Version(in)) return std::nullopt;
+  const uint64_t count = in.U32();
   std::vector<MessagePtr> messages;
   for (uint64_t i = 0; i < count && in.ok(); ++i) {
-    auto message = core::store::DecodeMessage(in.Take(in.Get(4)));
+    auto message = core::store::DecodeMessage(in.Raw(in.U32()));
     if (!message) return std::nullopt;
     messages.push_back(std::move(*message));
   }
@@ -269,17 +206,17 @@ std::optional<std::vector<MessagePtr>> DecodeRetained(std::string_view body) {
 
 std::string EncodeClientIds(const std::vector<std::string>& client_ids) {
   std::string out = Begin();
-  Put(out, client_ids.size(), 4);
+  base::AppendBig<uint32_t>(out, client_ids.size());
   for (const std::string& id : client_ids) PutString(out, id);
   return out;
 }
 
 std::optional<std::vector<std::string>> DecodeClientIds(std::string_view body) {
-  Cursor in(body);
-  if (!in.Version()) return std::nullopt;
-  const uint64_t count = in.Get(4);
+  Reader in(body);
+  if (!Version(in)) return std::nullopt;
+  const uint64_t count = in.U32();
   std::vector<std::string> ids;
-  for (uint64_t i = 0; i < count && in.ok(); ++i) ids.push_back(in.String());
+  for (uint64_t i = 0; i < count && in.ok(); ++i) ids.push_back(ReadString(in));
   if (!in.done()) return std::nullopt;
   return ids;
 }
@@ -287,27 +224,27 @@ std::optional<std::vector<std::string>> DecodeClientIds(std::string_view body) {
 std::string EncodeSessionHandOff(uint64_t id, const std::string& client_id,
                                  const std::vector<core::Delivery>& deliveries) {
   std::string out = Begin();
-  Put(out, id, 8);
+  base::AppendBig<uint64_t>(out, id);
   PutString(out, client_id);
-  Put(out, deliveries.size(), 4);
+  base::AppendBig<uint32_t>(out, deliveries.size());
   for (const core::Delivery& delivery : deliveries) {
     const std::string record = core::store::EncodeDelivery(delivery);
-    Put(out, record.size(), 4);
+    base::AppendBig<uint32_t>(out, record.size());
     out.append(record);
   }
   return out;
 }
 
 std::optional<SessionHandOffFrame> DecodeSessionHandOff(std::string_view body) {
-  Cursor in(body);
-  if (!in.Version()) return std::nullopt;
+  Reader in(body);
+  if (!Version(in)) return std::nullopt;
   SessionHandOffFrame frame;
-  frame.id = in.Get(8);
-  frame.client_id = in.String();
-  const uint64_t count = in.Get(4);
+  frame.id = in.U64();
+  frame.client_id = ReadString(in);
+  const uint64_t count = in.U32();
   for (uint64_t i = 0; i < count && in.ok(); ++i) {
-    auto delivery = core::store::DecodeDelivery(in.Take(in.Get(4)));
-    if (!delivery || !delivery->message) return std::nullopt;
+    auto delivery = core::store::DecodeDelivery(in.Raw(in.U32()));
+    if (!in.ok() || !delivery || !delivery->message) return std::nullopt;
     frame.deliveries.push_back(std::move(*delivery));
   }
   if (!in.done()) return std::nullopt;
@@ -316,17 +253,17 @@ std::optional<SessionHandOffFrame> DecodeSessionHandOff(std::string_view body) {
 
 std::string EncodeSessionHandOffDone(uint64_t id, bool taken) {
   std::string out = Begin();
-  Put(out, id, 8);
+  base::AppendBig<uint64_t>(out, id);
   out.push_back(taken ? 1 : 0);
   return out;
 }
 
 std::optional<SessionHandOffDone> DecodeSessionHandOffDone(std::string_view body) {
-  Cursor in(body);
-  if (!in.Version()) return std::nullopt;
+  Reader in(body);
+  if (!Version(in)) return std::nullopt;
   SessionHandOffDone done;
-  done.id = in.Get(8);
-  done.taken = in.Get(1) != 0;
+  done.id = in.U64();
+  done.taken = in.U8() != 0;
   if (!in.done()) return std::nullopt;
   return done;
 }

@@ -2,6 +2,8 @@
 
 #include <gtest/gtest.h>
 
+#include "base/pinned_bytes.h"
+
 namespace estuary::cluster {
 namespace {
 
@@ -114,6 +116,23 @@ TEST(ClusterFramesTest, SessionHandOffRoundTripsEveryDeliveryAndRejectsATruncate
   EXPECT_EQ(done->id, 77u);
   EXPECT_TRUE(done->taken);
   EXPECT_FALSE(DecodeSessionHandOffDone(EncodeSessionHandOffDone(1, false) + "x"));
+}
+
+// Every frame's bytes, pinned (issue 23: the byte codec was replaced;
+// nodes of the old and the new build must still talk).
+TEST(ClusterFramesTest, BytesArePinned) {
+  std::vector<RouteEntry> routes{{true, "a/+", ""}, {false, "b/#", std::string("g\0b/#", 5)}};
+  EXPECT_EQ(base::PinnedBytes(EncodeRoutes(routes)), "26 bytes fnv1a64=19f54e52efedc2fe");
+  Message full = *Make("t/1", "payload");
+  full.properties.content_type = "text/plain";
+  full.properties.expiry_at_ms = 1700000000000;
+  const MessagePtr message = std::make_shared<const Message>(full);
+  EXPECT_EQ(base::PinnedBytes(EncodeForward(0x0102030405060708ULL, true, {"k1", "k2"}, *message)),
+            "113 bytes fnv1a64=da7a74590d3764c5");
+  EXPECT_EQ(base::PinnedBytes(EncodeReplay(515, 42, false, {"k"}, *message)), "110 bytes fnv1a64=c701e3cf95064bbf");
+  EXPECT_EQ(base::PinnedBytes(EncodeForwardSafe({1, 0x0102030405060708ULL})), "21 bytes fnv1a64=163c949eb4f9fc0d");
+  EXPECT_EQ(base::PinnedBytes(EncodeRetained({message, Make("r", "")})), "168 bytes fnv1a64=a20d579f69fa3de0");
+  EXPECT_EQ(base::PinnedBytes(EncodeClientIds({"a", "client-2"})), "18 bytes fnv1a64=9370275eea67aaa8");
 }
 
 }  // namespace

@@ -48,10 +48,10 @@
 
 #include <algorithm>
 
+#include "base/hash.h"
 #include "cluster-core/cluster/cluster_agent.h"
 #include "cluster-core/partition/queue_assign.h"
 #include "cluster-core/partition/queue_machine.h"
-#include "cluster-core/ring/hash.h"
 #include "cluster-core/store/record_codec.h"
 
 namespace estuary::cluster {
@@ -92,7 +92,7 @@ void ClusterAgent::OnAppendToGroupQueue(const MessagePtr& message, const std::st
     return;
   }
   const uint32_t count = group->second.queues;
-  const uint32_t index = group->second.by_topic ? static_cast<uint32_t>(ring::StableHash(message->topic) % count)
+  const uint32_t index = group->second.by_topic ? static_cast<uint32_t>(base::StableHash(message->topic) % count)
                                                 : group_turns_[key]++ % count;
   AppendToGroupQueue(message, key, index, origin_shard, safe_token, loop_.NowMs() + config_.group_append_deadline_ms);
 }

@@ -6,6 +6,8 @@
 #include <utility>
 #include <vector>
 
+#include "base/pinned_bytes.h"
+
 namespace estuary::cluster::wire {
 namespace {
 
@@ -204,6 +206,22 @@ TEST(FrameTest, MacDependsOnSecretRoleNoncesAndIds) {
   EXPECT_FALSE(MacEquals(ComputeMac("secret", Role::kDialer, b, a, 1, 2), base_view));
   EXPECT_FALSE(MacEquals(ComputeMac("secret", Role::kDialer, a, b, 2, 1), base_view));
   EXPECT_FALSE(MacEquals(base, base_view.substr(1)));
+}
+
+// The link frames' bytes, pinned (issue 23: the byte codec was replaced;
+// nodes of the old and the new build must still talk).
+TEST(FrameTest, BytesArePinned) {
+  Nonce nonce{};
+  for (size_t i = 0; i < nonce.size(); ++i) nonce[i] = static_cast<uint8_t>(i);
+  EXPECT_EQ(base::PinnedBytes(EncodeHello({.node = 513, .address = "10.0.0.7:7000", .nonce = nonce})),
+            "55 bytes fnv1a64=d3cb1154ece99903");
+  std::string frames;
+  AppendFrame(frames, 0x10, "body");
+  AppendFrame(frames, 0x11, std::string(300, 'z'));
+  EXPECT_EQ(base::PinnedBytes(frames), "314 bytes fnv1a64=8e43e9001400302b");
+  const Mac mac = ComputeMac("secret", Role::kDialer, nonce, Nonce{}, 258, 3);
+  EXPECT_EQ(base::PinnedBytes(std::string_view(reinterpret_cast<const char*>(mac.data()), mac.size())),
+            "32 bytes fnv1a64=4e9f655a6819a9ac");
 }
 
 }  // namespace

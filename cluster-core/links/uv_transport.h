@@ -27,11 +27,11 @@
 #include <unordered_map>
 #include <vector>
 
+#include "base/expected.h"
 #include "cluster-core/links/frame.h"
 #include "cluster-core/links/transport.h"
 #include "io/uv/tcp.h"
 #include "io/uv/uv_loop.h"
-#include "model/result.h"
 
 namespace estuary::cluster {
 

@@ -22,10 +22,10 @@
 #include <string_view>
 #include <vector>
 
+#include "base/expected.h"
 #include "cluster-core/links/transport.h"
 #include "cluster-core/membership/membership_codec.h"
 #include "io/loop.h"
-#include "model/result.h"
 
 namespace estuary::cluster {
 

@@ -1,57 +1,21 @@
 #include "cluster-core/membership/membership_codec.h"
 
+#include "base/bytes.h"
+
 namespace estuary::cluster {
 namespace {
 
-// Little-endian writer and bounds-checked reader.
-class Writer {
- public:
-  explicit Writer(std::string& out) : out_(out) {}
-  void U8(uint8_t value) { out_.push_back(static_cast<char>(value)); }
-  void U16(uint16_t value) { Uint(value, 2); }
-  void U32(uint32_t value) { Uint(value, 4); }
-  void U64(uint64_t value) { Uint(value, 8); }
-  void Str(std::string_view text) {
-    U16(static_cast<uint16_t>(text.size()));
-    out_.append(text.substr(0, 0xFFFF));
-  }
+using Writer = base::LittleEndianWriter;
+using Reader = base::LittleEndianReader;
 
- private:
-  void Uint(uint64_t value, int bytes) {
-    for (int i = 0; i < bytes; ++i) out_.push_back(static_cast<char>((value >> (8 * i)) & 0xFF));
-  }
-  std::string& out_;
-};
+// A string: a u16 length and the bytes (a longer one is cut at 65,535
+// bytes, and its length field wraps, as the format always did).
+void PutString(Writer& writer, std::string_view text) {
+  writer.U16(static_cast<uint16_t>(text.size()));
+  writer.Raw(text.substr(0, 0xFFFF));
+}
 
-class Reader {
- public:
-  explicit Reader(std::string_view in) : in_(in) {}
-  bool ok() const { return ok_; }
-  bool done() const { return ok_ && in_.empty(); }
-  uint8_t U8() { return static_cast<uint8_t>(Uint(1)); }
-  uint16_t U16() { return static_cast<uint16_t>(Uint(2)); }
-  uint32_t U32() { return static_cast<uint32_t>(Uint(4)); }
-  uint64_t U64() { return Uint(8); }
-  std::string Str() {
-    size_t size = U16();
-    if (!ok_ || in_.size() < size) return Fail(), std::string();
-    std::string text(in_.substr(0, size));
-    in_.remove_prefix(size);
-    return text;
-  }
-
- private:
-  void Fail() { ok_ = false; }
-  uint64_t Uint(size_t bytes) {
-    if (!ok_ || in_.size() < bytes) return Fail(), 0;
-    uint64_t value = 0;
-    for (size_t i = 0; i < bytes; ++i) value |= uint64_t(uint8_t(in_[i])) << (8 * i);
-    in_.remove_prefix(bytes);
-    return value;
-  }
-  std::string_view in_;
-  bool ok_ = true;
-};
+std::string ReadString(Reader& reader) { return std::string(reader.Bytes16()); }
 
 std::optional<Reader> Open(std::string_view body) {
   Reader reader(body);
@@ -86,8 +50,7 @@ bool Supersedes(const MemberEntry& incoming, const MemberEntry& current) {
 }
 
 std::string EncodeTable(uint8_t flags, const std::vector<MemberEntry>& table) {
-  std::string out;
-  Writer writer(out);
+  Writer writer;
   writer.U8(kMembershipWireVersion);
   writer.U8(flags);
   writer.U16(static_cast<uint16_t>(table.size()));
@@ -97,10 +60,10 @@ std::string EncodeTable(uint8_t flags, const std::vector<MemberEntry>& table) {
     writer.U64(entry.incarnation);
     writer.U8(static_cast<uint8_t>(entry.state));
     writer.U8(entry.removed ? 0x01 : 0x00);
-    writer.Str(entry.cluster_address);
-    writer.Str(entry.admin_address);
+    PutString(writer, entry.cluster_address);
+    PutString(writer, entry.admin_address);
   }
-  return out;
+  return writer.Take();
 }
 
 std::optional<JoinBody> DecodeTable(std::string_view body) {
@@ -118,8 +81,8 @@ std::optional<JoinBody> DecodeTable(std::string_view body) {
     if (state > static_cast<uint8_t>(MemberState::kLeft)) return std::nullopt;
     entry.state = static_cast<MemberState>(state);
     entry.removed = (reader->U8() & 0x01) != 0;
-    entry.cluster_address = reader->Str();
-    entry.admin_address = reader->Str();
+    entry.cluster_address = ReadString(*reader);
+    entry.admin_address = ReadString(*reader);
     join.table.push_back(std::move(entry));
   }
   if (!reader->done()) return std::nullopt;
@@ -127,12 +90,11 @@ std::optional<JoinBody> DecodeTable(std::string_view body) {
 }
 
 std::string EncodeProbe(const ProbeBody& probe) {
-  std::string out;
-  Writer writer(out);
+  Writer writer;
   writer.U8(kMembershipWireVersion);
   writer.U16(probe.target);
   writer.U8(probe.reachable ? 1 : 0);
-  return out;
+  return writer.Take();
 }
 
 std::optional<ProbeBody> DecodeProbe(std::string_view body) {
@@ -146,17 +108,16 @@ std::optional<ProbeBody> DecodeProbe(std::string_view body) {
 }
 
 std::string EncodeReason(std::string_view reason) {
-  std::string out;
-  Writer writer(out);
+  Writer writer;
   writer.U8(kMembershipWireVersion);
-  writer.Str(reason);
-  return out;
+  PutString(writer, reason);
+  return writer.Take();
 }
 
 std::optional<std::string> DecodeReason(std::string_view body) {
   auto reader = Open(body);
   if (!reader) return std::nullopt;
-  std::string reason = reader->Str();
+  std::string reason = ReadString(*reader);
   if (!reader->done()) return std::nullopt;
   return reason;
 }

@@ -2,6 +2,8 @@
 
 #include <gtest/gtest.h>
 
+#include "base/pinned_bytes.h"
+
 namespace estuary::cluster {
 namespace {
 
@@ -63,6 +65,17 @@ TEST(MembershipCodec, SupersedesOrdersEpochTombstoneIncarnationState) {
   // Only a readmission (a higher epoch) lifts it.
   EXPECT_TRUE(Supersedes(Entry(1, 0, S::kJoining), Entry(0, 5, S::kLeft)));
   EXPECT_FALSE(Supersedes(Entry(0, 5, S::kLeft), Entry(1, 0, S::kUp)));
+}
+
+// The frames' bytes, pinned (issue 23: the byte codec was replaced).
+TEST(MembershipCodec, BytesArePinned) {
+  std::vector<MemberEntry> table = {Entry(0, 3, MemberState::kUp), Entry(2, 0, MemberState::kLeft)};
+  table[1].node = 9;
+  table[1].removed = true;
+  EXPECT_EQ(base::PinnedBytes(EncodeTable(0x01, table)), "100 bytes fnv1a64=7316b3e99ab01be1");
+  EXPECT_EQ(base::PinnedBytes(EncodeProbe({.target = 513, .reachable = true})), "4 bytes fnv1a64=b5cd78774c7a8e0a");
+  EXPECT_EQ(base::PinnedBytes(EncodeReason("id taken")), "11 bytes fnv1a64=98f2f2b3a41d14d2");
+  EXPECT_EQ(base::PinnedBytes(EncodeEmpty()), "1 bytes fnv1a64=af63bc4c8601b62c");
 }
 
 }  // namespace

@@ -5,67 +5,6 @@
 
 namespace estuary::meta {
 
-void ByteWriter::U32(uint32_t value) {
-  for (int i = 0; i < 4; ++i) out_.push_back(static_cast<char>(value >> (8 * i)));
-}
-
-void ByteWriter::U64(uint64_t value) {
-  for (int i = 0; i < 8; ++i) out_.push_back(static_cast<char>(value >> (8 * i)));
-}
-
-void ByteWriter::Bytes(std::string_view bytes) {
-  U32(static_cast<uint32_t>(bytes.size()));
-  out_.append(bytes);
-}
-
-uint8_t ByteReader::U8() {
-  if (bytes_.empty()) return Fail(), 0;
-  const auto value = static_cast<uint8_t>(bytes_[0]);
-  bytes_.remove_prefix(1);
-  return value;
-}
-
-uint32_t ByteReader::U32() {
-  if (bytes_.size() < 4) return Fail(), 0;
-  uint32_t value = 0;
-  for (int i = 0; i < 4; ++i) value |= uint32_t{static_cast<uint8_t>(bytes_[i])} << (8 * i);
-  bytes_.remove_prefix(4);
-  return value;
-}
-
-uint64_t ByteReader::U64() {
-  if (bytes_.size() < 8) return Fail(), 0;
-  uint64_t value = 0;
-  for (int i = 0; i < 8; ++i) value |= uint64_t{static_cast<uint8_t>(bytes_[i])} << (8 * i);
-  bytes_.remove_prefix(8);
-  return value;
-}
-
-bool ByteReader::Bool() {
-  const uint8_t value = U8();
-  if (value > 1) Fail();
-  return value == 1;
-}
-
-std::string_view ByteReader::Bytes() {
-  const uint32_t size = U32();
-  if (size > bytes_.size()) return Fail(), std::string_view{};
-  std::string_view out = bytes_.substr(0, size);
-  bytes_.remove_prefix(size);
-  return out;
-}
-
-std::vector<uint8_t> ByteReader::ByteVector() {
-  std::string_view bytes = Bytes();
-  return {bytes.begin(), bytes.end()};
-}
-
-uint32_t ByteReader::Count(size_t min_item_bytes) {
-  const uint32_t count = U32();
-  if (min_item_bytes > 0 && count > bytes_.size() / min_item_bytes) return Fail(), 0;
-  return count;
-}
-
 namespace {
 
 constexpr size_t kEntryMinBytes = 8 * 5 + 1 + 4;

@@ -14,6 +14,7 @@
 #include <string_view>
 #include <vector>
 
+#include "base/bytes.h"
 #include "cluster-core/raft/types.h"
 
 namespace estuary::meta {
@@ -90,48 +91,9 @@ std::optional<QuiesceNotice> DecodeQuiesce(std::string_view body);
 std::string EncodeWake(const WakeRequest& request);
 std::optional<WakeRequest> DecodeWake(std::string_view body);
 
-// Byte helpers shared with the metadata state's encoding: little-endian
-// integers and u32-length-prefixed byte strings.
-class ByteWriter {
- public:
-  void U8(uint8_t value) { out_.push_back(static_cast<char>(value)); }
-  void U32(uint32_t value);
-  void U64(uint64_t value);
-  void Bytes(std::string_view bytes);
-  void Bytes(const std::vector<uint8_t>& bytes) {
-    Bytes(std::string_view(reinterpret_cast<const char*>(bytes.data()), bytes.size()));
-  }
-  std::string& str() { return out_; }
-  std::string Take() { return std::move(out_); }
-
- private:
-  std::string out_;
-};
-
-// Reads fields off the front; a read past the end (or a malformed field)
-// marks the reader bad and returns zeros from then on.
-class ByteReader {
- public:
-  explicit ByteReader(std::string_view bytes) : bytes_(bytes) {}
-  uint8_t U8();
-  uint32_t U32();
-  uint64_t U64();
-  bool Bool();  // 0 or 1, anything else is malformed
-  std::string_view Bytes();
-  std::vector<uint8_t> ByteVector();
-  // A count of items each at least `min_item_bytes` long: more than the
-  // bytes left can hold is malformed.
-  uint32_t Count(size_t min_item_bytes);
-  void Fail() {
-    ok_ = false;
-    bytes_ = {};
-  }
-  bool ok() const { return ok_; }
-  bool done() const { return ok_ && bytes_.empty(); }
-
- private:
-  std::string_view bytes_;
-  bool ok_ = true;
-};
+// The byte codec shared with the metadata state's encoding: little-endian
+// integers and u32-length-prefixed byte strings (base/bytes.h).
+using ByteWriter = base::LittleEndianWriter;
+using ByteReader = base::LittleEndianReader;
 
 }  // namespace estuary::meta

@@ -5,6 +5,7 @@
 
 #include <fstream>
 
+#include "base/pinned_bytes.h"
 #include "cluster-core/meta/meta_state.h"
 
 namespace estuary::meta {
@@ -148,6 +149,17 @@ TEST(RaftCodec, SeedCorpus) {
   command("open", PartitionOpen{5, {1, 2, 3}});
   command("pin", PartitionLeaderPin{5, 2});
   command("drain", NodeDrain{3, true});
+}
+
+// The encoder's bytes, pinned (issue 23: the byte codec was replaced; the
+// frames must not change by one byte).
+TEST(RaftCodec, BytesArePinned) {
+  EXPECT_EQ(base::PinnedBytes(EncodeMessage(42, FullMessage())), "323 bytes fnv1a64=4e95a37901026080");
+  EXPECT_EQ(base::PinnedBytes(EncodeProposeRequest({7, 9, {2, 3}, {1, 2, 3}})), "35 bytes fnv1a64=52f485874e1d85a7");
+  EXPECT_EQ(base::PinnedBytes(EncodeProposeReply({7, 9, ProposeStatus::kNotLeader, 12, 3})),
+            "29 bytes fnv1a64=41294f372f78ea31");
+  EXPECT_EQ(base::PinnedBytes(EncodeQuiesce({7, 5, 11, 2})), "28 bytes fnv1a64=9dc8fc90da942c6e");
+  EXPECT_EQ(base::PinnedBytes(EncodeWake({7, 5})), "12 bytes fnv1a64=0f83092643522d27");
 }
 
 }  // namespace

@@ -48,12 +48,12 @@
 #include <string>
 #include <string_view>
 
+#include "base/expected.h"
 #include "cluster-core/links/transport.h"
 #include "cluster-core/meta/raft_codec.h"
 #include "cluster-core/raft/raft.h"
 #include "cluster-core/raft/raft_store.h"
 #include "io/loop.h"
-#include "model/result.h"
 #include "persistence/storage_engine.h"
 
 namespace estuary::meta {

@@ -1,6 +1,6 @@
 #include "cluster-core/partition/client_registry.h"
 
-#include "cluster-core/meta/raft_codec.h"
+#include "base/bytes.h"
 
 namespace estuary::partition {
 
@@ -9,13 +9,13 @@ namespace {
 enum Tag : uint8_t { kClaim = 1, kRelease = 2, kClaimClean = 3, kClaimFrom = 4, kClaimFromOwner = 5 };
 constexpr uint8_t kSnapshotVersion = 1;
 
-void PutOwner(meta::ByteWriter& out, const ClientOwner& owner) {
+void PutOwner(base::LittleEndianWriter& out, const ClientOwner& owner) {
   out.U32(owner.node);
   out.U64(owner.boot);
   out.U64(owner.connection);
 }
 
-ClientOwner GetOwner(meta::ByteReader& in) {
+ClientOwner GetOwner(base::LittleEndianReader& in) {
   ClientOwner owner;
   const uint32_t node = in.U32();
   if (node == 0 || node > 0xFFFF) in.Fail();
@@ -28,7 +28,7 @@ ClientOwner GetOwner(meta::ByteReader& in) {
 }  // namespace
 
 std::string EncodeRegistryCommand(const RegistryCommand& command) {
-  meta::ByteWriter out;
+  base::LittleEndianWriter out;
   if (const auto* claim = std::get_if<ClaimClient>(&command)) {
     const bool guarded = claim->only_from != 0 && claim->expected.node != 0;
     out.U8(guarded ? kClaimFromOwner : claim->only_from != 0 ? kClaimFrom : claim->clean ? kClaimClean : kClaim);
@@ -46,7 +46,7 @@ std::string EncodeRegistryCommand(const RegistryCommand& command) {
 }
 
 std::optional<RegistryCommand> DecodeRegistryCommand(std::string_view bytes) {
-  meta::ByteReader in(bytes);
+  base::LittleEndianReader in(bytes);
   const uint8_t tag = in.U8();
   std::string client(in.Bytes());
   ClientOwner owner = GetOwner(in);
@@ -65,14 +65,14 @@ std::optional<RegistryCommand> DecodeRegistryCommand(std::string_view bytes) {
 }
 
 std::string EncodeRegistryOwnerQuery(std::string_view client) {
-  meta::ByteWriter out;
+  base::LittleEndianWriter out;
   out.U8(kClaim);
   out.Bytes(client);
   return out.Take();
 }
 
 std::string ClientRegistry::Query(std::string_view query) const {
-  meta::ByteReader in(query);
+  base::LittleEndianReader in(query);
   if (in.U8() != kClaim) return {};
   const std::string client(in.Bytes());
   if (!in.done()) return {};
@@ -81,14 +81,14 @@ std::string ClientRegistry::Query(std::string_view query) const {
 }
 
 std::string EncodeClaimResult(const std::optional<ClientOwner>& previous) {
-  meta::ByteWriter out;
+  base::LittleEndianWriter out;
   out.U8(previous ? 1 : 0);
   if (previous) PutOwner(out, *previous);
   return out.Take();
 }
 
 std::optional<std::optional<ClientOwner>> DecodeClaimResult(std::string_view bytes) {
-  meta::ByteReader in(bytes);
+  base::LittleEndianReader in(bytes);
   std::optional<ClientOwner> previous;
   if (in.Bool()) previous = GetOwner(in);
   if (!in.done()) return std::nullopt;
@@ -128,7 +128,7 @@ std::string ClientRegistry::ApplyCommand(const RegistryCommand& command) {
 }
 
 std::vector<uint8_t> ClientRegistry::Snapshot() const {
-  meta::ByteWriter out;
+  base::LittleEndianWriter out;
   out.U8(kSnapshotVersion);
   out.U32(static_cast<uint32_t>(owners_.size()));
   for (const auto& [client, owner] : owners_) {
@@ -140,7 +140,7 @@ std::vector<uint8_t> ClientRegistry::Snapshot() const {
 }
 
 bool ClientRegistry::Restore(const std::vector<uint8_t>& data) {
-  meta::ByteReader in(std::string_view(reinterpret_cast<const char*>(data.data()), data.size()));
+  base::LittleEndianReader in(std::string_view(reinterpret_cast<const char*>(data.data()), data.size()));
   if (in.U8() != kSnapshotVersion) return false;
   std::map<std::string, ClientOwner> owners;
   const uint32_t count = in.Count(24);

@@ -1,11 +1,13 @@
 #include "cluster-core/partition/partition_frames.h"
 
+#include "base/bytes.h"
+
 #include <utility>
 
 namespace estuary::partition {
 
 std::string Encode(const ProposeFrame& frame) {
-  meta::ByteWriter out;
+  base::LittleEndianWriter out;
   out.U64(frame.request);
   out.U32(frame.partition);
   out.U64(frame.id.producer);
@@ -15,7 +17,7 @@ std::string Encode(const ProposeFrame& frame) {
 }
 
 std::optional<ProposeFrame> DecodePropose(std::string_view body) {
-  meta::ByteReader in(body);
+  base::LittleEndianReader in(body);
   ProposeFrame frame;
   frame.request = in.U64();
   frame.partition = in.U32();
@@ -27,7 +29,7 @@ std::optional<ProposeFrame> DecodePropose(std::string_view body) {
 }
 
 std::string Encode(const ProposedFrame& frame) {
-  meta::ByteWriter out;
+  base::LittleEndianWriter out;
   out.U64(frame.request);
   out.U8(static_cast<uint8_t>(frame.status));
   out.U64(frame.index);
@@ -38,7 +40,7 @@ std::string Encode(const ProposedFrame& frame) {
 }
 
 std::optional<ProposedFrame> DecodeProposed(std::string_view body) {
-  meta::ByteReader in(body);
+  base::LittleEndianReader in(body);
   ProposedFrame frame;
   frame.request = in.U64();
   const uint8_t status = in.U8();

@@ -2,7 +2,7 @@
 
 #include <utility>
 
-#include "cluster-core/meta/raft_codec.h"
+#include "base/bytes.h"
 
 namespace estuary::partition {
 
@@ -55,7 +55,7 @@ std::string PartitionState::Query(std::string_view query) const {
 }
 
 std::vector<uint8_t> PartitionState::Snapshot() const {
-  meta::ByteWriter out;
+  base::LittleEndianWriter out;
   out.U8(kSnapshotMagic);
   out.Bytes(registry_.Snapshot());
   out.Bytes(retained_.Snapshot());
@@ -78,7 +78,7 @@ bool PartitionState::Restore(const std::vector<uint8_t>& data) {
     index_ = RetainedIndex();
     return registry_.Restore(data) && retained_.Restore({}) && sessions_.Restore({}) && queues_.Restore({});
   }
-  meta::ByteReader in(View(data));
+  base::LittleEndianReader in(View(data));
   if (in.U8() != kSnapshotMagic) return false;
   const std::vector<uint8_t> registry = Vector(in.Bytes());
   const std::vector<uint8_t> retained = Vector(in.Bytes());

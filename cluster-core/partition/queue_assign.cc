@@ -4,7 +4,7 @@
 #include <cstdint>
 #include <tuple>
 
-#include "cluster-core/ring/hash.h"
+#include "base/hash.h"
 
 namespace estuary::partition {
 namespace {
@@ -21,7 +21,7 @@ struct NodeShare {
 // too many, and which node with room takes a freed queue. Rendezvous
 // hashing, so the choice does not depend on which other nodes exist.
 uint64_t Score(std::string_view queue, NodeId node) {
-  return ring::Mix64(ring::StableHash(queue) ^ ring::Mix64(uint64_t{node} + 1));
+  return base::Mix64(base::StableHash(queue) ^ base::Mix64(uint64_t{node} + 1));
 }
 
 std::vector<NodeShare> Shares(const std::vector<GroupNode>& nodes) {
@@ -52,7 +52,7 @@ void SetQuotas(std::vector<NodeShare>& shares, uint32_t count, uint64_t salt) {
     if (share.fraction > 0) eligible.push_back(&share);
   }
   auto rank = [salt](const NodeShare* share) {
-    return std::make_tuple(share->held > share->quota, share->fraction, ring::Mix64(salt ^ share->node), share->node);
+    return std::make_tuple(share->held > share->quota, share->fraction, base::Mix64(salt ^ share->node), share->node);
   };
   std::sort(eligible.begin(), eligible.end(),
             [&](const NodeShare* a, const NodeShare* b) { return rank(a) > rank(b); });
@@ -86,7 +86,7 @@ QueueAssignment AssignQueues(const std::vector<std::string>& queues, const std::
     holding[it->second].push_back(queue);
     ++by_node[it->second]->held;
   }
-  SetQuotas(shares, static_cast<uint32_t>(next.size()), ring::StableHash(next.begin()->first));
+  SetQuotas(shares, static_cast<uint32_t>(next.size()), base::StableHash(next.begin()->first));
 
   std::map<NodeId, uint32_t> taken;
   for (auto& [node, held] : holding) {

@@ -1,6 +1,6 @@
 #include "cluster-core/partition/queue_frames.h"
 
-#include "cluster-core/meta/raft_codec.h"
+#include "base/bytes.h"
 
 namespace estuary::partition {
 namespace {
@@ -13,7 +13,7 @@ constexpr size_t kAckedOffsetBytes = 8;
 }  // namespace
 
 std::string Encode(const QueuePullFrame& frame) {
-  meta::ByteWriter out;
+  base::LittleEndianWriter out;
   out.Bytes(frame.queue);
   out.U64(frame.epoch);
   out.U32(frame.credit);
@@ -21,7 +21,7 @@ std::string Encode(const QueuePullFrame& frame) {
 }
 
 std::optional<QueuePullFrame> DecodeQueuePull(std::string_view body) {
-  meta::ByteReader in(body);
+  base::LittleEndianReader in(body);
   QueuePullFrame frame;
   frame.queue = std::string(in.Bytes());
   frame.epoch = in.U64();
@@ -31,7 +31,7 @@ std::optional<QueuePullFrame> DecodeQueuePull(std::string_view body) {
 }
 
 std::string Encode(const QueuePushFrame& frame) {
-  meta::ByteWriter out;
+  base::LittleEndianWriter out;
   out.Bytes(frame.queue);
   out.U64(frame.epoch);
   out.U32(static_cast<uint32_t>(frame.messages.size()));
@@ -43,7 +43,7 @@ std::string Encode(const QueuePushFrame& frame) {
 }
 
 std::optional<QueuePushFrame> DecodeQueuePush(std::string_view body) {
-  meta::ByteReader in(body);
+  base::LittleEndianReader in(body);
   QueuePushFrame frame;
   frame.queue = std::string(in.Bytes());
   frame.epoch = in.U64();
@@ -60,7 +60,7 @@ std::optional<QueuePushFrame> DecodeQueuePush(std::string_view body) {
 }
 
 std::string Encode(const QueueAckFrame& frame) {
-  meta::ByteWriter out;
+  base::LittleEndianWriter out;
   out.Bytes(frame.queue);
   out.U64(frame.epoch);
   out.U32(static_cast<uint32_t>(frame.offsets.size()));
@@ -69,7 +69,7 @@ std::string Encode(const QueueAckFrame& frame) {
 }
 
 std::optional<QueueAckFrame> DecodeQueueAck(std::string_view body) {
-  meta::ByteReader in(body);
+  base::LittleEndianReader in(body);
   QueueAckFrame frame;
   frame.queue = std::string(in.Bytes());
   frame.epoch = in.U64();
@@ -81,7 +81,7 @@ std::optional<QueueAckFrame> DecodeQueueAck(std::string_view body) {
 }
 
 std::string Encode(const QueueRejectFrame& frame) {
-  meta::ByteWriter out;
+  base::LittleEndianWriter out;
   out.Bytes(frame.queue);
   out.U32(frame.node);
   out.U8(static_cast<uint8_t>(frame.reason));
@@ -89,7 +89,7 @@ std::string Encode(const QueueRejectFrame& frame) {
 }
 
 std::optional<QueueRejectFrame> DecodeQueueReject(std::string_view body) {
-  meta::ByteReader in(body);
+  base::LittleEndianReader in(body);
   QueueRejectFrame frame;
   frame.queue = std::string(in.Bytes());
   const uint32_t node = in.U32();

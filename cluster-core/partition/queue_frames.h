@@ -7,8 +7,8 @@
 // over, a count larger than the bytes left could hold (checked before
 // anything is allocated), a node id above 0xFFFF, an unknown reason.
 //
-// Integers little-endian, `bytes` a u32 length and the bytes (meta::
-// ByteWriter), as in the partition frames 0x50-0x5F.
+// Integers little-endian, `bytes` a u32 length and the bytes
+// (base::LittleEndianWriter), as in the partition frames 0x50-0x5F.
 #include <cstdint>
 #include <optional>
 #include <string>

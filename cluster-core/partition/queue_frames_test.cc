@@ -9,7 +9,7 @@
 #include <fstream>
 #include <string>
 
-#include "cluster-core/meta/raft_codec.h"
+#include "base/bytes.h"
 
 namespace estuary::partition {
 namespace {
@@ -72,14 +72,14 @@ TEST(QueueFrames, TruncatedOrLongerBodiesAreRefused) {
 // A count the remaining bytes cannot hold is refused before anything is
 // reserved: 4 billion offsets announced in a 40-byte body.
 TEST(QueueFrames, CountsBeyondTheBytesLeftAreRefused) {
-  meta::ByteWriter ack;
+  base::LittleEndianWriter ack;
   ack.Bytes("q");
   ack.U64(1);
   ack.U32(0xFFFFFFFF);
   ack.U64(7);
   EXPECT_FALSE(DecodeQueueAck(ack.Take()));
 
-  meta::ByteWriter push;
+  base::LittleEndianWriter push;
   push.Bytes("q");
   push.U64(1);
   push.U32(2);  // two messages need at least 24 bytes; 12 follow
@@ -87,7 +87,7 @@ TEST(QueueFrames, CountsBeyondTheBytesLeftAreRefused) {
   push.Bytes("");
   EXPECT_FALSE(DecodeQueuePush(push.Take()));
 
-  meta::ByteWriter record_too_long;
+  base::LittleEndianWriter record_too_long;
   record_too_long.Bytes("q");
   record_too_long.U64(1);
   record_too_long.U32(1);
@@ -96,7 +96,7 @@ TEST(QueueFrames, CountsBeyondTheBytesLeftAreRefused) {
   record_too_long.str() += "abc";
   EXPECT_FALSE(DecodeQueuePush(record_too_long.Take()));
 
-  meta::ByteWriter name_too_long;
+  base::LittleEndianWriter name_too_long;
   name_too_long.U32(0xFFFFFFF0);
   name_too_long.U64(1);
   name_too_long.U32(0);

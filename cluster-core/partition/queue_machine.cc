@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <utility>
 
-#include "cluster-core/meta/raft_codec.h"
+#include "base/bytes.h"
 #include "cluster-core/store/record_codec.h"
 #include "model/hlc.h"
 
@@ -35,7 +35,7 @@ bool Expired(const std::optional<int64_t>& expiry_at_ms, int64_t now_ms) {
 }  // namespace
 
 std::string EncodeQueueAppend(std::string_view queue, const Message& message) {
-  meta::ByteWriter out;
+  base::LittleEndianWriter out;
   out.U8(kAppend);
   out.Bytes(queue);
   out.Bytes(core::store::EncodeMessage(message));
@@ -43,7 +43,7 @@ std::string EncodeQueueAppend(std::string_view queue, const Message& message) {
 }
 
 std::string EncodeQueueAck(std::string_view queue, uint64_t epoch, const std::vector<uint64_t>& offsets) {
-  meta::ByteWriter out;
+  base::LittleEndianWriter out;
   out.U8(kAck);
   out.Bytes(queue);
   out.U64(epoch);
@@ -53,7 +53,7 @@ std::string EncodeQueueAck(std::string_view queue, uint64_t epoch, const std::ve
 }
 
 std::string EncodeQueueAssign(std::string_view queue, NodeId consumer, uint64_t epoch) {
-  meta::ByteWriter out;
+  base::LittleEndianWriter out;
   out.U8(kAssign);
   out.Bytes(queue);
   out.U32(consumer);
@@ -62,7 +62,7 @@ std::string EncodeQueueAssign(std::string_view queue, NodeId consumer, uint64_t 
 }
 
 std::string EncodeQueueDrop(std::string_view queue) {
-  meta::ByteWriter out;
+  base::LittleEndianWriter out;
   out.U8(kDrop);
   out.Bytes(queue);
   return out.Take();
@@ -70,7 +70,7 @@ std::string EncodeQueueDrop(std::string_view queue) {
 
 namespace {
 std::string EncodeHand(uint8_t tag, std::string_view queue, uint64_t offset, const QueueHand& hand) {
-  meta::ByteWriter out;
+  base::LittleEndianWriter out;
   out.U8(tag);
   out.Bytes(queue);
   out.U64(offset);
@@ -91,7 +91,7 @@ std::string EncodeQueueUnhand(std::string_view queue, uint64_t offset, const Que
 }
 
 std::string EncodeQueueSettle(std::string_view queue, const QueueHand& keep, const std::vector<MessageId>& held) {
-  meta::ByteWriter out;
+  base::LittleEndianWriter out;
   out.U8(kSettle);
   out.Bytes(queue);
   out.Bytes(keep.session);
@@ -107,7 +107,7 @@ std::string EncodeQueueSettle(std::string_view queue, const QueueHand& keep, con
 }
 
 std::optional<QueueSettleResult> DecodeQueueSettleResult(std::string_view bytes) {
-  meta::ByteReader in(bytes);
+  base::LittleEndianReader in(bytes);
   QueueSettleResult result;
   result.removed = in.U32();
   result.handed_back = in.U32();
@@ -116,7 +116,7 @@ std::optional<QueueSettleResult> DecodeQueueSettleResult(std::string_view bytes)
 }
 
 std::string EncodeQueueRead(std::string_view queue, uint64_t from, uint32_t max_count, uint32_t max_bytes) {
-  meta::ByteWriter out;
+  base::LittleEndianWriter out;
   out.U8(kRead);
   out.Bytes(queue);
   out.U64(from);
@@ -129,21 +129,21 @@ std::string EncodeQueueStats() { return std::string(1, static_cast<char>(kStats)
 
 std::optional<QueueAppendResult> DecodeQueueAppendResult(std::string_view bytes) {
   if (bytes == kFull) return QueueAppendResult{true, 0};
-  meta::ByteReader in(bytes);
+  base::LittleEndianReader in(bytes);
   const uint64_t offset = in.U64();
   if (!in.done()) return std::nullopt;
   return QueueAppendResult{false, offset};
 }
 
 std::optional<uint32_t> DecodeQueueAckResult(std::string_view bytes) {
-  meta::ByteReader in(bytes);
+  base::LittleEndianReader in(bytes);
   const uint32_t removed = in.U32();
   if (!in.done()) return std::nullopt;
   return removed;
 }
 
 std::optional<QueueReadResult> DecodeQueueReadResult(std::string_view bytes) {
-  meta::ByteReader in(bytes);
+  base::LittleEndianReader in(bytes);
   QueueReadResult result;
   result.next_offset = in.U64();
   const uint32_t count = in.Count(12);
@@ -158,7 +158,7 @@ std::optional<QueueReadResult> DecodeQueueReadResult(std::string_view bytes) {
 }
 
 std::optional<std::vector<QueueStats>> DecodeQueueStats(std::string_view bytes) {
-  meta::ByteReader in(bytes);
+  base::LittleEndianReader in(bytes);
   std::vector<QueueStats> stats;
   const uint32_t count = in.Count(48);
   for (uint32_t i = 0; i < count && in.ok(); ++i) {
@@ -218,7 +218,7 @@ std::string QueueMachine::Malformed() {
 }
 
 std::string QueueMachine::ApplyAppend(std::string_view body, int64_t entry_ms) {
-  meta::ByteReader in(body);
+  base::LittleEndianReader in(body);
   const std::string_view name = in.Bytes();
   const std::string_view record = in.Bytes();
   if (!in.done()) return Malformed();
@@ -250,13 +250,13 @@ std::string QueueMachine::ApplyAppend(std::string_view body, int64_t entry_ms) {
     if (expiry) ++queue.expiring;
     if (hooks_.appended) hooks_.appended(name, offset);
   }
-  meta::ByteWriter out;
+  base::LittleEndianWriter out;
   out.U64(offset);
   return out.Take();
 }
 
 std::string QueueMachine::ApplyAck(std::string_view body) {
-  meta::ByteReader in(body);
+  base::LittleEndianReader in(body);
   const std::string_view name = in.Bytes();
   const uint64_t epoch = in.U64();
   const uint32_t count = in.Count(8);
@@ -276,13 +276,13 @@ std::string QueueMachine::ApplyAck(std::string_view body) {
     }
     if (hooks_.acked) hooks_.acked(name, offsets);
   }
-  meta::ByteWriter out;
+  base::LittleEndianWriter out;
   out.U32(removed);
   return out.Take();
 }
 
 std::string QueueMachine::ApplyAssign(std::string_view body) {
-  meta::ByteReader in(body);
+  base::LittleEndianReader in(body);
   const std::string_view name = in.Bytes();
   const uint32_t consumer = in.U32();
   const uint64_t epoch = in.U64();
@@ -300,7 +300,7 @@ std::string QueueMachine::ApplyAssign(std::string_view body) {
 }
 
 std::string QueueMachine::ApplyDrop(std::string_view body) {
-  meta::ByteReader in(body);
+  base::LittleEndianReader in(body);
   const std::string_view name = in.Bytes();
   if (!in.done()) return Malformed();
   auto it = queues_.find(name);
@@ -310,7 +310,7 @@ std::string QueueMachine::ApplyDrop(std::string_view body) {
 }
 
 std::string QueueMachine::ApplyHand(std::string_view body, bool hand) {
-  meta::ByteReader in(body);
+  base::LittleEndianReader in(body);
   const std::string_view name = in.Bytes();
   const uint64_t offset = in.U64();
   QueueHand to;
@@ -339,7 +339,7 @@ std::string QueueMachine::ApplyHand(std::string_view body, bool hand) {
 }
 
 std::string QueueMachine::ApplySettle(std::string_view body) {
-  meta::ByteReader in(body);
+  base::LittleEndianReader in(body);
   const std::string_view name = in.Bytes();
   const std::string_view session = in.Bytes();
   const uint32_t keep_node = in.U32();
@@ -381,7 +381,7 @@ std::string QueueMachine::ApplySettle(std::string_view body) {
     if (!removed.empty() && hooks_.acked) hooks_.acked(name, removed);
     if (!released.empty() && hooks_.released) hooks_.released(name, released);
   }
-  meta::ByteWriter out;
+  base::LittleEndianWriter out;
   out.U32(static_cast<uint32_t>(removed.size()));
   out.U32(static_cast<uint32_t>(released.size()));
   return out.Take();
@@ -422,7 +422,7 @@ std::string QueueMachine::Query(std::string_view query) const {
     case kStats: {
       if (!body.empty()) return {};
       const std::vector<QueueStats> stats = Stats();
-      meta::ByteWriter out;
+      base::LittleEndianWriter out;
       out.U32(static_cast<uint32_t>(stats.size()));
       for (const QueueStats& queue : stats) {
         out.Bytes(queue.name);
@@ -441,7 +441,7 @@ std::string QueueMachine::Query(std::string_view query) const {
 }
 
 std::string QueueMachine::QueryRead(std::string_view body) const {
-  meta::ByteReader in(body);
+  base::LittleEndianReader in(body);
   const std::string_view name = in.Bytes();
   const uint64_t from = in.U64();
   const uint32_t max_count = in.U32();
@@ -463,7 +463,7 @@ std::string QueueMachine::QueryRead(std::string_view body) const {
       found.emplace_back(message->first, record);
     }
   }
-  meta::ByteWriter out;
+  base::LittleEndianWriter out;
   out.U64(it == queues_.end() ? 0 : it->second.next_offset);
   out.U32(static_cast<uint32_t>(found.size()));
   for (const auto& [offset, record] : found) {
@@ -486,7 +486,7 @@ std::vector<QueueStats> QueueMachine::Stats() const {
 
 std::vector<uint8_t> QueueMachine::Snapshot() const {
   const bool hands = handed() != 0;
-  meta::ByteWriter out;
+  base::LittleEndianWriter out;
   out.U8(hands ? kSnapshotVersionHands : kSnapshotVersion);
   out.U64(next_offset_);
   out.U64(last_sweep_ms_);
@@ -518,7 +518,7 @@ bool QueueMachine::Restore(const std::vector<uint8_t>& data) {
   uint64_t next_offset = 0;
   uint64_t last_sweep_ms = 0;
   if (!data.empty()) {
-    meta::ByteReader in(View(data));
+    base::LittleEndianReader in(View(data));
     const uint8_t version = in.U8();
     if (version != kSnapshotVersion && version != kSnapshotVersionHands) return false;
     next_offset = in.U64();

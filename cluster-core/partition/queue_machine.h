@@ -36,7 +36,7 @@
 //
 // Commands (one byte tag, then the body; tags 0x40-0x4F, see
 // PartitionState; u32/u64 little-endian, bytes = u32 length + bytes, as
-// meta::ByteWriter writes them):
+// base::LittleEndianWriter writes them):
 //   0x40 Append: bytes queue, bytes message record. Result: u64 offset
 //        (8 bytes), or the 4 bytes "full".
 //   0x41 Ack: bytes queue, u64 epoch, u32 n, n x u64 offset. Result: u32

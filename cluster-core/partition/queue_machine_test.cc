@@ -258,11 +258,11 @@ TEST(QueueMachineTest, MalformedInputIsCountedNotApplied) {
   const uint64_t kept = Append(machine, "g/0", Publish("kept"));
   const std::vector<uint8_t> before = machine.Snapshot();
   const std::string append = EncodeQueueAppend("g/0", Publish("x"));
-  meta::ByteWriter garbage_record;
+  base::LittleEndianWriter garbage_record;
   garbage_record.U8(0x40);
   garbage_record.Bytes("g/0");
   garbage_record.Bytes("not a record");
-  meta::ByteWriter big_node;
+  base::LittleEndianWriter big_node;
   big_node.U8(0x42);
   big_node.Bytes("g/0");
   big_node.U32(0x10000);
@@ -299,7 +299,7 @@ TEST(QueueMachineTest, MalformedInputIsCountedNotApplied) {
   std::vector<uint8_t> version = before;
   version[0] = 9;
   EXPECT_FALSE(machine.Restore(version));
-  meta::ByteWriter behind;  // an offset at the queue's next offset
+  base::LittleEndianWriter behind;  // an offset at the queue's next offset
   behind.U8(1);
   behind.U64(10);
   behind.U64(0);

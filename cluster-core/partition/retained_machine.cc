@@ -4,7 +4,7 @@
 
 #include <utility>
 
-#include "cluster-core/meta/raft_codec.h"
+#include "base/bytes.h"
 #include "cluster-core/store/record_codec.h"
 #include "model/hlc.h"
 
@@ -34,7 +34,7 @@ std::string EncodeRetainedMatch(std::string_view filter) {
 }
 
 std::optional<std::vector<MessagePtr>> DecodeRetainedMatchResult(std::string_view bytes) {
-  meta::ByteReader in(bytes);
+  base::LittleEndianReader in(bytes);
   const uint32_t count = in.U32();
   std::vector<MessagePtr> messages;
   for (uint32_t i = 0; i < count && in.ok(); ++i) {
@@ -72,7 +72,7 @@ std::string RetainedMachine::Apply(const raft::Entry& entry) {
 }
 
 std::vector<uint8_t> RetainedMachine::Snapshot() const {
-  meta::ByteWriter out;
+  base::LittleEndianWriter out;
   out.U8(kSnapshotVersion);
   out.U64(last_sweep_ms_);
   uint32_t count = 0;
@@ -84,7 +84,7 @@ std::vector<uint8_t> RetainedMachine::Snapshot() const {
 }
 
 bool RetainedMachine::Restore(const std::vector<uint8_t>& data) {
-  meta::ByteReader in(std::string_view(reinterpret_cast<const char*>(data.data()), data.size()));
+  base::LittleEndianReader in(std::string_view(reinterpret_cast<const char*>(data.data()), data.size()));
   core::RetainedStore restored;
   restored.set_tombstone_ttl_ms(tombstone_ttl_ms_);
   uint64_t last_sweep_ms = 0;
@@ -105,7 +105,7 @@ bool RetainedMachine::Restore(const std::vector<uint8_t>& data) {
 }
 
 std::string RetainedMachine::Query(std::string_view query) const {
-  meta::ByteWriter out;
+  base::LittleEndianWriter out;
   if (query.empty() || static_cast<uint8_t>(query.front()) != kMatch) {
     out.U32(0);
     return out.Take();
@@ -122,7 +122,7 @@ std::string RetainedMachine::Query(std::string_view query) const {
 }
 
 std::string EncodeRetainedIndexAdd(PartitionId partition) {
-  meta::ByteWriter out;
+  base::LittleEndianWriter out;
   out.U8(kIndexAdd);
   out.U32(partition);
   return out.Take();
@@ -133,7 +133,7 @@ std::string EncodeRetainedIndexTouch() { return std::string(1, static_cast<char>
 std::string EncodeRetainedIndexList() { return std::string(1, static_cast<char>(kIndexList)); }
 
 std::optional<std::vector<PartitionId>> DecodeRetainedIndexList(std::string_view bytes) {
-  meta::ByteReader in(bytes);
+  base::LittleEndianReader in(bytes);
   const uint32_t count = in.U32();
   std::vector<PartitionId> partitions;
   for (uint32_t i = 0; i < count && in.ok(); ++i) partitions.push_back(in.U32());
@@ -143,7 +143,7 @@ std::optional<std::vector<PartitionId>> DecodeRetainedIndexList(std::string_view
 
 std::string RetainedIndex::Apply(const raft::Entry& entry) {
   if (entry.data.size() == 1 && entry.data.front() == kIndexTouch) return "1";
-  meta::ByteReader in(std::string_view(reinterpret_cast<const char*>(entry.data.data()), entry.data.size()));
+  base::LittleEndianReader in(std::string_view(reinterpret_cast<const char*>(entry.data.data()), entry.data.size()));
   const uint8_t tag = in.U8();
   const PartitionId partition = in.U32();
   if (tag != kIndexAdd || !in.done()) {
@@ -154,7 +154,7 @@ std::string RetainedIndex::Apply(const raft::Entry& entry) {
 }
 
 std::vector<uint8_t> RetainedIndex::Snapshot() const {
-  meta::ByteWriter out;
+  base::LittleEndianWriter out;
   out.U8(kSnapshotVersion);
   out.U32(static_cast<uint32_t>(partitions_.size()));
   for (PartitionId partition : partitions_) out.U32(partition);
@@ -165,7 +165,7 @@ std::vector<uint8_t> RetainedIndex::Snapshot() const {
 bool RetainedIndex::Restore(const std::vector<uint8_t>& data) {
   std::set<PartitionId> restored;
   if (!data.empty()) {
-    meta::ByteReader in(std::string_view(reinterpret_cast<const char*>(data.data()), data.size()));
+    base::LittleEndianReader in(std::string_view(reinterpret_cast<const char*>(data.data()), data.size()));
     if (in.U8() != kSnapshotVersion) return false;
     const uint32_t count = in.U32();
     for (uint32_t i = 0; i < count && in.ok(); ++i) restored.insert(in.U32());
@@ -176,7 +176,7 @@ bool RetainedIndex::Restore(const std::vector<uint8_t>& data) {
 }
 
 std::string RetainedIndex::Query(std::string_view query) const {
-  meta::ByteWriter out;
+  base::LittleEndianWriter out;
   if (query.size() != 1 || static_cast<uint8_t>(query.front()) != kIndexList) {
     out.U32(0);
     return out.Take();

@@ -2,7 +2,7 @@
 
 #include <set>
 
-#include "cluster-core/meta/raft_codec.h"
+#include "base/bytes.h"
 #include "cluster-core/store/record_codec.h"
 
 namespace estuary::partition {
@@ -31,7 +31,7 @@ std::string_view View(const std::vector<uint8_t>& bytes) {
 }  // namespace
 
 std::string EncodeSessionWrite(const SessionWrite& write) {
-  meta::ByteWriter out;
+  base::LittleEndianWriter out;
   out.U8(kWriteTag);
   out.U32(write.node);
   out.U64(write.boot);
@@ -45,7 +45,7 @@ std::string EncodeSessionWrite(const SessionWrite& write) {
 }
 
 std::optional<SessionWrite> DecodeSessionWrite(std::string_view bytes) {
-  meta::ByteReader in(bytes);
+  base::LittleEndianReader in(bytes);
   if (in.U8() != kWriteTag) return std::nullopt;
   SessionWrite write;
   const uint32_t node = in.U32();
@@ -68,7 +68,7 @@ std::optional<SessionWrite> DecodeSessionWrite(std::string_view bytes) {
 }
 
 std::string EncodeSessionsOwnedBy(NodeId node) {
-  meta::ByteWriter out;
+  base::LittleEndianWriter out;
   out.U8(kOwnedTag);
   out.U32(node);
   return out.Take();
@@ -79,7 +79,7 @@ std::optional<std::vector<std::string>> DecodeClientList(std::string_view bytes)
 }
 
 std::optional<std::vector<std::string>> DecodeSessionWriteResult(std::string_view bytes) {
-  meta::ByteReader in(bytes);
+  base::LittleEndianReader in(bytes);
   std::vector<std::string> refused;
   const uint32_t count = in.Count(4);
   for (uint32_t i = 0; i < count && in.ok(); ++i) refused.emplace_back(in.Bytes());
@@ -88,14 +88,14 @@ std::optional<std::vector<std::string>> DecodeSessionWriteResult(std::string_vie
 }
 
 std::string EncodeSessionLoad(std::string_view client_id) {
-  meta::ByteWriter out;
+  base::LittleEndianWriter out;
   out.U8(kLoadTag);
   out.Bytes(client_id);
   return out.Take();
 }
 
 std::optional<std::vector<std::pair<std::string, std::string>>> DecodeSessionLoadResult(std::string_view bytes) {
-  meta::ByteReader in(bytes);
+  base::LittleEndianReader in(bytes);
   std::vector<std::pair<std::string, std::string>> keys;
   const uint32_t count = in.Count(8);
   for (uint32_t i = 0; i < count && in.ok(); ++i) {
@@ -122,7 +122,7 @@ std::string SessionMachine::Apply(const raft::Entry& entry) {
     return {};
   }
   const std::vector<std::string> refused = ApplyWrite(*write);
-  meta::ByteWriter out;
+  base::LittleEndianWriter out;
   out.U32(static_cast<uint32_t>(refused.size()));
   for (const std::string& client : refused) out.Bytes(client);
   return out.Take();
@@ -189,7 +189,7 @@ void SessionMachine::Drop(std::string_view client_id) {
 }
 
 std::string SessionMachine::Query(std::string_view query) const {
-  meta::ByteReader in(query);
+  base::LittleEndianReader in(query);
   const uint8_t query_tag = in.U8();
   if (query_tag == kOwnedTag) {
     const uint32_t node = in.U32();
@@ -198,7 +198,7 @@ std::string SessionMachine::Query(std::string_view query) const {
     for (const auto& [client, owner] : registry_.owners()) {
       if (owner.node == node && keys_.count(core::store::SessionKey(client)) != 0) owned.push_back(client);
     }
-    meta::ByteWriter out;
+    base::LittleEndianWriter out;
     out.U32(static_cast<uint32_t>(owned.size()));
     for (std::string_view client : owned) out.Bytes(client);
     return out.Take();
@@ -214,7 +214,7 @@ std::string SessionMachine::Query(std::string_view query) const {
       found.emplace_back(it->first, it->second);
     }
   }
-  meta::ByteWriter out;
+  base::LittleEndianWriter out;
   out.U32(static_cast<uint32_t>(found.size()));
   for (const auto& [key, value] : found) {
     out.Bytes(key);
@@ -224,7 +224,7 @@ std::string SessionMachine::Query(std::string_view query) const {
 }
 
 std::vector<uint8_t> SessionMachine::Snapshot() const {
-  meta::ByteWriter out;
+  base::LittleEndianWriter out;
   out.U8(kSnapshotVersion);
   out.U32(static_cast<uint32_t>(keys_.size()));
   for (const auto& [key, value] : keys_) {
@@ -240,7 +240,7 @@ bool SessionMachine::Restore(const std::vector<uint8_t>& data) {
     keys_.clear();
     return true;
   }
-  meta::ByteReader in(View(data));
+  base::LittleEndianReader in(View(data));
   if (in.U8() != kSnapshotVersion) return false;
   std::map<std::string, std::string, std::less<>> keys;
   const uint32_t count = in.Count(8);

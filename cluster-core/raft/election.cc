@@ -1,7 +1,7 @@
 // Leader election: randomized timeouts, PreVote, votes, TimeoutNow.
 #include <algorithm>
 
-#include "cluster-core/raft/check.h"
+#include "base/check.h"
 #include "cluster-core/raft/raft.h"
 
 namespace estuary::raft {
@@ -170,7 +170,7 @@ void Raft::HandleVoteResponse(const Message& message) {
 }
 
 void Raft::BecomeLeader() {
-  ESTUARY_RAFT_CHECK(role_ == Role::kCandidate);
+  ESTUARY_CHECK(role_ == Role::kCandidate);
   role_ = Role::kLeader;
   leader_ = options_.id;
   transfer_target_ = kNoNode;

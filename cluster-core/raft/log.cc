@@ -2,7 +2,7 @@
 
 #include <algorithm>
 
-#include "cluster-core/raft/check.h"
+#include "base/check.h"
 
 namespace estuary::raft {
 
@@ -12,7 +12,7 @@ void RaftLog::Restore(Snapshot snapshot, std::vector<Entry> entries) {
   snapshot_ = std::make_shared<Snapshot>(std::move(snapshot));
   entries_ = std::move(entries);
   for (size_t i = 0; i < entries_.size(); ++i) {
-    ESTUARY_RAFT_CHECK(entries_[i].index == snapshot_->index + 1 + i);
+    ESTUARY_CHECK(entries_[i].index == snapshot_->index + 1 + i);
   }
   persisted_ = LastIndex();
   RecomputeConfig();
@@ -37,7 +37,7 @@ std::optional<Term> RaftLog::TermAt(Index index) const {
 }
 
 const Entry& RaftLog::At(Index index) const {
-  ESTUARY_RAFT_CHECK(index > snapshot_->index && index <= LastIndex());
+  ESTUARY_CHECK(index > snapshot_->index && index <= LastIndex());
   return entries_[index - snapshot_->index - 1];
 }
 
@@ -52,8 +52,8 @@ Index RaftLog::FindHint(Index index, Term term) const {
 }
 
 void RaftLog::Append(Entry entry) {
-  ESTUARY_RAFT_CHECK(entry.index == LastIndex() + 1);
-  ESTUARY_RAFT_CHECK(entry.term >= LastTerm());
+  ESTUARY_CHECK(entry.index == LastIndex() + 1);
+  ESTUARY_CHECK(entry.term >= LastTerm());
   if (entry.type == EntryType::kConfig) {
     config_ = DecodeConfig(entry.data);
     config_index_ = entry.index;
@@ -95,8 +95,8 @@ std::vector<Entry> RaftLog::Slice(Index from, Index to, size_t max_entries,
 }
 
 void RaftLog::Compact(Snapshot snapshot) {
-  ESTUARY_RAFT_CHECK(snapshot.index > snapshot_->index && snapshot.index <= LastIndex());
-  ESTUARY_RAFT_CHECK(TermAt(snapshot.index) == snapshot.term);
+  ESTUARY_CHECK(snapshot.index > snapshot_->index && snapshot.index <= LastIndex());
+  ESTUARY_CHECK(TermAt(snapshot.index) == snapshot.term);
   const auto drop = static_cast<std::ptrdiff_t>(snapshot.index - snapshot_->index);
   entries_.erase(entries_.begin(), entries_.begin() + drop);
   snapshot_ = std::make_shared<Snapshot>(std::move(snapshot));

@@ -4,7 +4,7 @@
 #include <functional>
 #include <utility>
 
-#include "cluster-core/raft/check.h"
+#include "base/check.h"
 
 namespace estuary::raft {
 
@@ -13,10 +13,10 @@ Raft::Raft(Options options, Storage storage, uint64_t now)
       now_(now),
       dedup_(options_.dedup_window_ms),
       random_state_(options_.random_seed) {
-  ESTUARY_RAFT_CHECK(options_.id != kNoNode);
-  ESTUARY_RAFT_CHECK(options_.heartbeat_interval_ms < options_.election_timeout_ms);
-  ESTUARY_RAFT_CHECK(options_.max_clock_drift_ms < options_.election_timeout_ms);
-  ESTUARY_RAFT_CHECK(options_.max_inflight > 0 && options_.max_append_entries > 0 &&
+  ESTUARY_CHECK(options_.id != kNoNode);
+  ESTUARY_CHECK(options_.heartbeat_interval_ms < options_.election_timeout_ms);
+  ESTUARY_CHECK(options_.max_clock_drift_ms < options_.election_timeout_ms);
+  ESTUARY_CHECK(options_.max_inflight > 0 && options_.max_append_entries > 0 &&
                      options_.max_snapshot_chunk_bytes > 0);
   if (storage.snapshot.index == 0 && storage.snapshot.config.voters.empty()) {
     storage.snapshot.config = storage.bootstrap;

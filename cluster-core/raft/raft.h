@@ -17,12 +17,12 @@
 #include <optional>
 #include <set>
 
+#include "base/expected.h"
 #include "cluster-core/raft/dedup.h"
 #include "cluster-core/raft/log.h"
 #include "cluster-core/raft/progress.h"
 #include "cluster-core/raft/types.h"
 #include "model/hlc.h"
-#include "model/result.h"
 
 namespace estuary::raft {
 

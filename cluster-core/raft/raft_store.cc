@@ -2,6 +2,8 @@
 
 #include <utility>
 
+#include "base/bytes.h"
+
 namespace estuary::raft {
 
 namespace {
@@ -9,57 +11,27 @@ namespace {
 namespace pe = persistence;
 using persistence::Fail;
 
-void PutU64(std::string& out, uint64_t value) {
-  for (int i = 0; i < 8; ++i) out.push_back(static_cast<char>(value >> (8 * i)));
-}
-
+// Little-endian u64 fields; byte strings are a u64 length and the bytes.
 void PutBytes(std::string& out, const std::vector<uint8_t>& bytes) {
-  PutU64(out, bytes.size());
+  base::AppendLittle<uint64_t>(out, bytes.size());
   out.append(bytes.begin(), bytes.end());
 }
 
-// Reads little-endian fields off the front of a byte string; any read past
-// the end marks the reader bad and returns zeros.
-class Reader {
- public:
-  explicit Reader(std::string_view bytes) : bytes_(bytes) {}
-  uint64_t U64() {
-    if (bytes_.size() < 8) return Bad();
-    uint64_t value = 0;
-    for (int i = 0; i < 8; ++i) value |= uint64_t{static_cast<uint8_t>(bytes_[i])} << (8 * i);
-    bytes_.remove_prefix(8);
-    return value;
-  }
-  std::vector<uint8_t> Bytes() {
-    const uint64_t size = U64();
-    if (size > bytes_.size()) return Bad(), std::vector<uint8_t>{};
-    std::vector<uint8_t> out(bytes_.begin(), bytes_.begin() + static_cast<std::ptrdiff_t>(size));
-    bytes_.remove_prefix(size);
-    return out;
-  }
-  bool ok() const { return ok_; }
-  bool done() const { return ok_ && bytes_.empty(); }
-
- private:
-  uint64_t Bad() {
-    ok_ = false;
-    bytes_ = {};
-    return 0;
-  }
-  std::string_view bytes_;
-  bool ok_ = true;
-};
+std::vector<uint8_t> ReadBytes(base::LittleEndianReader& reader) {
+  const std::string_view bytes = reader.Raw(reader.U64());
+  return {bytes.begin(), bytes.end()};
+}
 
 std::string EncodeHardState(const HardState& state) {
   std::string out;
-  PutU64(out, state.term);
-  PutU64(out, state.vote);
-  PutU64(out, state.commit);
+  base::AppendLittle<uint64_t>(out, state.term);
+  base::AppendLittle<uint64_t>(out, state.vote);
+  base::AppendLittle<uint64_t>(out, state.commit);
   return out;
 }
 
 std::optional<HardState> DecodeHardState(std::string_view bytes) {
-  Reader reader(bytes);
+  base::LittleEndianReader reader(bytes);
   HardState state{reader.U64(), reader.U64(), reader.U64()};
   if (!reader.done()) return std::nullopt;
   return state;
@@ -68,7 +40,7 @@ std::optional<HardState> DecodeHardState(std::string_view bytes) {
 std::optional<Config> DecodeConfigBytes(const std::vector<uint8_t>& bytes) {
   // EncodeConfig: voters then learners, each a count and ids.
   std::string_view view(reinterpret_cast<const char*>(bytes.data()), bytes.size());
-  Reader reader(view);
+  base::LittleEndianReader reader(view);
   Config config;
   for (auto* ids : {&config.voters, &config.learners}) {
     const uint64_t count = reader.U64();
@@ -83,18 +55,18 @@ std::optional<Config> DecodeConfigBytes(const std::vector<uint8_t>& bytes) {
 
 std::string EncodeEntry(const Entry& entry) {
   std::string out;
-  PutU64(out, entry.term);
-  PutU64(out, entry.index);
-  PutU64(out, entry.timestamp);
-  PutU64(out, static_cast<uint64_t>(entry.type));
-  PutU64(out, entry.write_id.producer);
-  PutU64(out, entry.write_id.sequence);
+  base::AppendLittle<uint64_t>(out, entry.term);
+  base::AppendLittle<uint64_t>(out, entry.index);
+  base::AppendLittle<uint64_t>(out, entry.timestamp);
+  base::AppendLittle<uint64_t>(out, static_cast<uint64_t>(entry.type));
+  base::AppendLittle<uint64_t>(out, entry.write_id.producer);
+  base::AppendLittle<uint64_t>(out, entry.write_id.sequence);
   PutBytes(out, entry.data);
   return out;
 }
 
 std::optional<Entry> DecodeEntry(std::string_view bytes) {
-  Reader reader(bytes);
+  base::LittleEndianReader reader(bytes);
   Entry entry;
   entry.term = reader.U64();
   entry.index = reader.U64();
@@ -102,7 +74,7 @@ std::optional<Entry> DecodeEntry(std::string_view bytes) {
   const uint64_t type = reader.U64();
   entry.write_id.producer = reader.U64();
   entry.write_id.sequence = reader.U64();
-  entry.data = reader.Bytes();
+  entry.data = ReadBytes(reader);
   if (!reader.done() || type > static_cast<uint64_t>(EntryType::kNoop)) return std::nullopt;
   entry.type = static_cast<EntryType>(type);
   if (entry.type == EntryType::kConfig && !DecodeConfigBytes(entry.data)) return std::nullopt;
@@ -111,27 +83,27 @@ std::optional<Entry> DecodeEntry(std::string_view bytes) {
 
 std::string EncodeSnapshot(const Snapshot& snapshot) {
   std::string out;
-  PutU64(out, snapshot.index);
-  PutU64(out, snapshot.term);
-  PutU64(out, snapshot.timestamp);
+  base::AppendLittle<uint64_t>(out, snapshot.index);
+  base::AppendLittle<uint64_t>(out, snapshot.term);
+  base::AppendLittle<uint64_t>(out, snapshot.timestamp);
   PutBytes(out, EncodeConfig(snapshot.config));
-  PutU64(out, snapshot.dedup.size());
+  base::AppendLittle<uint64_t>(out, snapshot.dedup.size());
   for (const DedupRecord& record : snapshot.dedup) {
-    PutU64(out, record.id.producer);
-    PutU64(out, record.id.sequence);
-    PutU64(out, record.timestamp);
+    base::AppendLittle<uint64_t>(out, record.id.producer);
+    base::AppendLittle<uint64_t>(out, record.id.sequence);
+    base::AppendLittle<uint64_t>(out, record.timestamp);
   }
   PutBytes(out, snapshot.data);
   return out;
 }
 
 std::optional<Snapshot> DecodeSnapshot(std::string_view bytes) {
-  Reader reader(bytes);
+  base::LittleEndianReader reader(bytes);
   Snapshot snapshot;
   snapshot.index = reader.U64();
   snapshot.term = reader.U64();
   snapshot.timestamp = reader.U64();
-  std::optional<Config> config = DecodeConfigBytes(reader.Bytes());
+  std::optional<Config> config = DecodeConfigBytes(ReadBytes(reader));
   const uint64_t records = reader.U64();
   if (!config || records > bytes.size() / 24) return std::nullopt;
   snapshot.config = std::move(*config);
@@ -142,7 +114,7 @@ std::optional<Snapshot> DecodeSnapshot(std::string_view bytes) {
     record.timestamp = reader.U64();
     snapshot.dedup.push_back(record);
   }
-  snapshot.data = reader.Bytes();
+  snapshot.data = ReadBytes(reader);
   if (!reader.done()) return std::nullopt;
   return snapshot;
 }
@@ -153,7 +125,7 @@ RaftStore::RaftStore(persistence::StorageEngine& engine, std::string group)
 // Big-endian, so the engine's bytewise order is numeric order.
 std::string RaftStore::EntryKey(Index index) const {
   std::string key = EntryPrefix();
-  for (int i = 7; i >= 0; --i) key.push_back(static_cast<char>(index >> (8 * i)));
+  base::AppendBig<uint64_t>(key, index);
   return key;
 }
 

@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <functional>
 
-#include "cluster-core/raft/check.h"
+#include "base/check.h"
 #include "cluster-core/raft/raft.h"
 
 namespace estuary::raft {
@@ -82,7 +82,7 @@ void Raft::NoteAck(NodeId peer, const Message& message) {
 
 // Common to every message from the current leader.
 void Raft::NoteLeaderContact(const Message& message) {
-  ESTUARY_RAFT_CHECK(role_ != Role::kLeader);  // one leader per term
+  ESTUARY_CHECK(role_ != Role::kLeader);  // one leader per term
   if (role_ != Role::kFollower) BecomeFollower(term_, message.from);
   leader_ = message.from;
   last_leader_contact_ = now_;
@@ -100,7 +100,7 @@ void Raft::HandleAppend(const Message& message) {
   // so a prev at or below it matches even if compacted away here.
   if (message.log_index <= commit_ || log_.Matches(message.log_index, message.log_term)) {
     std::vector<Entry> written = log_.Merge(message.entries);
-    ESTUARY_RAFT_CHECK(written.empty() || written.front().index > commit_);
+    ESTUARY_CHECK(written.empty() || written.front().index > commit_);
     for (Entry& entry : written) ready_.entries.push_back(std::move(entry));
     const Index last_new = message.log_index + message.entries.size();
     const Index new_commit = std::min(message.commit, last_new);

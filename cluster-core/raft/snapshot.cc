@@ -2,13 +2,13 @@
 // entry the leader has compacted away. The data travels in chunks of at
 // most max_snapshot_chunk_bytes, one at a time; the follower reports how
 // many bytes it holds and the leader resumes there after a loss.
-#include "cluster-core/raft/check.h"
+#include "base/check.h"
 #include "cluster-core/raft/raft.h"
 
 namespace estuary::raft {
 
 Ready Raft::Compact(Index index, std::vector<uint8_t> data) {
-  ESTUARY_RAFT_CHECK(index <= applied_);
+  ESTUARY_CHECK(index <= applied_);
   if (index <= log_.snapshot()->index) return TakeReady();
   Snapshot snapshot{.index = index,
                     .term = *log_.TermAt(index),

@@ -2,7 +2,8 @@
 
 #include <algorithm>
 
-#include "cluster-core/raft/check.h"
+#include "base/bytes.h"
+#include "base/check.h"
 
 namespace estuary::raft {
 
@@ -63,26 +64,21 @@ bool Config::IsLearner(NodeId id) const {
 
 namespace {
 
-void PutU64(std::vector<uint8_t>& out, uint64_t value) {
-  for (int i = 0; i < 8; ++i) out.push_back(static_cast<uint8_t>(value >> (8 * i)));
-}
-
 uint64_t GetU64(const std::vector<uint8_t>& in, size_t& pos) {
-  ESTUARY_RAFT_CHECK(pos + 8 <= in.size());
-  uint64_t value = 0;
-  for (int i = 0; i < 8; ++i) value |= uint64_t{in[pos + i]} << (8 * i);
+  ESTUARY_CHECK(pos + 8 <= in.size());
+  const uint64_t value = base::LoadLittle<uint64_t>(in.data() + pos);
   pos += 8;
   return value;
 }
 
 void PutIds(std::vector<uint8_t>& out, const std::vector<NodeId>& ids) {
-  PutU64(out, ids.size());
-  for (NodeId id : ids) PutU64(out, id);
+  base::AppendLittle<uint64_t>(out, ids.size());
+  for (NodeId id : ids) base::AppendLittle<uint64_t>(out, id);
 }
 
 std::vector<NodeId> GetIds(const std::vector<uint8_t>& in, size_t& pos) {
   const uint64_t count = GetU64(in, pos);
-  ESTUARY_RAFT_CHECK(count <= (in.size() - pos) / 8);
+  ESTUARY_CHECK(count <= (in.size() - pos) / 8);
   std::vector<NodeId> ids;
   for (uint64_t i = 0; i < count; ++i) ids.push_back(GetU64(in, pos));
   return ids;

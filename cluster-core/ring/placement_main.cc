@@ -14,15 +14,15 @@
 #include <string_view>
 #include <vector>
 
-#include "cluster-core/ring/hash.h"
+#include "base/hash.h"
 #include "cluster-core/ring/ring.h"
 
 namespace {
 
-using estuary::ring::Mix64;
+using estuary::base::Mix64;
+using estuary::base::StableHash;
 using estuary::ring::Ring;
 using estuary::ring::RingOptions;
-using estuary::ring::StableHash;
 
 // Replicas of every partition, as node names, preferred leader first.
 using Placement = std::vector<std::vector<std::string>>;

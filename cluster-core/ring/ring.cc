@@ -6,18 +6,8 @@
 #include <cstdlib>
 #include <limits>
 
-#include "cluster-core/ring/hash.h"
-
-// Crash loudly on a caller breaking the contract (a partition out of range,
-// diffing rings with different P): a wrong answer here misroutes data.
-#define ESTUARY_RING_CHECK(condition)                                              \
-  do {                                                                             \
-    if (!(condition)) {                                                            \
-      std::fprintf(stderr, "%s:%d: ring check failed: %s\n", __FILE__, __LINE__, \
-                   #condition);                                                    \
-      std::abort();                                                                \
-    }                                                                              \
-  } while (false)
+#include "base/check.h"
+#include "base/hash.h"
 
 namespace estuary::ring {
 namespace {
@@ -27,11 +17,11 @@ constexpr Ring::NodeIndex kUnassigned = std::numeric_limits<Ring::NodeIndex>::ma
 // Where partition p starts its walk round the circle. Salted so that
 // partition points and virtual-node points never share a formula.
 std::uint64_t PartitionPoint(std::uint32_t partition) {
-  return Mix64(0x9e3779b97f4a7c15ULL ^ (std::uint64_t{partition} << 1 | 1));
+  return base::Mix64(0x9e3779b97f4a7c15ULL ^ (std::uint64_t{partition} << 1 | 1));
 }
 
 std::uint64_t VirtualNodePoint(const std::string& node, std::uint32_t replica) {
-  return StableHash(node + "#" + std::to_string(replica));
+  return base::StableHash(node + "#" + std::to_string(replica));
 }
 
 // ceil((1 + epsilon) * mean), tolerant of 1.25 * 80 computing as 100.00000001.
@@ -126,12 +116,12 @@ bool Ring::PlaceRank(std::uint32_t rank, std::vector<std::uint32_t>& loads) {
 }
 
 std::uint32_t Ring::PartitionOf(std::string_view key, std::uint32_t partitions) {
-  ESTUARY_RING_CHECK(partitions > 0);
-  return static_cast<std::uint32_t>(StableHash(key) % partitions);
+  ESTUARY_CHECK(partitions > 0);
+  return static_cast<std::uint32_t>(base::StableHash(key) % partitions);
 }
 
 std::vector<std::string> Ring::Replicas(std::uint32_t partition) const {
-  ESTUARY_RING_CHECK(partition < options_.partitions);
+  ESTUARY_CHECK(partition < options_.partitions);
   std::vector<std::string> replicas;
   replicas.reserve(replica_count_);
   for (std::uint32_t rank = 0; rank < replica_count_; ++rank) {
@@ -141,7 +131,7 @@ std::vector<std::string> Ring::Replicas(std::uint32_t partition) const {
 }
 
 const std::string& Ring::Leader(std::uint32_t partition) const {
-  ESTUARY_RING_CHECK(partition < options_.partitions);
+  ESTUARY_CHECK(partition < options_.partitions);
   return nodes_[At(partition, 0)];
 }
 
@@ -173,7 +163,7 @@ std::vector<std::string> Missing(const std::vector<std::string>& from,
 }  // namespace
 
 RingDiff Diff(const Ring& from, const Ring& to) {
-  ESTUARY_RING_CHECK(from.Options().partitions == to.Options().partitions);
+  ESTUARY_CHECK(from.Options().partitions == to.Options().partitions);
   RingDiff diff;
   for (std::uint32_t partition = 0; partition < from.Options().partitions; ++partition) {
     const std::vector<std::string> before = from.Replicas(partition);

@@ -1,114 +1,46 @@
 #include "cluster-core/store/record_codec.h"
 
 #include <atomic>
-#include <bit>
 #include <cstring>
 #include <memory>
 #include <utility>
 #include <vector>
+
+#include "base/bytes.h"
 
 namespace estuary::core::store {
 namespace {
 
 constexpr uint8_t kFormatVersion = 1;
 
-// Big-endian <-> host order for the fixed-width fields (one load or store
-// and a byte swap instead of a loop per byte).
-template <typename T>
-T FromBigEndian(T v) {
-  if constexpr (sizeof(T) == 1 || std::endian::native == std::endian::big) {
-    return v;
-  } else if constexpr (sizeof(T) == 2) {
-    return __builtin_bswap16(v);
-  } else if constexpr (sizeof(T) == 4) {
-    return __builtin_bswap32(v);
-  } else {
-    static_assert(sizeof(T) == 8);
-    return __builtin_bswap64(v);
-  }
-}
-template <typename T>
-T ToBigEndian(T v) {
-  return FromBigEndian(v);  // a byte swap is its own inverse
-}
-
-class Writer {
+// The records are big-endian (base/bytes.h); an optional string is a
+// flag byte and, if set, a u32-length-prefixed field.
+class Writer : public base::BigEndianWriter {
  public:
-  Writer() = default;
-  explicit Writer(std::string&& out) : out_(std::move(out)) {}
-  void U8(uint8_t v) { out_.push_back(static_cast<char>(v)); }
-  void U16(uint16_t v) { BigEndian(v, 2); }
-  void U32(uint32_t v) { BigEndian(v, 4); }
-  void U64(uint64_t v) { BigEndian(v, 8); }
-  void Bytes(std::string_view v) {
-    U32(static_cast<uint32_t>(v.size()));
-    out_.append(v);
-  }
+  using base::BigEndianWriter::BigEndianWriter;
   void OptBytes(const std::optional<std::string>& v) {
     U8(v ? 1 : 0);
     if (v) Bytes(*v);
   }
-  std::string Take() { return std::move(out_); }
-
- private:
-  void BigEndian(uint64_t v, int n) {
-    for (int i = n - 1; i >= 0; --i) out_.push_back(static_cast<char>((v >> (8 * i)) & 0xFF));
-  }
-  std::string out_;
 };
 
 // Reads fail soft: after the first short read every later read fails too,
-// and ok() tells the caller to discard the value.
-class Reader {
+// and ok() tells the caller to discard the value. Bytes() views the input
+// (valid as long as it is).
+class Reader : public base::BigEndianReader {
  public:
-  explicit Reader(std::string_view in) : in_(in) {}
-  uint8_t U8() { return Fixed<uint8_t>(); }
-  uint16_t U16() { return Fixed<uint16_t>(); }
-  uint32_t U32() { return Fixed<uint32_t>(); }
-  uint64_t U64() { return Fixed<uint64_t>(); }
-  // A u32-length-prefixed field, as a view into the input (valid as long as it is).
-  std::string_view BytesView() {
-    const uint32_t n = U32();
-    if (!ok_ || in_.size() < n) {
-      ok_ = false;
-      return {};
-    }
-    std::string_view v = in_.substr(0, n);
-    in_.remove_prefix(n);
-    return v;
-  }
-  // A flag byte, then (if set) a BytesView field, into `out` (reusing its buffer).
+  using base::BigEndianReader::BigEndianReader;
+  // A flag byte, then (if set) a Bytes field, into `out` (reusing its buffer).
   void OptBytesInto(std::optional<std::string>& out) {
     if (U8() == 0) {
       out.reset();
     } else if (out) {
-      out->assign(BytesView());
+      out->assign(Bytes());
     } else {
-      out.emplace(BytesView());
+      out.emplace(Bytes());
     }
   }
-  bool ok() const { return ok_; }
-  bool done() const { return ok_ && in_.empty(); }
-
- private:
-  template <typename T>
-  T Fixed() {
-    if (!ok_ || in_.size() < sizeof(T)) {
-      ok_ = false;
-      return 0;
-    }
-    T v;
-    std::memcpy(&v, in_.data(), sizeof v);
-    in_.remove_prefix(sizeof v);
-    return FromBigEndian(v);
-  }
-  std::string_view in_;
-  bool ok_ = true;
 };
-
-void AppendBigEndian(std::string& out, uint64_t v, int n) {
-  for (int i = n - 1; i >= 0; --i) out.push_back(static_cast<char>((v >> (8 * i)) & 0xFF));
-}
 
 // Counts the bytes a Writer would append (AppendMessage sizes its frame once).
 class SizeCounter {
@@ -147,8 +79,7 @@ class RawWriter {
  private:
   template <typename T>
   void Put(T v) {
-    v = ToBigEndian(v);
-    std::memcpy(at_, &v, sizeof v);
+    base::StoreBig<T>(at_, v);
     at_ += sizeof v;
   }
   char* at_;
@@ -190,9 +121,9 @@ bool ReadMessageInto(Reader& r, Message& m, PayloadFactory&& make_payload) {
   m.id.node = r.U16();
   m.id.timestamp = r.U64();
   m.id.sequence = r.U32();
-  m.topic.assign(r.BytesView());
+  m.topic.assign(r.Bytes());
   if (r.U8() != 0) {
-    m.payload = make_payload(r.BytesView());
+    m.payload = make_payload(r.Bytes());
   } else {
     m.payload.reset();
   }
@@ -212,17 +143,17 @@ bool ReadMessageInto(Reader& r, Message& m, PayloadFactory&& make_payload) {
   const uint32_t count = r.U32();
   p.user_properties.clear();
   for (uint32_t i = 0; i < count && r.ok(); ++i) {
-    const std::string_view key = r.BytesView();
-    const std::string_view value = r.BytesView();
+    const std::string_view key = r.Bytes();
+    const std::string_view value = r.Bytes();
     p.user_properties.push_back({std::string(key), std::string(value)});
   }
   const uint8_t protocol = r.U8();
   if (protocol > static_cast<uint8_t>(Protocol::kInternal)) return false;
   m.origin.protocol = static_cast<Protocol>(protocol);
-  m.origin.client_id.assign(r.BytesView());
+  m.origin.client_id.assign(r.Bytes());
   m.origin.node = r.U16();
   if (r.U8() != 0) {
-    m.amqp_extras = MakePayload(std::string(r.BytesView()));
+    m.amqp_extras = MakePayload(std::string(r.Bytes()));
   } else {
     m.amqp_extras.reset();
   }
@@ -262,7 +193,7 @@ void WriteDeliveryFields(Writer& w, const Delivery& d, bool with_group_key) {
 bool ReadTrailingFields(Reader& r, Delivery& d) {
   while (r.ok() && !r.done()) {
     const uint8_t tag = r.U8();
-    const std::string_view value = r.BytesView();
+    const std::string_view value = r.Bytes();
     if (!r.ok()) return false;
     if (tag == kSharedKeyField) {
       if (d.shared_key) return false;  // written once at most
@@ -299,7 +230,7 @@ uint64_t DecodeBigEndian(std::string_view bytes) {
 
 std::string SessionPrefix(char tag, std::string_view client_id) {
   std::string key(1, tag);
-  AppendBigEndian(key, client_id.size(), 2);
+  base::AppendBig<uint16_t>(key, static_cast<uint16_t>(client_id.size()));
   key.append(client_id);
   return key;
 }
@@ -312,19 +243,19 @@ std::string SubscriptionKey(std::string_view client_id, std::string_view filter)
 
 std::string QueuedKey(std::string_view client_id, uint64_t seq) {
   std::string key = SessionPrefix(kQueuedTag, client_id);
-  AppendBigEndian(key, seq, 8);
+  base::AppendBig<uint64_t>(key, seq);
   return key;
 }
 
 std::string InflightKey(std::string_view client_id, uint16_t packet_id) {
   std::string key = SessionPrefix(kInflightTag, client_id);
-  AppendBigEndian(key, packet_id, 2);
+  base::AppendBig<uint16_t>(key, static_cast<uint16_t>(packet_id));
   return key;
 }
 
 std::string InboundKey(std::string_view client_id, uint16_t packet_id) {
   std::string key = SessionPrefix(kInboundTag, client_id);
-  AppendBigEndian(key, packet_id, 2);
+  base::AppendBig<uint16_t>(key, static_cast<uint16_t>(packet_id));
   return key;
 }
 
@@ -451,21 +382,21 @@ std::optional<std::string_view> PeekOriginClientId(std::string_view bytes) {
   r.U16();
   r.U64();
   r.U32();
-  r.BytesView();                    // topic
-  if (r.U8() != 0) r.BytesView();   // payload
+  r.Bytes();                    // topic
+  if (r.U8() != 0) r.Bytes();   // payload
   r.U8();                           // flags
   for (int i = 0; i < 3; ++i) {     // content type, response topic, correlation data
-    if (r.U8() != 0) r.BytesView();
+    if (r.U8() != 0) r.Bytes();
   }
   if (r.U8() != 0) r.U8();   // payload format
   if (r.U8() != 0) r.U64();  // expiry
   const uint32_t count = r.U32();
   for (uint32_t i = 0; i < count && r.ok(); ++i) {
-    r.BytesView();
-    r.BytesView();
+    r.Bytes();
+    r.Bytes();
   }
   r.U8();  // protocol
-  const std::string_view client_id = r.BytesView();
+  const std::string_view client_id = r.Bytes();
   if (!r.ok()) return std::nullopt;
   return client_id;
 }
@@ -477,8 +408,8 @@ std::optional<MessageIdentity> PeekIdentity(std::string_view bytes) {
   identity.id.node = r.U16();
   identity.id.timestamp = r.U64();
   identity.id.sequence = r.U32();
-  r.BytesView();                   // topic
-  if (r.U8() != 0) r.BytesView();  // payload
+  r.Bytes();                   // topic
+  if (r.U8() != 0) r.Bytes();  // payload
   const uint8_t flags = r.U8();
   if (!r.ok() || (flags & 3) > 2) return std::nullopt;
   identity.qos = static_cast<QoS>(flags & 3);

@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "base/pinned_bytes.h"
 #include "cluster-core/router/router.h"
 
 namespace estuary::core::store {
@@ -377,4 +378,34 @@ TEST(RecordCodecTest, SeedCorpus) {
   write("inflight_keyed", '\1', EncodeInflight(InflightDelivery{keyed, InflightPhase::kAwaitingPubrec, 5}));
 }
 
+namespace {
+
+// Every record's and key's bytes, pinned (issue 23: the byte codec was
+// replaced; a node must read the store it wrote before).
+TEST(RecordCodecTest, BytesArePinned) {
+  EXPECT_EQ(base::PinnedBytes(EncodeMessage(*FullMessage())), "127 bytes fnv1a64=1b530ff22b1c9a24");
+  std::string appended = "head";
+  AppendMessage(appended, *FullMessage());
+  EXPECT_EQ(base::PinnedBytes(appended), "131 bytes fnv1a64=c61ca39ae5af0d5a");
+  SessionRecord record;
+  record.expiry_interval = 3600;
+  record.disconnected_at_ms = 1'700'000'000'000;
+  WillMessage will;
+  will.message = FullMessage();
+  will.delay_seconds = 30;
+  will.expiry_interval = 60;
+  record.will = will;
+  EXPECT_EQ(base::PinnedBytes(EncodeSession(record)), "149 bytes fnv1a64=91e4410e2f7bc542");
+  EXPECT_EQ(base::PinnedBytes(EncodeOptions({QoS::kAtLeastOnce, true, true, 2, 77})),
+            "8 bytes fnv1a64=d2b9fb6f9fc7c529");
+  const Delivery delivery{FullMessage(), QoS::kAtLeastOnce, true, {1, 2}};
+  EXPECT_EQ(base::PinnedBytes(EncodeDelivery(delivery)), "142 bytes fnv1a64=12e15647710738c4");
+  EXPECT_EQ(base::PinnedBytes(EncodeInflight({delivery, InflightPhase::kAwaitingPuback, 9})),
+            "151 bytes fnv1a64=d47b1254b2354141");
+  EXPECT_EQ(base::PinnedBytes(SessionKey("c") + SubscriptionKey("c", "a/#") + QueuedKey("c", 0x0102030405060708ULL) +
+                              InflightKey("c", 513) + InboundKey("c", 258) + RetainedKey("t")),
+            "37 bytes fnv1a64=0e7728fb2476291f");
+}
+
+}  // namespace
 }  // namespace estuary::core::store

@@ -16,6 +16,7 @@
 #include <string>
 #include <vector>
 
+#include "base/hash.h"
 #include "conformance/support/broker_process.h"
 #include "conformance/support/raw_client.h"
 
@@ -26,12 +27,7 @@ inline constexpr uint16_t kDurabilityShards = 2;
 // The broker's client id (and AMQP container-id) -> shard hash (FNV-1a),
 // so a test can put publisher and subscriber on different shards.
 inline uint16_t ShardOf(const std::string& client_id) {
-  uint32_t hash = 2166136261u;
-  for (unsigned char c : client_id) {
-    hash ^= c;
-    hash *= 16777619u;
-  }
-  return static_cast<uint16_t>(hash % kDurabilityShards);
+  return static_cast<uint16_t>(base::Fnv1a32(client_id) % kDurabilityShards);
 }
 
 inline std::string IdOnShard(const std::string& base, uint16_t shard) {

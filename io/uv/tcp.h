@@ -16,8 +16,8 @@
 #include <string>
 #include <string_view>
 
+#include "base/expected.h"
 #include "io/uv/uv_loop.h"
-#include "model/result.h"
 
 namespace estuary::io {
 

@@ -5,7 +5,7 @@
 #include <cstring>
 #include <optional>
 
-#include "io/uv/check.h"
+#include "base/check.h"
 #include "io/uv/sockaddr.h"
 #include "io/uv/tcp.h"
 
@@ -33,7 +33,7 @@ enum class Phase {
 class TcpConnection::State final : public UvLoop::HandleOwner {
  public:
   State(UvLoop& loop_in, TcpConnection& owner_in) : loop(loop_in), owner(owner_in) {}
-  ~State() { ESTUARY_IO_CHECK(phase == Phase::kIdle || phase == Phase::kClosed); }
+  ~State() { ESTUARY_CHECK(phase == Phase::kIdle || phase == Phase::kClosed); }
 
   uv_handle_t* handle() { return reinterpret_cast<uv_handle_t*>(&tcp); }
   uv_stream_t* stream() { return reinterpret_cast<uv_stream_t*>(&tcp); }
@@ -108,7 +108,7 @@ class TcpConnection::State final : public UvLoop::HandleOwner {
 // ---- set-up ----------------------------------------------------------------
 
 void TcpConnection::State::InitHandle(std::shared_ptr<TcpConnection> self) {
-  ESTUARY_IO_CHECK(uv_tcp_init(loop.raw(), &tcp) == 0);
+  ESTUARY_CHECK(uv_tcp_init(loop.raw(), &tcp) == 0);
   tcp.data = this;
   connect_req.data = this;
   write_req.data = this;

@@ -8,7 +8,7 @@
 
 #include <cstring>
 
-#include "io/uv/check.h"
+#include "base/check.h"
 #include "io/uv/sockaddr.h"
 #include "io/uv/tcp.h"
 
@@ -69,7 +69,7 @@ bool TcpListener::State::Start() {
   if (uv_poll_init_socket(loop.raw(), &poll, fd) != 0) return false;
   poll.data = this;
   loop.RegisterOwner(this);
-  ESTUARY_IO_CHECK(uv_poll_start(&poll, UV_READABLE, [](uv_poll_t* handle, int, int) {
+  ESTUARY_CHECK(uv_poll_start(&poll, UV_READABLE, [](uv_poll_t* handle, int, int) {
                      static_cast<State*>(handle->data)->OnReadable();
                    }) == 0);
   return true;

@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <utility>
 
-#include "io/uv/check.h"
+#include "base/check.h"
 
 namespace estuary::io {
 
@@ -13,7 +13,7 @@ Mailbox::Mailbox(uv_loop_t* loop) {
   int rc = uv_async_init(loop, &async_, [](uv_async_t* async) {
     static_cast<Mailbox*>(async->data)->Drain();
   });
-  ESTUARY_IO_CHECK(rc == 0);
+  ESTUARY_CHECK(rc == 0);
   async_.data = this;
 }
 
@@ -69,13 +69,13 @@ constexpr int kMaxShutdownRounds = 100;
 }  // namespace
 
 UvLoop::UvLoop(const Clock& clock) : clock_(clock), read_buffer_(new char[kReadBufferSize]) {
-  ESTUARY_IO_CHECK(uv_loop_init(&loop_) == 0);
+  ESTUARY_CHECK(uv_loop_init(&loop_) == 0);
   loop_.data = this;
   mailbox_.reset(new Mailbox(&loop_));
-  ESTUARY_IO_CHECK(uv_check_init(&loop_, &check_) == 0);
+  ESTUARY_CHECK(uv_check_init(&loop_, &check_) == 0);
   check_.data = this;
-  ESTUARY_IO_CHECK(uv_check_start(&check_, OnCheck) == 0);
-  ESTUARY_IO_CHECK(uv_idle_init(&loop_, &idle_) == 0);
+  ESTUARY_CHECK(uv_check_start(&check_, OnCheck) == 0);
+  ESTUARY_CHECK(uv_idle_init(&loop_, &idle_) == 0);
   idle_.data = this;
 }
 
@@ -93,7 +93,7 @@ UvLoop::~UvLoop() {
     uv_run(&loop_, UV_RUN_DEFAULT);
     if (posted_.empty() && timers_.empty() && uv_loop_close(&loop_) == 0) return;
   }
-  ESTUARY_IO_CHECK(!"UvLoop: handles still open after shutdown");
+  ESTUARY_CHECK(!"UvLoop: handles still open after shutdown");
 }
 
 void UvLoop::CloseEverything() {
@@ -119,13 +119,13 @@ TimerId UvLoop::AddTimer(int64_t delay_ms, std::function<void()> fn) {
   timer->loop = this;
   timer->id = next_timer_++;
   timer->fn = std::move(fn);
-  ESTUARY_IO_CHECK(uv_timer_init(&loop_, &timer->handle) == 0);
+  ESTUARY_CHECK(uv_timer_init(&loop_, &timer->handle) == 0);
   timer->handle.data = timer;
   // libuv caches the loop time per iteration; refresh it so a timer added
   // late in a long iteration does not fire early.
   uv_update_time(&loop_);
   uint64_t delay = static_cast<uint64_t>(std::max<int64_t>(delay_ms, 0));
-  ESTUARY_IO_CHECK(uv_timer_start(&timer->handle, OnTimer, delay, 0) == 0);
+  ESTUARY_CHECK(uv_timer_start(&timer->handle, OnTimer, delay, 0) == 0);
   timers_.emplace(timer->id, timer);
   return timer->id;
 }

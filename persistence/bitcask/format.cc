@@ -5,61 +5,29 @@
 #include <cstdio>
 #include <cstring>
 
+#include "base/bytes.h"
 #include "persistence/bitcask/crc32c.h"
 
 namespace estuary::persistence::bitcask {
 namespace {
 
-// The format is little-endian on any host; on a little-endian one this is
-// a single store (GCC 12 at -O2 does not merge the byte loop).
-template <typename T>
-void StoreLittle(char* out, T value) {
-  if constexpr (std::endian::native == std::endian::little) {
-    std::memcpy(out, &value, sizeof(T));
-  } else {
-    for (size_t i = 0; i < sizeof(T); ++i) {
-      out[i] = static_cast<char>((static_cast<uint64_t>(value) >> (8 * i)) & 0xFF);
-    }
-  }
-}
-
-template <typename T>
-void PutLittle(std::string* out, T value) {
-  char bytes[sizeof(T)];
-  StoreLittle(bytes, value);
-  out->append(bytes, sizeof(T));
-}
-
-template <typename T>
-T GetLittle(std::string_view data, size_t offset) {
-  if constexpr (std::endian::native == std::endian::little) {
-    T value;
-    std::memcpy(&value, data.data() + offset, sizeof(T));
-    return value;
-  }
-  uint64_t value = 0;
-  for (size_t i = 0; i < sizeof(T); ++i) {
-    value |= static_cast<uint64_t>(static_cast<unsigned char>(data[offset + i])) << (8 * i);
-  }
-  return static_cast<T>(value);
-}
-
+// The format is little-endian on any host (base/bytes.h's Load/StoreLittle).
 void PutRecordFields(std::string* out, uint64_t seq, int64_t timestamp_ms, uint8_t flags,
                      std::string_view key, std::string_view value) {
   // Appends (no per-byte push_back): with the caller's reserve() this is
   // three copies and one CRC pass per record.
   char header[kRecordHeaderSize];
-  StoreLittle<uint64_t>(header + 4, seq);
-  StoreLittle<int64_t>(header + 12, timestamp_ms);
-  StoreLittle<uint32_t>(header + 20, static_cast<uint32_t>(key.size()));
-  StoreLittle<uint32_t>(header + 24, static_cast<uint32_t>(value.size()));
+  base::StoreLittle<uint64_t>(header + 4, seq);
+  base::StoreLittle<int64_t>(header + 12, timestamp_ms);
+  base::StoreLittle<uint32_t>(header + 20, static_cast<uint32_t>(key.size()));
+  base::StoreLittle<uint32_t>(header + 24, static_cast<uint32_t>(value.size()));
   header[28] = static_cast<char>(flags);
   size_t start = out->size();
   out->append(header, kRecordHeaderSize);
   out->append(key);
   out->append(value);
   uint32_t crc = Crc32c(std::string_view(*out).substr(start + 4));
-  StoreLittle<uint32_t>(out->data() + start, crc);
+  base::StoreLittle<uint32_t>(out->data() + start, crc);
 }
 
 // A batch header whose members are not all intact: where the batch ends.
@@ -72,8 +40,8 @@ BatchCheck CheckBatch(std::string_view data, size_t header_offset, const Decoded
                       std::vector<RecordEntry>* out) {
   BatchCheck check;
   if (header.value.size() != kBatchHeaderValueSize) return check;
-  uint32_t count = GetLittle<uint32_t>(header.value, 0);
-  uint64_t bytes = GetLittle<uint64_t>(header.value, 4);
+  uint32_t count = base::LoadLittle<uint32_t>(header.value.data());
+  uint64_t bytes = base::LoadLittle<uint64_t>(header.value.data() + 4);
   size_t start = header_offset + header.size;
   check.end = start + bytes;
   std::vector<RecordEntry> members;
@@ -138,8 +106,8 @@ void AppendRecord(std::string* out, uint64_t seq, int64_t timestamp_ms, uint8_t 
 void AppendBatchHeader(std::string* out, uint64_t seq, int64_t timestamp_ms, uint32_t count,
                        uint64_t member_bytes) {
   char value[kBatchHeaderValueSize];
-  StoreLittle<uint32_t>(value, count);
-  StoreLittle<uint64_t>(value + 4, member_bytes);
+  base::StoreLittle<uint32_t>(value, count);
+  base::StoreLittle<uint64_t>(value + 4, member_bytes);
   PutRecordFields(out, seq, timestamp_ms, kBatchHeader, {},
                   std::string_view(value, kBatchHeaderValueSize));
 }
@@ -150,8 +118,8 @@ DecodedRecord DecodeRecord(std::string_view data, size_t offset) {
     record.status = DecodeStatus::kIncomplete;
     return record;
   }
-  uint64_t key_size = GetLittle<uint32_t>(data, offset + 20);
-  uint64_t value_size = GetLittle<uint32_t>(data, offset + 24);
+  uint64_t key_size = base::LoadLittle<uint32_t>(data.data() + offset + 20);
+  uint64_t value_size = base::LoadLittle<uint32_t>(data.data() + offset + 24);
   uint8_t flags = static_cast<uint8_t>(data[offset + 28]);
   if ((flags & ~(kTombstone | kBatchHeader)) != 0 || (flags == (kTombstone | kBatchHeader))) {
     return record;  // unknown flags: corrupt
@@ -162,10 +130,10 @@ DecodedRecord DecodeRecord(std::string_view data, size_t offset) {
     return record;
   }
   std::string_view body = data.substr(offset + 4, size - 4);
-  if (Crc32c(body) != GetLittle<uint32_t>(data, offset)) return record;
+  if (Crc32c(body) != base::LoadLittle<uint32_t>(data.data() + offset)) return record;
   record.status = DecodeStatus::kOk;
-  record.seq = GetLittle<uint64_t>(data, offset + 4);
-  record.timestamp_ms = GetLittle<int64_t>(data, offset + 12);
+  record.seq = base::LoadLittle<uint64_t>(data.data() + offset + 4);
+  record.timestamp_ms = base::LoadLittle<int64_t>(data.data() + offset + 12);
   record.flags = flags;
   record.key = data.substr(offset + kRecordHeaderSize, key_size);
   record.value = data.substr(offset + kRecordHeaderSize + key_size, value_size);
@@ -234,21 +202,21 @@ void AppendHintEntry(std::string* out, const RecordEntry& entry) {
 void AppendHintEntry(std::string* out, uint64_t seq, int64_t timestamp_ms, uint32_t offset,
                      std::string_view key, uint32_t value_size, uint8_t flags) {
   char header[kHintEntryHeaderSize];
-  StoreLittle<uint64_t>(header, seq);
-  StoreLittle<int64_t>(header + 8, timestamp_ms);
-  StoreLittle<uint32_t>(header + 16, offset);
-  StoreLittle<uint32_t>(header + 20, static_cast<uint32_t>(key.size()));
-  StoreLittle<uint32_t>(header + 24, value_size);
+  base::StoreLittle<uint64_t>(header, seq);
+  base::StoreLittle<int64_t>(header + 8, timestamp_ms);
+  base::StoreLittle<uint32_t>(header + 16, offset);
+  base::StoreLittle<uint32_t>(header + 20, static_cast<uint32_t>(key.size()));
+  base::StoreLittle<uint32_t>(header + 24, value_size);
   header[28] = static_cast<char>(flags);
   out->append(header, kHintEntryHeaderSize);
   out->append(key);
 }
 
 void AppendHintTrailer(std::string* out, uint32_t count, uint64_t data_size) {
-  PutLittle<uint32_t>(out, kHintMagic);
-  PutLittle<uint32_t>(out, count);
-  PutLittle<uint64_t>(out, data_size);
-  PutLittle<uint32_t>(out, Crc32c(*out));
+  base::AppendLittle<uint32_t>(*out, kHintMagic);
+  base::AppendLittle<uint32_t>(*out, count);
+  base::AppendLittle<uint64_t>(*out, data_size);
+  base::AppendLittle<uint32_t>(*out, Crc32c(*out));
 }
 
 std::string EncodeHint(const std::vector<RecordEntry>& entries, uint64_t data_size) {
@@ -261,22 +229,22 @@ std::string EncodeHint(const std::vector<RecordEntry>& entries, uint64_t data_si
 std::optional<std::vector<RecordEntry>> DecodeHint(std::string_view hint, uint64_t data_size) {
   if (hint.size() < kHintTrailerSize) return std::nullopt;
   size_t trailer = hint.size() - kHintTrailerSize;
-  if (GetLittle<uint32_t>(hint, trailer) != kHintMagic) return std::nullopt;
-  if (GetLittle<uint64_t>(hint, trailer + 8) != data_size) return std::nullopt;
-  if (Crc32c(hint.substr(0, hint.size() - 4)) != GetLittle<uint32_t>(hint, hint.size() - 4)) {
+  if (base::LoadLittle<uint32_t>(hint.data() + trailer) != kHintMagic) return std::nullopt;
+  if (base::LoadLittle<uint64_t>(hint.data() + trailer + 8) != data_size) return std::nullopt;
+  if (Crc32c(hint.substr(0, hint.size() - 4)) != base::LoadLittle<uint32_t>(hint.data() + hint.size() - 4)) {
     return std::nullopt;
   }
-  uint32_t count = GetLittle<uint32_t>(hint, trailer + 4);
+  uint32_t count = base::LoadLittle<uint32_t>(hint.data() + trailer + 4);
   std::vector<RecordEntry> entries;
   size_t pos = 0;
   while (pos < trailer) {
     if (pos + kHintEntryHeaderSize > trailer) return std::nullopt;
     RecordEntry entry;
-    entry.seq = GetLittle<uint64_t>(hint, pos);
-    entry.timestamp_ms = GetLittle<int64_t>(hint, pos + 8);
-    entry.offset = GetLittle<uint32_t>(hint, pos + 16);
-    uint32_t key_size = GetLittle<uint32_t>(hint, pos + 20);
-    entry.value_size = GetLittle<uint32_t>(hint, pos + 24);
+    entry.seq = base::LoadLittle<uint64_t>(hint.data() + pos);
+    entry.timestamp_ms = base::LoadLittle<int64_t>(hint.data() + pos + 8);
+    entry.offset = base::LoadLittle<uint32_t>(hint.data() + pos + 16);
+    uint32_t key_size = base::LoadLittle<uint32_t>(hint.data() + pos + 20);
+    entry.value_size = base::LoadLittle<uint32_t>(hint.data() + pos + 24);
     entry.flags = static_cast<uint8_t>(hint[pos + 28]);
     pos += kHintEntryHeaderSize;
     if (key_size > trailer - pos) return std::nullopt;

@@ -4,6 +4,7 @@
 
 #include <random>
 
+#include "base/pinned_bytes.h"
 #include "persistence/bitcask/crc32c.h"
 #include "persistence/bitcask/merge_manifest.h"
 
@@ -156,6 +157,18 @@ TEST(MergeManifest, RoundTripAndCorruption) {
   changed[text.find("1 2")] = '9';
   EXPECT_FALSE(DecodeMergeManifest(changed));
   EXPECT_TRUE(DecodeMergeManifest(EncodeMergeManifest({{}, {4}})));
+}
+
+// Records, batches and hints, pinned to the byte (issue 23: the byte codec
+// was replaced; files written before must still be read).
+TEST(Format, BytesArePinned) {
+  std::string records;
+  AppendRecord(&records, 0x0102030405060708ULL, -5, 0, "key", "value");
+  AppendRecord(&records, 2, 1700000000000, kTombstone, "a", "");
+  EXPECT_EQ(base::PinnedBytes(records), "67 bytes fnv1a64=2e22a7f7f1e04849");
+  EXPECT_EQ(base::PinnedBytes(Batch()), "103 bytes fnv1a64=5e32eff2aefaf895");
+  DataScan scan = ScanDataFile(ThreeRecords());
+  EXPECT_EQ(base::PinnedBytes(EncodeHint(scan.entries, ThreeRecords().size())), "110 bytes fnv1a64=5479e8cd1284c404");
 }
 
 }  // namespace

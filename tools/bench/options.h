@@ -5,8 +5,8 @@
 #include <string>
 #include <vector>
 
+#include "base/expected.h"
 #include "frontends/mqtt/codec/packet.h"
-#include "model/result.h"
 #include "tools/bench/topic_plan.h"
 
 namespace estuary::bench {

@@ -5,7 +5,7 @@
 #include <cstdint>
 #include <string>
 
-#include "model/result.h"
+#include "base/expected.h"
 
 namespace estuary::ctl {
 

@@ -7,6 +7,7 @@
 #include <limits>
 #include <vector>
 
+#include "base/bytes.h"
 #include "frontends/amqp/mapping/annotations.h"
 #include "frontends/amqp/mapping/mapping.h"
 #include "model/topic.h"
@@ -45,17 +46,6 @@ constexpr uint8_t kApplicationProperties = 0x74;
 constexpr uint8_t kData = 0x75;
 constexpr uint8_t kAmqpValue = 0x77;
 
-void Put32(std::string& out, uint32_t value) {
-  const char bytes[4] = {static_cast<char>(value >> 24), static_cast<char>(value >> 16),
-                         static_cast<char>(value >> 8), static_cast<char>(value)};
-  out.append(bytes, 4);
-}
-
-void Put64(std::string& out, uint64_t value) {
-  Put32(out, static_cast<uint32_t>(value >> 32));
-  Put32(out, static_cast<uint32_t>(value));
-}
-
 // A variable-width value: the 8-bit form up to 255 bytes, else the 32-bit one.
 void PutVariable(std::string& out, uint8_t code8, uint8_t code32, std::string_view bytes) {
   if (bytes.size() <= 0xff) {
@@ -63,7 +53,7 @@ void PutVariable(std::string& out, uint8_t code8, uint8_t code32, std::string_vi
     out.push_back(static_cast<char>(bytes.size()));
   } else {
     out.push_back(static_cast<char>(code32));
-    Put32(out, static_cast<uint32_t>(bytes.size()));
+    base::AppendBig<uint32_t>(out, static_cast<uint32_t>(bytes.size()));
   }
   out.append(bytes);
 }
@@ -80,7 +70,7 @@ void PutUint(std::string& out, uint32_t value) {
     out.push_back(static_cast<char>(value));
   } else {
     out.push_back(static_cast<char>(kUint));
-    Put32(out, value);
+    base::AppendBig<uint32_t>(out, value);
   }
 }
 
@@ -88,13 +78,6 @@ void PutSection(std::string& out, uint8_t descriptor) {
   const char bytes[3] = {static_cast<char>(kDescriptor), static_cast<char>(kSmallUlong),
                          static_cast<char>(descriptor)};
   out.append(bytes, 3);
-}
-
-void Put32At(std::string& out, size_t position, uint32_t value) {
-  out[position] = static_cast<char>(value >> 24);
-  out[position + 1] = static_cast<char>(value >> 16);
-  out[position + 2] = static_cast<char>(value >> 8);
-  out[position + 3] = static_cast<char>(value);
 }
 
 // A compound whose size is known only once its elements are written.
@@ -107,8 +90,9 @@ class Compound {
   }
   void Count(uint32_t n = 1) { count_ += n; }
   void End() {
-    Put32At(out_, start_ + 1, static_cast<uint32_t>(out_.size() - start_ - 5));  // count + elements
-    Put32At(out_, start_ + 5, count_);
+    base::StoreBig<uint32_t>(out_.data() + start_ + 1,
+                             static_cast<uint32_t>(out_.size() - start_ - 5));  // count + elements
+    base::StoreBig<uint32_t>(out_.data() + start_ + 5, count_);
   }
 
  private:
@@ -147,8 +131,8 @@ class SectionList {
       out_.erase(start_ + 3, kRoom - 3);
     } else {
       out_[start_] = static_cast<char>(kList32);
-      Put32At(out_, start_ + 1, static_cast<uint32_t>(fields + 4));
-      Put32At(out_, start_ + 5, count_);
+      base::StoreBig<uint32_t>(out_.data() + start_ + 1, static_cast<uint32_t>(fields + 4));
+      base::StoreBig<uint32_t>(out_.data() + start_ + 5, count_);
     }
   }
 
@@ -226,7 +210,7 @@ void PutProperties(const Message& message, std::optional<int64_t> absolute, std:
   if (absolute && *absolute != 0) {
     std::string& bytes = fields.Next();
     bytes.push_back(static_cast<char>(kTimestamp));
-    Put64(bytes, static_cast<uint64_t>(*absolute));
+    base::AppendBig<uint64_t>(bytes, static_cast<uint64_t>(*absolute));
   }
   fields.End();
 }

@@ -10,9 +10,9 @@
 
 #include <proton/message.hpp>
 
+#include "base/expected.h"
 #include "cluster-core/broker/session.h"
 #include "model/message.h"
-#include "model/result.h"
 
 namespace estuary::amqp {
 

@@ -10,8 +10,8 @@
 #include <string>
 #include <string_view>
 
+#include "base/expected.h"
 #include "frontends/mqtt/codec/packet.h"
-#include "model/result.h"
 
 namespace estuary::mqtt {
 
