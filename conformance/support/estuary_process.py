@@ -39,8 +39,9 @@ def _port(address):
 class Estuaryd:
     """estuaryd started with --mqtt/--amqp/--admin/--cluster 127.0.0.1:0 and
     then `flags`. Raises SystemExit("FAIL: ...") if no ready line comes
-    within DEADLINE. Attributes: ready_line, host, mqtt_port, amqp_port,
-    admin and cluster ("HOST:PORT"), process (the Popen). `stderr` (a file)
+    within DEADLINE. Attributes: ready_line, fields (its KEY=VALUE words),
+    host, mqtt_port, amqp_port, admin and cluster ("HOST:PORT"), mqtts_port
+    and amqps_port (None unless --mqtts/--amqps), process (the Popen). `stderr` (a file)
     takes its log; None: the caller's stderr."""
 
     def __init__(self, binary, *flags, stderr=None):
@@ -59,6 +60,9 @@ class Estuaryd:
             raise SystemExit("FAIL: unexpected first line %r" % line)
         self.ready_line = line
         fields = dict(word.split("=", 1) for word in line.split()[2:])
+        self.fields = fields
+        self.mqtts_port = _port(fields["mqtts"]) if "mqtts" in fields else None
+        self.amqps_port = _port(fields["amqps"]) if "amqps" in fields else None
         self.host = fields["mqtt"].rsplit(":", 1)[0]
         self.mqtt_port = _port(fields["mqtt"])
         self.amqp_port = _port(fields["amqp"])
