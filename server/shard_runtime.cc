@@ -31,6 +31,7 @@ struct ShardRuntime::MqttPeer {
   std::unique_ptr<ClientStream> stream;
   std::shared_ptr<mqtt::MqttConnection> mqtt;  // holds a reference to *stream: declared after it
   uint16_t handoff_target = 0;  // the shard that owns the client id
+  int handoff_attempts = 0;     // Detach refused while output was queued
 };
 
 ShardRuntime::ShardRuntime(core::ShardConfig config, core::ShardLink& link,
@@ -60,6 +61,13 @@ Expected<uint16_t, std::string> ShardRuntime::ListenMqtt(const io::Endpoint& at)
   if (!listener) return MakeError(listener.error());
   mqtt_listener_ = std::move(*listener);
   return mqtt_listener_->port();
+}
+
+bool ShardRuntime::RetryHandOffLater(const ClientStream& stream, int& attempts) {
+  // A socket moves only with nothing left to write. Over TLS the session
+  // ticket written right after the handshake may still be in flight when
+  // the CONNECT (or open) that came with the client's Finished is read.
+  return stream.queued_bytes() > 0 && ++attempts <= kHandOffRetries;
 }
 
 std::string ShardRuntime::TakeHandOffAddress(std::string& received) {
@@ -173,6 +181,13 @@ void ShardRuntime::HandOff(MqttPeer* peer) {
     received.insert(0, *source);
   }
   ClientStream::Detached detached = peer->stream->Detach();
+  if (detached.fd < 0 && RetryHandOffLater(*peer->stream, peer->handoff_attempts)) {
+    // The stream stays here, inert, until its output is written.
+    loop_.AddTimer(kHandOffRetryMs, [this, peer, weak = std::weak_ptr<mqtt::MqttConnection>(peer->mqtt)] {
+      if (peers_.count(peer) != 0 && peer->mqtt == weak.lock()) HandOff(peer);
+    });
+    return;
+  }
   core::ShardMetrics::Sub(broker_.metrics().connections);
   auto owned = std::move(peers_[peer]);
   peers_.erase(peer);

@@ -104,6 +104,11 @@ class ShardRuntime {
   // Strips the PROXY v2 header HandOff puts in front of a moved socket's
   // bytes; returns its client address ("" if there is none).
   static std::string TakeHandOffAddress(std::string& received);
+  // Detach refused: true (and counted) when queued output may still drain,
+  // so the hand-off is tried again in kHandOffRetryMs, at most kHandOffRetries times.
+  static bool RetryHandOffLater(const ClientStream& stream, int& attempts);
+  static constexpr int64_t kHandOffRetryMs = 1;
+  static constexpr int kHandOffRetries = 200;
   void HandOff(MqttPeer* peer);
   void Remove(MqttPeer* peer);
   void CheckStopped();
@@ -112,6 +117,7 @@ class ShardRuntime {
     std::unique_ptr<ClientStream> stream;
     std::shared_ptr<amqp::AmqpConnection> amqp;  // holds a reference to *stream: declared after it
     uint16_t handoff_target = 0;  // the shard that owns the container-id
+    int handoff_attempts = 0;     // Detach refused while output was queued
   };
   void AcceptAmqp(int fd, std::string client_address = {});  // address: from a PROXY header
   // `received`: plaintext that came with the end of a TLS handshake.

@@ -131,6 +131,12 @@ amqp::SessionClaims ShardRuntime::AmqpSessionClaims() {
 void ShardRuntime::HandOffAmqp(AmqpPeer* peer) {
   if (amqp_peers_.count(peer) == 0) return;
   ClientStream::Detached detached = peer->stream->Detach();
+  if (detached.fd < 0 && RetryHandOffLater(*peer->stream, peer->handoff_attempts)) {
+    loop_.AddTimer(kHandOffRetryMs, [this, peer, weak = std::weak_ptr<amqp::AmqpConnection>(peer->amqp)] {
+      if (amqp_peers_.count(peer) != 0 && peer->amqp == weak.lock()) HandOffAmqp(peer);
+    });
+    return;
+  }
   core::ShardMetrics::Sub(broker_.metrics().connections);
   auto owned = std::move(amqp_peers_[peer]);
   amqp_peers_.erase(peer);

@@ -15,6 +15,8 @@ byte-level cases. Certificates are made now with the openssl command line
     --tls-handshake-timeout (timed, not slept), and 50 such sockets delay no
     one else;
   - TLS session resumption (a ticket) from Python's ssl client;
+  - a CONNECT in the same segment as the client's Finished reaches its
+    shard (the move waits for the session ticket's write to finish);
   - AMQP over TLS: SASL PLAIN with a password, EXTERNAL with a certificate;
   - --tls-require-client-cert with --tls-identity-as-username: the CN is the
     MQTT user name (the ACL's %u) and AMQP EXTERNAL's user; no certificate,
@@ -274,6 +276,49 @@ def check_resumption(broker, certs):
           "a second connection resumes the first one's TLS session from its ticket (%r)" % reused)
 
 
+def connect_with_finished(port, cafile, client_id):
+    """A TLS handshake on memory BIOs whose last flight carries the MQTT
+    CONNECT in the same segment as the client's Finished (as a fast client
+    sends them): the server reads both at once, while its session ticket is
+    still being written. Returns the first byte of the answer (0x20: CONNACK)."""
+    context = ssl.create_default_context(cafile=cafile)
+    incoming, outgoing = ssl.MemoryBIO(), ssl.MemoryBIO()
+    tls = context.wrap_bio(incoming, outgoing, server_hostname="localhost")
+    with socket.create_connection(("127.0.0.1", port)) as raw:
+        raw.settimeout(DEADLINE)
+        while True:
+            try:
+                tls.do_handshake()
+                break
+            except ssl.SSLWantReadError:
+                raw.sendall(outgoing.read())
+                chunk = raw.recv(65536)
+                if not chunk:
+                    return None
+                incoming.write(chunk)
+        tls.write(mqtt_connect(client_id))
+        raw.sendall(outgoing.read())  # Finished and CONNECT together
+        while True:
+            try:
+                return tls.read(1)
+            except ssl.SSLWantReadError:
+                chunk = raw.recv(65536)
+                if not chunk:
+                    return None
+                incoming.write(chunk)
+
+
+def check_connect_with_finished(broker, certs):
+    answers = []
+    for index in range(8):
+        try:
+            answers.append(connect_with_finished(broker.mqtts_port, certs.ca, "fast-%d" % index))
+        except OSError as error:  # a reset: the move gave up
+            answers.append(repr(error))
+    check(answers == [b"\x20"] * 8, "a CONNECT sent with the client's Finished is answered, for ids on both shards "
+          "(the move waits for the session ticket's write) (%r)" % answers)
+
+
 def check_amqp(broker, certs, passwords):
     try:
         from proton import ConnectionException, Message, SSLDomain
@@ -409,6 +454,7 @@ def main():
         check_mqtt(broker, certs, log, passwords)
         check_refusals(broker, certs, other, log, passwords)
         check_resumption(broker, certs)
+        check_connect_with_finished(broker, certs)
         check_amqp(broker, certs, passwords)
         check_reload(broker, certs, other, log, passwords)
         check(broker.process.poll() is None, "estuaryd survived every bad handshake")
