@@ -209,9 +209,9 @@ void TlsSession::TakeOutput(std::string& out) {
   std::string& pending = bio_->output;
   out.append(pending);
   pending.clear();
-  // A burst (a handshake flight, a big message) does not stay pinned to an
-  // idle connection.
-  if (pending.capacity() > 4096) std::string().swap(pending);
+  // What was written goes to the socket's buffer at once: an idle session
+  // keeps no output buffer (a handshake flight is a few KiB).
+  if (pending.capacity() > 256) std::string().swap(pending);
 }
 
 bool TlsSession::has_output() const { return !bio_->output.empty(); }
