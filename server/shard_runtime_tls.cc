@@ -15,19 +15,18 @@
 
 namespace estuary::server {
 
+// The TLS listeners take clients directly: estuary-lb forwards the
+// clear-text ports only, so --proxy-from (a PROXY header from the
+// balancer's address) does not apply to them.
 Expected<uint16_t, std::string> ShardRuntime::ListenMqtts(const io::Endpoint& at) {
-  auto listener = io::TcpListener::Listen(loop_, at, [this](int fd) {
-    proxy_gate_.Accept(fd, [this](int accepted, std::string client) { AcceptTls(accepted, std::move(client), false); });
-  });
+  auto listener = io::TcpListener::Listen(loop_, at, [this](int fd) { AcceptTls(fd, {}, false); });
   if (!listener) return MakeError(listener.error());
   mqtts_listener_ = std::move(*listener);
   return mqtts_listener_->port();
 }
 
 Expected<uint16_t, std::string> ShardRuntime::ListenAmqps(const io::Endpoint& at) {
-  auto listener = io::TcpListener::Listen(loop_, at, [this](int fd) {
-    proxy_gate_.Accept(fd, [this](int accepted, std::string client) { AcceptTls(accepted, std::move(client), true); });
-  });
+  auto listener = io::TcpListener::Listen(loop_, at, [this](int fd) { AcceptTls(fd, {}, true); });
   if (!listener) return MakeError(listener.error());
   amqps_listener_ = std::move(*listener);
   return amqps_listener_->port();
