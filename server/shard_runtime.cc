@@ -104,6 +104,18 @@ void ShardRuntime::Accept(int fd, std::string received, std::string client_addre
   StartMqttPeer(std::move(stream), std::move(received), counted);
 }
 
+std::shared_ptr<io::TcpConnection> ShardRuntime::AdoptCounted(int fd) {
+  if (shutting_down_) {
+    ::close(fd);
+    return nullptr;
+  }
+  auto tcp = io::TcpConnection::Adopt(loop_, fd);
+  if (!tcp) return nullptr;
+  shared_.connections.fetch_add(1);
+  core::ShardMetrics::Add(broker_.metrics().connections_total);
+  return tcp;
+}
+
 void ShardRuntime::StartMqttPeer(std::unique_ptr<ClientStream> stream, std::string received, bool counted) {
   auto owned = std::make_unique<MqttPeer>();
   MqttPeer* peer = owned.get();

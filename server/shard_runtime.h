@@ -98,6 +98,9 @@ class ShardRuntime {
   struct MqttPeer;
   // `client_address`: from a balancer's PROXY header ("" = the socket's peer).
   void Accept(int fd, std::string received, std::string client_address = {});
+  // A socket a listener of this shard accepted, counted in the node's
+  // connections; null (fd closed) when shutting down or libuv refuses it.
+  std::shared_ptr<io::TcpConnection> AdoptCounted(int fd);
   // Runs a session on `stream`; `counted`: already in the node's count.
   void StartMqttPeer(std::unique_ptr<ClientStream> stream, std::string received, bool counted);
   void OnData(MqttPeer* peer, std::string_view bytes);

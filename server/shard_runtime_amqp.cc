@@ -20,14 +20,8 @@ Expected<uint16_t, std::string> ShardRuntime::ListenAmqp(const io::Endpoint& at,
 }
 
 void ShardRuntime::AcceptAmqp(int fd, std::string client_address) {
-  if (shutting_down_) {
-    ::close(fd);
-    return;
-  }
-  auto tcp = io::TcpConnection::Adopt(loop_, fd);
+  auto tcp = AdoptCounted(fd);
   if (!tcp) return;
-  shared_.connections.fetch_add(1);
-  core::ShardMetrics::Add(broker_.metrics().connections_total);
   auto stream = std::make_unique<TcpStream>(std::move(tcp));
   stream->set_client_address(std::move(client_address));
   StartAmqpPeer(std::move(stream), nullptr);

@@ -33,15 +33,9 @@ Expected<uint16_t, std::string> ShardRuntime::ListenAmqps(const io::Endpoint& at
 }
 
 void ShardRuntime::AcceptTls(int fd, std::string client_address, bool amqp) {
-  if (shutting_down_ || !shared_.tls) {
-    ::close(fd);
-    return;
-  }
-  auto tcp = io::TcpConnection::Adopt(loop_, fd);
-  if (!tcp) return;
   // Counted from the first byte: a handshake holds a socket too.
-  shared_.connections.fetch_add(1);
-  core::ShardMetrics::Add(broker_.metrics().connections_total);
+  auto tcp = AdoptCounted(fd);
+  if (!tcp) return;
   auto owned = std::make_unique<TlsStream>(loop_, std::move(tcp), shared_.tls->NewSession());
   owned->set_client_address(std::move(client_address));
   TlsStream* stream = owned.get();

@@ -28,7 +28,6 @@ usage: /usr/bin/python3 tls_process.py path/to/estuaryd
 """
 
 import os
-import selectors
 import shutil
 import signal
 import socket
@@ -42,7 +41,7 @@ sys.dont_write_bytecode = True
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "support"))
 sys.path.insert(0, HERE)
-from estuary_process import DEADLINE, Estuaryd, wait_for  # noqa: E402
+from estuary_process import DEADLINE, Estuaryd, LineReader, wait_for  # noqa: E402
 from tls_certs import TlsCerts  # noqa: E402
 
 ESTUARYD = sys.argv[1]
@@ -88,30 +87,23 @@ class Sub:
         if user:
             argv += ["-u", user, "-P", password]
         self.process = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-        self.fd = self.process.stdout.fileno()
-        self.selector = selectors.DefaultSelector()
-        self.selector.register(self.fd, selectors.EVENT_READ)
-        self.buffer = b""
+        self.reader = LineReader(self.process)
 
-    def line(self):
-        deadline = time.monotonic() + DEADLINE
-        while b"\n" not in self.buffer:
-            remaining = deadline - time.monotonic()
-            if remaining <= 0 or not self.selector.select(remaining):
-                return None
-            chunk = os.read(self.fd, 4096)
-            if not chunk:
-                return None
-            self.buffer += chunk
-        line, _, self.buffer = self.buffer.partition(b"\n")
-        return line.decode()
+    def line(self, timeout=DEADLINE):
+        return self.reader.line(timeout)
 
     def wait_subscribed(self, port, tls, user, password, topic):
-        """Publishes markers until one arrives: the subscription is in place."""
-        for attempt in range(50):
+        """Publishes markers until one arrives (the subscription is in
+        place), within DEADLINE; then reads the late markers away."""
+        deadline = time.monotonic() + DEADLINE
+        attempt = 0
+        while time.monotonic() < deadline:
+            attempt += 1
             pub(port, topic, "marker-%d" % attempt, tls, user, password)
-            line = self.line()
+            line = self.line(timeout=0.2)
             if line is not None and "marker" in line:
+                while line is not None and not line.endswith("marker-%d" % attempt):
+                    line = self.line(timeout=0.2)
                 return True
         return False
 
@@ -319,41 +311,42 @@ def check_connect_with_finished(broker, certs):
           "(the move waits for the session ticket's write) (%r)" % answers)
 
 
+def ssl_domain(certs, cert=None, key=None):
+    """A Proton client SSL domain trusting the test CA, with a client certificate if given."""
+    from proton import SSLDomain
+    made = SSLDomain(SSLDomain.MODE_CLIENT)
+    made.set_trusted_ca_db(certs.ca)
+    made.set_peer_authentication(SSLDomain.VERIFY_PEER_NAME)
+    if cert:
+        made.set_credentials(cert, key, None)
+    return made
+
+
 def check_amqp(broker, certs, passwords):
     try:
-        from proton import ConnectionException, Message, SSLDomain
+        from proton import ConnectionException, Message
         from proton.utils import BlockingConnection
     except ImportError:
         print("skip: python3-qpid-proton is not installed")
         return
     url = "amqps://127.0.0.1:%d" % broker.amqps_port
 
-    def domain(cert=None, key=None):
-        made = SSLDomain(SSLDomain.MODE_CLIENT)
-        made.set_trusted_ca_db(certs.ca)
-        made.set_peer_authentication(SSLDomain.VERIFY_PEER_NAME)
-        if cert:
-            made.set_credentials(cert, key, None)
-        return made
+    def round_trip(body, **login):
+        connection = BlockingConnection(url, sni="localhost", timeout=DEADLINE, **login)
+        receiver = connection.create_receiver("amqps/#")
+        connection.create_sender("amqps/x").send(Message(body=body))
+        message = receiver.receive(timeout=DEADLINE)
+        receiver.accept()
+        connection.close()
+        return message.body == body
 
-    connection = BlockingConnection(url, ssl_domain=domain(), sni="localhost", user="alice",
-                                    password=passwords["alice"], allowed_mechs="PLAIN", timeout=DEADLINE)
-    receiver = connection.create_receiver("amqps/#")
-    connection.create_sender("amqps/plain").send(Message(body="over TLS with PLAIN"))
-    message = receiver.receive(timeout=DEADLINE)
-    receiver.accept()
-    check(message.body == "over TLS with PLAIN", "Proton Python: AMQP over TLS with SASL PLAIN round trips")
-    connection.close()
-    connection = BlockingConnection(url, ssl_domain=domain(certs.client_cert, certs.client_key), sni="localhost",
-                                    allowed_mechs="EXTERNAL", timeout=DEADLINE)
-    receiver = connection.create_receiver("amqps/#")
-    connection.create_sender("amqps/external").send(Message(body="over TLS with EXTERNAL"))
-    message = receiver.receive(timeout=DEADLINE)
-    receiver.accept()
-    check(message.body == "over TLS with EXTERNAL", "Proton Python: SASL EXTERNAL with a client certificate")
-    connection.close()
+    check(round_trip("over TLS with PLAIN", ssl_domain=ssl_domain(certs), user="alice", password=passwords["alice"],
+                     allowed_mechs="PLAIN"), "Proton Python: AMQP over TLS with SASL PLAIN round trips")
+    check(round_trip("over TLS with EXTERNAL", ssl_domain=ssl_domain(certs, certs.client_cert, certs.client_key),
+                     allowed_mechs="EXTERNAL"), "Proton Python: SASL EXTERNAL with a client certificate")
     try:
-        BlockingConnection(url, ssl_domain=domain(), sni="localhost", allowed_mechs="EXTERNAL", timeout=DEADLINE)
+        BlockingConnection(url, ssl_domain=ssl_domain(certs), sni="localhost", allowed_mechs="EXTERNAL",
+                           timeout=DEADLINE)
         check(False, "SASL EXTERNAL without a client certificate is refused")
     except ConnectionException as error:
         check(True, "SASL EXTERNAL without a client certificate is refused (%s)" % str(error).splitlines()[0])
@@ -403,14 +396,11 @@ def check_identity_as_username(certs, passwords_file):
         check(status != 0 and log.wait("handshake failed") is not None,
               "--tls-require-client-cert: a client without a certificate is refused")
         try:
-            from proton import LinkException, Message, SSLDomain
+            from proton import LinkException
             from proton.utils import BlockingConnection
         except ImportError:
             return
-        domain = SSLDomain(SSLDomain.MODE_CLIENT)
-        domain.set_trusted_ca_db(certs.ca)
-        domain.set_peer_authentication(SSLDomain.VERIFY_PEER_NAME)
-        domain.set_credentials(certs.client_cert, certs.client_key, None)
+        domain = ssl_domain(certs, certs.client_cert, certs.client_key)
         connection = BlockingConnection("amqps://127.0.0.1:%d" % broker.amqps_port, ssl_domain=domain,
                                         sni="localhost", allowed_mechs="EXTERNAL", timeout=DEADLINE)
         connection.create_sender("devices/device-1/amqp")
