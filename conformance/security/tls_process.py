@@ -18,6 +18,7 @@ byte-level cases. Certificates are made now with the openssl command line
   - a CONNECT in the same segment as the client's Finished reaches its
     shard (the move waits for the session ticket's write to finish);
   - AMQP over TLS: SASL PLAIN with a password, EXTERNAL with a certificate;
+  - --tls-min-version 1.3 refuses a TLS 1.2 client;
   - --tls-require-client-cert with --tls-identity-as-username: the CN is the
     MQTT user name (the ACL's %u) and AMQP EXTERNAL's user; no certificate,
     no connection;
@@ -379,9 +380,10 @@ def check_identity_as_username(certs, passwords_file):
                       "--shutdown-grace", "500", "--mqtts", "127.0.0.1:0", "--amqps", "127.0.0.1:0",
                       "--tls-cert", certs.server_cert, "--tls-key", certs.server_key, "--tls-ca", certs.ca,
                       "--tls-require-client-cert", "--tls-identity-as-username", "--password-file", passwords_file,
-                      "--acl-file", acl, stderr=log.file)
+                      "--acl-file", acl, "--tls-min-version", "1.3", stderr=log.file)
     try:
         port = broker.mqtts_port
+        check_min_version(port, certs)
         device1 = tls_flags(certs.ca, certs.client_cert, certs.client_key)
         device2 = tls_flags(certs.ca, *certs.client("device-2"))
         sub = Sub(port, "devices/device-1/#", device1)
@@ -414,6 +416,20 @@ def check_identity_as_username(certs, passwords_file):
         connection.close()
     finally:
         check(broker.stop() == 0, "estuaryd (identity as user name) exited 0 on SIGTERM")
+
+
+def check_min_version(port, certs):
+    """--tls-min-version 1.3: a client that offers at most TLS 1.2 is refused."""
+    context = ssl.create_default_context(cafile=certs.ca)
+    context.load_cert_chain(certs.client_cert, certs.client_key)
+    context.maximum_version = ssl.TLSVersion.TLSv1_2
+    try:
+        with socket.create_connection(("127.0.0.1", port)) as raw:
+            with context.wrap_socket(raw, server_hostname="localhost"):
+                check(False, "--tls-min-version 1.3 refuses a TLS 1.2 client")
+    except ssl.SSLError as error:
+        check("PROTOCOL_VERSION" in str(error).upper(),
+              "--tls-min-version 1.3 refuses a TLS 1.2 client (%s)" % error)
 
 
 def make_passwords():
