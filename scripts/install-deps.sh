@@ -14,7 +14,7 @@ PACKAGES=(
   googletest libgtest-dev libgmock-dev
   libbenchmark-dev
   libspdlog-dev libfmt-dev libcli11-dev libtomlplusplus-dev
-  nlohmann-json3-dev libssl-dev libxxhash-dev libexpected-dev
+  nlohmann-json3-dev libssl-dev openssl libxxhash-dev libexpected-dev
   mosquitto mosquitto-clients python3 python3-paho-mqtt
   curl procps iproute2 iputils-arping nftables
   python3-uamqp python3-qpid-proton

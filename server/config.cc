@@ -84,6 +84,37 @@ void AddSharedSubscriptionOptions(CLI::App& app, core::SharedGroupConfig& shared
       });
 }
 
+void AddTlsOptions(CLI::App& app, NodeConfig& config) {
+  io::AddOptionalEndpointOption(app, "--mqtts", config.mqtts,
+                                "MQTT over TLS listener HOST:PORT (conventionally 8883); needs --tls-cert and --tls-key");
+  io::AddOptionalEndpointOption(app, "--amqps", config.amqps,
+                                "AMQP 1.0 over TLS listener HOST:PORT (conventionally 5671), SASL on top");
+  io::TlsSettings& tls = config.tls;
+  app.add_option("--tls-cert", tls.cert_file, "PEM certificate chain of the TLS listeners (leaf first); reloaded on SIGHUP")
+      ->check(CLI::ExistingFile);
+  app.add_option("--tls-key", tls.key_file, "PEM private key of --tls-cert; reloaded on SIGHUP")
+      ->check(CLI::ExistingFile);
+  app.add_option("--tls-ca", tls.ca_file,
+                 "PEM bundle of the CAs that sign client certificates; when set, clients are asked for one "
+                 "(a certificate presented must verify); reloaded on SIGHUP")
+      ->check(CLI::ExistingFile);
+  app.add_option("--tls-crl", tls.crl_file, "PEM CRL(s) of --tls-ca: revoked client certificates are refused; "
+                 "reloaded on SIGHUP")
+      ->check(CLI::ExistingFile);
+  app.add_option("--tls-min-version", tls.min_version, "Oldest TLS version accepted: 1.2 or 1.3")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"1.2", "1.3"}));
+  app.add_flag("--tls-require-client-cert", tls.require_client_cert,
+               "Refuse TLS clients without a certificate that verifies against --tls-ca");
+  app.add_flag("--tls-identity-as-username", config.tls_identity_as_username,
+               "Over TLS, the client certificate's subject CN is the MQTT user name and no password is checked "
+               "(Mosquitto's use_identity_as_username; needs --tls-require-client-cert)");
+  app.add_option("--tls-handshake-timeout", config.tls_handshake_timeout_ms,
+                 "Milliseconds a TLS handshake may take before the socket is reset")
+      ->capture_default_str()
+      ->check(CLI::Range(1u, 600'000u));
+}
+
 void BuildApp(CLI::App& app, NodeConfig& config) {
   app.set_config("--config", "", "TOML configuration file (keys named like the flags)");
   app.allow_config_extras(CLI::config_extras_mode::error);
@@ -171,6 +202,7 @@ void BuildApp(CLI::App& app, NodeConfig& config) {
       });
   app.add_flag("--fault-injection", config.fault_injection,
                "Enable test fault switches on the admin API (POST/DELETE /api/fault/isolate)");
+  AddTlsOptions(app, config);
   AddLimits(app, config.limits);
   AddSharedSubscriptionOptions(app, config.shared_subscriptions);
 }
@@ -207,6 +239,28 @@ void CheckSecurityFiles(const NodeConfig& config) {
   }
 }
 
+// The TLS flags' rules, and the files read once so that a bad one stops
+// start-up with a usage error naming it.
+void CheckTls(const NodeConfig& config) {
+  const io::TlsSettings& tls = config.tls;
+  const bool listening = !config.mqtts.empty() || !config.amqps.empty();
+  if (listening && (tls.cert_file.empty() || tls.key_file.empty())) {
+    throw CLI::ValidationError(config.mqtts.empty() ? "--amqps" : "--mqtts", "needs --tls-cert and --tls-key");
+  }
+  if (tls.cert_file.empty() != tls.key_file.empty()) {
+    throw CLI::ValidationError("--tls-cert", "--tls-cert and --tls-key go together");
+  }
+  if (tls.require_client_cert && tls.ca_file.empty()) {
+    throw CLI::ValidationError("--tls-require-client-cert", "needs --tls-ca (the CAs client certificates verify against)");
+  }
+  if (!tls.crl_file.empty() && tls.ca_file.empty()) throw CLI::ValidationError("--tls-crl", "needs --tls-ca");
+  if (config.tls_identity_as_username && !tls.require_client_cert) {
+    throw CLI::ValidationError("--tls-identity-as-username", "needs --tls-require-client-cert");
+  }
+  if (tls.cert_file.empty()) return;
+  if (auto built = io::BuildServerContext(tls); !built) throw CLI::ValidationError("TLS", built.error());
+}
+
 }  // namespace
 
 ParseOutcome ParseCommandLine(int argc, const char* const* argv) {
@@ -216,6 +270,7 @@ ParseOutcome ParseCommandLine(int argc, const char* const* argv) {
   auto outcome = io::ParseOrExit(app, config, argc, argv, [&config] {
     LoadClusterSecret(config);
     CheckSecurityFiles(config);
+    CheckTls(config);
   });
   if (std::holds_alternative<ExitRequest>(outcome)) return std::get<ExitRequest>(outcome);
   if (config.shards == 0) {

@@ -9,6 +9,7 @@
 
 #include "cluster-core/broker/limits.h"
 #include "cluster-core/broker/shared_strategy.h"
+#include "io/tls/tls_context.h"
 #include "io/uv/cli_options.h"
 #include "io/uv/tcp.h"
 
@@ -52,6 +53,13 @@ struct NodeConfig {
   // Mosquitto's acl_file format (docs/security.md); empty: every client may
   // publish and subscribe anywhere. Reloaded on SIGHUP.
   std::string acl_file;
+  // TLS listeners (docs/security.md "TLS"): off unless a HOST:PORT is set;
+  // both use the one certificate, CA and settings below.
+  std::string mqtts;  // --mqtts, conventionally port 8883
+  std::string amqps;  // --amqps, conventionally port 5671
+  io::TlsSettings tls;  // --tls-cert, --tls-key, --tls-ca, --tls-crl, --tls-min-version, --tls-require-client-cert
+  bool tls_identity_as_username = false;  // the client certificate's CN is the MQTT user name
+  uint32_t tls_handshake_timeout_ms = 10'000;
   // Balancer addresses whose connections start with a PROXY v2 header
   // (--proxy-from, docs/balancer.md); empty: no header is accepted.
   std::vector<std::string> proxy_from;

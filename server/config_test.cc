@@ -35,6 +35,20 @@ TEST(ConfigTest, FlagsSetEndpointsAndLimits) {
   EXPECT_EQ(config.cluster_secret, "s3cret");
 }
 
+TEST(ConfigTest, TlsListenersNeedACertificateAndItsRulesHold) {
+  for (std::vector<const char*> args : std::vector<std::vector<const char*>>{
+           {"--mqtts", "127.0.0.1:0"},                     // no --tls-cert/--tls-key
+           {"--amqps", "127.0.0.1:0"},
+           {"--tls-require-client-cert"},                  // no --tls-ca
+           {"--tls-identity-as-username"},                 // no --tls-require-client-cert
+           {"--tls-min-version", "1.1"},
+           {"--mqtts", "not-an-endpoint"}}) {
+    auto outcome = Parse(args);
+    ASSERT_TRUE(std::holds_alternative<ExitRequest>(outcome)) << args[0];
+    EXPECT_EQ(std::get<ExitRequest>(outcome).status, 2) << args[0];
+  }
+}
+
 TEST(ConfigTest, SeedsWithoutASecretExitTwo) {
   auto outcome = Parse({"--seeds", "10.0.0.1:7000"});
   ASSERT_TRUE(std::holds_alternative<ExitRequest>(outcome));

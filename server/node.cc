@@ -41,18 +41,21 @@ Node::Node(NodeConfig config) : config_(std::move(config)) {
     shards_.push_back(std::make_unique<ShardRuntime>(shard, *this, *metrics_.back(), shared_));
   }
   for (auto& shard : shards_) {
-    shard->set_handoff([this](uint16_t target, int fd, std::string received) {
+    // A TLS session moves with its socket, as the Proton objects do: the
+    // old shard no longer touches it once sent (the mailbox orders the
+    // handover; docs/architecture.md "TLS connections and shards").
+    shard->set_handoff(
+        [this](uint16_t target, int fd, std::string received, std::shared_ptr<io::TlsSession> tls) {
+          ShardRuntime* to = shards_[target].get();
+          to->loop().mailbox().Send([to, fd, received = std::move(received), tls = std::move(tls)]() mutable {
+            to->AdoptMqtt(fd, std::move(received), std::move(tls));
+          });
+        });
+    shard->set_amqp_handoff([this](uint16_t target, int fd, std::shared_ptr<amqp::AmqpConnection> connection,
+                                   std::shared_ptr<io::TlsSession> tls) {
       ShardRuntime* to = shards_[target].get();
-      to->loop().mailbox().Send([to, fd, received = std::move(received)]() mutable {
-        to->AdoptMqtt(fd, std::move(received));
-      });
-    });
-    shard->set_amqp_handoff([this](uint16_t target, int fd, std::shared_ptr<amqp::AmqpConnection> connection) {
-      ShardRuntime* to = shards_[target].get();
-      // The Proton objects move with the connection: this shard no longer
-      // touches them once sent (the mailbox orders the handover).
-      to->loop().mailbox().Send([to, fd, connection = std::move(connection)]() mutable {
-        to->AdoptAmqp(fd, std::move(connection));
+      to->loop().mailbox().Send([to, fd, connection = std::move(connection), tls = std::move(tls)]() mutable {
+        to->AdoptAmqp(fd, std::move(connection), std::move(tls));
       });
     });
   }
@@ -88,6 +91,13 @@ Expected<void, std::string> Node::Start() {
     authorizer_ = std::move(*loaded);
     shared_.authorizer = authorizer_.get();
   }
+  if (!config_.tls.cert_file.empty()) {
+    auto tls = io::TlsContext::Create(config_.tls);
+    if (!tls) return MakeError(tls.error());
+    shared_.tls = std::move(*tls);
+    shared_.tls_handshake_timeout_ms = config_.tls_handshake_timeout_ms;
+    shared_.tls_identity_as_username = config_.tls_identity_as_username;
+  }
   SetUpCluster();
   if (auto storage = OpenStorage(); !storage) return storage;
   // Shard 0 binds first so that port 0 resolves; the others share its port.
@@ -105,6 +115,7 @@ Expected<void, std::string> Node::Start() {
     amqp_endpoint.port = *port;
   }
   amqp_port_ = amqp_endpoint.port;
+  if (auto tls = StartTlsListeners(); !tls) return tls;
   auto admin = io::HttpServer::Start(shards_[0]->loop(), config_.admin,
                                      [this](const std::string& method, const std::string& path) {
                                        return ServeAdmin(method, path);
@@ -236,6 +247,35 @@ Expected<void, std::string> Node::StartMetadata() {
   return {};
 }
 
+// Every shard listens on each TLS port, as on the clear-text ones.
+Expected<void, std::string> Node::StartTlsListeners() {
+  auto listen = [this](const std::string& text, const char* name, auto bind) -> Expected<io::Endpoint, std::string> {
+    auto endpoint = io::ParseEndpoint(text);
+    if (!endpoint) return MakeError(fmt::format("{} {}", name, endpoint.error()));
+    for (auto& shard : shards_) {
+      auto port = bind(*shard, *endpoint);
+      if (!port) return MakeError(fmt::format("{} listener {}: {}", name, endpoint->ToString(), port.error()));
+      endpoint->port = *port;
+    }
+    return *endpoint;
+  };
+  if (!config_.mqtts.empty()) {
+    auto bound = listen(config_.mqtts, "mqtts", [](ShardRuntime& shard, const io::Endpoint& at) {
+      return shard.ListenMqtts(at);
+    });
+    if (!bound) return MakeError(bound.error());
+    mqtts_ = *bound;
+  }
+  if (!config_.amqps.empty()) {
+    auto bound = listen(config_.amqps, "amqps", [](ShardRuntime& shard, const io::Endpoint& at) {
+      return shard.ListenAmqps(at);
+    });
+    if (!bound) return MakeError(bound.error());
+    amqps_ = *bound;
+  }
+  return {};
+}
+
 Expected<void, std::string> Node::StartAuxiliaryListeners() {
   if (transport_) return StartClusterLinks();
   // No secret, no links: the port is bound so the ready line is true and
@@ -251,9 +291,12 @@ Expected<void, std::string> Node::StartAuxiliaryListeners() {
 }
 
 std::string Node::ReadyLine() const {
-  return fmt::format("estuaryd ready node={} mqtt={}:{} amqp={}:{} admin={}:{} cluster={}:{}",
-                     config_.node_id, config_.mqtt.host, mqtt_port_, config_.amqp.host, amqp_port_,
-                     config_.admin.host, admin_port_, config_.cluster.host, cluster_port_);
+  std::string line = fmt::format("estuaryd ready node={} mqtt={}:{} amqp={}:{} admin={}:{} cluster={}:{}",
+                                 config_.node_id, config_.mqtt.host, mqtt_port_, config_.amqp.host, amqp_port_,
+                                 config_.admin.host, admin_port_, config_.cluster.host, cluster_port_);
+  if (mqtts_) line += " mqtts=" + mqtts_->ToString();
+  if (amqps_) line += " amqps=" + amqps_->ToString();
+  return line;
 }
 
 void Node::InstallSignalHandlers() {
@@ -292,6 +335,15 @@ bool Node::Reload() {
   };
   reload("password file", config_.password_file, authenticator_);
   reload("ACL file", config_.acl_file, authorizer_);
+  if (shared_.tls) {
+    // New handshakes use the new pair; connections already up keep theirs.
+    if (auto done = shared_.tls->Reload(); !done) {
+      spdlog::error("reload: TLS certificate kept as it was: {}", done.error());
+      ok = false;
+    } else {
+      spdlog::info("reload: TLS certificate {} and key {} read again", config_.tls.cert_file, config_.tls.key_file);
+    }
+  }
   return ok;
 }
 

@@ -9,6 +9,7 @@
 // every shard reaches through its ClusterPort (a post to shard 0's loop).
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -38,8 +39,8 @@ class Node final : public core::ShardLink {
   // Thread-safe: asks the node to shut down (as SIGTERM does).
   void RequestShutdown();
   // SIGHUP: reads the files that may change under a running node again
-  // (--password-file, --acl-file; certificates belong here too once TLS
-  // exists). New connections and operations use the new content; a file
+  // (--password-file, --acl-file, --tls-cert/--tls-key/--tls-ca/--tls-crl).
+  // New connections and operations use the new content; a file
   // that fails to parse keeps the old content and is logged as an error.
   // Returns false if any file failed. Shard 0's thread.
   bool Reload();
@@ -54,6 +55,7 @@ class Node final : public core::ShardLink {
  private:
   io::HttpResponse ServeAdmin(const std::string& method, const std::string& path);
   Expected<void, std::string> StartAuxiliaryListeners();
+  Expected<void, std::string> StartTlsListeners();
   // Creates the transport and agent and hands every shard its port
   // (before storage recovery, so recovered routes reach the agent).
   void SetUpCluster();
@@ -101,6 +103,8 @@ class Node final : public core::ShardLink {
   uint16_t amqp_port_ = 0;
   uint16_t admin_port_ = 0;
   uint16_t cluster_port_ = 0;
+  std::optional<io::Endpoint> mqtts_;  // bound --mqtts
+  std::optional<io::Endpoint> amqps_;  // bound --amqps
   int64_t started_ms_ = 0;
   uv_signal_t* sigterm_ = nullptr;
   uv_signal_t* sigint_ = nullptr;

@@ -28,10 +28,10 @@ std::optional<std::string> HandOffHeader(const std::string& address) {
 }  // namespace
 
 struct ShardRuntime::MqttPeer {
-  std::shared_ptr<io::TcpConnection> tcp;
-  std::unique_ptr<TcpStream> stream;
-  std::shared_ptr<mqtt::MqttConnection> mqtt;
+  std::unique_ptr<ClientStream> stream;
+  std::shared_ptr<mqtt::MqttConnection> mqtt;  // holds a reference to *stream: declared after it
   uint16_t handoff_target = 0;  // the shard that owns the client id
+  int handoff_attempts = 0;     // Detach refused while output was queued
 };
 
 ShardRuntime::ShardRuntime(core::ShardConfig config, core::ShardLink& link,
@@ -40,6 +40,7 @@ ShardRuntime::ShardRuntime(core::ShardConfig config, core::ShardLink& link,
 
 ShardRuntime::~ShardRuntime() {
   // Connections first: their sessions point into the broker.
+  handshakes_.clear();
   peers_.clear();
   amqp_peers_.clear();
   // What the last loop iteration left pending (session records written as
@@ -62,33 +63,70 @@ Expected<uint16_t, std::string> ShardRuntime::ListenMqtt(const io::Endpoint& at)
   return mqtt_listener_->port();
 }
 
-void ShardRuntime::AdoptMqtt(int fd, std::string received) {
-  // Counted node-wide by the shard that accepted it.
-  Accept(fd, std::move(received));
+bool ShardRuntime::RetryHandOffLater(const ClientStream& stream, int& attempts) {
+  // A socket moves only with nothing left to write. Over TLS the session
+  // ticket written right after the handshake may still be in flight when
+  // the CONNECT (or open) that came with the client's Finished is read.
+  return stream.queued_bytes() > 0 && ++attempts <= kHandOffRetries;
 }
 
-void ShardRuntime::Accept(int fd, std::string received, std::string client_address) {
+std::string ShardRuntime::TakeHandOffAddress(std::string& received) {
   // A socket handed over by another shard carries its client address as a
   // PROXY v2 header in front of the bytes already read (see HandOff): that
   // header was made by this node, never read from the network.
-  if (auto header = proxy::Decode(received); header.status == proxy::DecodeStatus::kComplete) {
-    client_address = header.header.source.ToString();
-    received.erase(0, header.header.size);
+  auto header = proxy::Decode(received);
+  if (header.status != proxy::DecodeStatus::kComplete) return {};
+  received.erase(0, header.header.size);
+  return header.header.source.ToString();
+}
+
+void ShardRuntime::AdoptMqtt(int fd, std::string received, std::shared_ptr<io::TlsSession> tls) {
+  // Counted node-wide by the shard that accepted it.
+  if (!tls) {
+    Accept(fd, std::move(received));
+    return;
   }
+  AdoptTlsMqtt(fd, std::move(received), std::move(tls));
+}
+
+void ShardRuntime::Accept(int fd, std::string received, std::string client_address) {
+  if (std::string carried = TakeHandOffAddress(received); !carried.empty()) client_address = std::move(carried);
   if (shutting_down_) {
     ::close(fd);
     return;
   }
   auto tcp = io::TcpConnection::Adopt(loop_, fd);
   if (!tcp) return;
+  auto stream = std::make_unique<TcpStream>(std::move(tcp));
+  stream->set_client_address(std::move(client_address));
+  // A socket that comes with bytes was moved here: counted where it was accepted.
+  const bool counted = !received.empty();
+  StartMqttPeer(std::move(stream), std::move(received), counted);
+}
+
+std::shared_ptr<io::TcpConnection> ShardRuntime::AdoptCounted(int fd) {
+  if (shutting_down_) {
+    ::close(fd);
+    return nullptr;
+  }
+  auto tcp = io::TcpConnection::Adopt(loop_, fd);
+  if (!tcp) return nullptr;
+  shared_.connections.fetch_add(1);
+  core::ShardMetrics::Add(broker_.metrics().connections_total);
+  return tcp;
+}
+
+void ShardRuntime::StartMqttPeer(std::unique_ptr<ClientStream> stream, std::string received, bool counted) {
   auto owned = std::make_unique<MqttPeer>();
   MqttPeer* peer = owned.get();
-  peer->tcp = std::move(tcp);
-  peer->stream = std::make_unique<TcpStream>(peer->tcp);
-  peer->stream->set_client_address(std::move(client_address));
+  peer->stream = std::move(stream);
   mqtt::ConnectionSettings settings;
   settings.authenticator = shared_.authenticator;
   settings.authorizer = shared_.authorizer;
+  if (shared_.tls_identity_as_username && peer->stream->encrypted()) {
+    // No CN: "" is refused at CONNECT.
+    settings.certificate_username = peer->stream->certificate_identity().value_or("");
+  }
   const core::ShardConfig& config = broker_.config();
   settings.route_connect = [config, peer](const std::string& client_id) {
     peer->handoff_target = core::ShardForClientId(client_id, config.shard_count);
@@ -115,7 +153,7 @@ void ShardRuntime::Accept(int fd, std::string received, std::string client_addre
   }
   peer->mqtt = std::make_shared<mqtt::MqttConnection>(broker_, *peer->stream, std::move(settings));
   peers_.emplace(peer, std::move(owned));
-  if (received.empty()) {
+  if (!counted) {
     shared_.connections.fetch_add(1);
     core::ShardMetrics::Add(broker_.metrics().connections_total);
   }
@@ -131,16 +169,16 @@ void ShardRuntime::Accept(int fd, std::string received, std::string client_addre
   handlers.on_drain = [this, peer] {
     if (peers_.count(peer) != 0) peer->mqtt->OnWritable();
   };
-  peer->tcp->SetHandlers(std::move(handlers));
+  peer->stream->SetHandlers(std::move(handlers));
   peer->mqtt->Start();
   if (!received.empty()) OnData(peer, received);
-  if (peers_.count(peer) != 0 && !peer->mqtt->handed_off()) peer->tcp->StartReading();
+  if (peers_.count(peer) != 0 && !peer->mqtt->handed_off()) peer->stream->ResumeReading();
 }
 
 void ShardRuntime::OnData(MqttPeer* peer, std::string_view bytes) {
   peer->mqtt->OnBytes(bytes);
   if (peer->mqtt->handed_off()) {
-    peer->tcp->StopReading();
+    peer->stream->PauseReading();
     loop_.Post([this, peer] { HandOff(peer); });
     return;
   }
@@ -154,17 +192,24 @@ void ShardRuntime::HandOff(MqttPeer* peer) {
   if (auto source = HandOffHeader(peer->stream->client_address())) {
     received.insert(0, *source);
   }
-  const int fd = peer->tcp->Detach();
+  ClientStream::Detached detached = peer->stream->Detach();
+  if (detached.fd < 0 && RetryHandOffLater(*peer->stream, peer->handoff_attempts)) {
+    // The stream stays here, inert, until its output is written.
+    loop_.AddTimer(kHandOffRetryMs, [this, peer, weak = std::weak_ptr<mqtt::MqttConnection>(peer->mqtt)] {
+      if (peers_.count(peer) != 0 && peer->mqtt == weak.lock()) HandOff(peer);
+    });
+    return;
+  }
   core::ShardMetrics::Sub(broker_.metrics().connections);
   auto owned = std::move(peers_[peer]);
   peers_.erase(peer);
-  if (fd < 0) {
+  if (detached.fd < 0) {
     spdlog::warn("mqtt: could not hand a connection to its shard; closing it");
-    owned->tcp->Abort();
+    owned->stream->Abort();
     shared_.connections.fetch_sub(1);
     return;
   }
-  handoff_(owned->handoff_target, fd, received);
+  handoff_(owned->handoff_target, detached.fd, received, std::move(detached.tls));
 }
 
 void ShardRuntime::Remove(MqttPeer* peer) {
@@ -184,6 +229,8 @@ void ShardRuntime::BeginShutdown(uint32_t grace_ms, std::function<void()> on_sto
   shutting_down_ = true;
   on_stopped_ = std::move(on_stopped);
   if (mqtt_listener_) mqtt_listener_->Close();
+  if (mqtts_listener_) mqtts_listener_->Close();
+  AbortHandshakes();
   ShutdownAmqp();
   std::vector<MqttPeer*> peers;
   for (auto& entry : peers_) peers.push_back(entry.first);
@@ -195,14 +242,14 @@ void ShardRuntime::BeginShutdown(uint32_t grace_ms, std::function<void()> on_sto
     // on_close, which removes the peer and stops the loop after the last.
     std::vector<MqttPeer*> left;
     for (auto& entry : peers_) left.push_back(entry.first);
-    for (MqttPeer* peer : left) peer->tcp->Abort();
+    for (MqttPeer* peer : left) peer->stream->Abort();
     AbortAmqp();
   });
   CheckStopped();
 }
 
 void ShardRuntime::CheckStopped() {
-  if (!shutting_down_ || !peers_.empty() || !amqp_peers_.empty()) return;
+  if (!shutting_down_ || !peers_.empty() || !amqp_peers_.empty() || !handshakes_.empty()) return;
   if (on_stopped_) {
     auto done = std::move(on_stopped_);
     on_stopped_ = nullptr;

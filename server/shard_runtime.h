@@ -20,7 +20,8 @@
 #include "io/uv/uv_loop.h"
 #include "persistence/storage_engine.h"
 #include "server/proxy_gate.h"
-#include "server/tcp_stream.h"
+#include "io/tls/tls_context.h"
+#include "server/client_stream.h"
 
 namespace estuary::server {
 
@@ -31,6 +32,10 @@ struct NodeShared {
   core::Authenticator* authenticator = nullptr;
   core::Authorizer* authorizer = nullptr;  // --acl-file; null: everything allowed
   std::vector<std::string> proxy_from;  // --proxy-from
+  // --mqtts/--amqps (docs/security.md "TLS"): null without a certificate.
+  std::shared_ptr<io::TlsContext> tls;
+  int64_t tls_handshake_timeout_ms = 10'000;
+  bool tls_identity_as_username = false;
   // In a cluster (docs/cluster.md "One client id per cluster"): asks the
   // client-id registry for an id, from a shard's thread; `done` runs on the
   // cluster agent's thread, with the session read from its partition when
@@ -54,23 +59,31 @@ class ShardRuntime {
 
   // Binds the MQTT listener; returns the bound port.
   Expected<uint16_t, std::string> ListenMqtt(const io::Endpoint& at);
-  // Takes a socket another shard accepted, with the bytes it already read.
-  void AdoptMqtt(int fd, std::string received);
+  // Binds the MQTT over TLS listener (--mqtts); returns the bound port.
+  Expected<uint16_t, std::string> ListenMqtts(const io::Endpoint& at);
+  // Takes a socket another shard accepted, with the bytes it already read
+  // and, over TLS, the session (handshake done, CONNECT decrypted).
+  void AdoptMqtt(int fd, std::string received, std::shared_ptr<io::TlsSession> tls = nullptr);
   // Binds the AMQP 1.0 listener; returns the bound port.
   Expected<uint16_t, std::string> ListenAmqp(const io::Endpoint& at, amqp::AmqpSettings settings);
-  // Takes an AMQP connection (socket and Proton state) another shard
-  // accepted, once its open named a container-id this shard owns.
-  void AdoptAmqp(int fd, std::shared_ptr<amqp::AmqpConnection> connection);
+  // Binds the AMQP over TLS listener (--amqps; ListenAmqp first, for the settings).
+  Expected<uint16_t, std::string> ListenAmqps(const io::Endpoint& at);
+  // Takes an AMQP connection (socket, Proton state and, over TLS, the TLS
+  // session) another shard accepted, once its open named a container-id
+  // this shard owns.
+  void AdoptAmqp(int fd, std::shared_ptr<amqp::AmqpConnection> connection,
+                 std::shared_ptr<io::TlsSession> tls = nullptr);
   // Stops accepting, disconnects every client (MQTT 5: 0x8B Server shutting
   // down; AMQP: close with amqp:connection:forced), then stops the loop
   // once all are closed or `grace_ms` passed.
   void BeginShutdown(uint32_t grace_ms, std::function<void()> on_stopped = {});
 
   // How a socket reaches the shard owning its client id (set by the node).
-  using HandOffFn = std::function<void(uint16_t shard, int fd, std::string received)>;
+  using HandOffFn =
+      std::function<void(uint16_t shard, int fd, std::string received, std::shared_ptr<io::TlsSession> tls)>;
   void set_handoff(HandOffFn handoff) { handoff_ = std::move(handoff); }
-  using AmqpHandOffFn =
-      std::function<void(uint16_t shard, int fd, std::shared_ptr<amqp::AmqpConnection> connection)>;
+  using AmqpHandOffFn = std::function<void(uint16_t shard, int fd, std::shared_ptr<amqp::AmqpConnection> connection,
+                                           std::shared_ptr<io::TlsSession> tls)>;
   void set_amqp_handoff(AmqpHandOffFn handoff) { amqp_handoff_ = std::move(handoff); }
 
   // Hands the shard its storage engine; the broker writes to it from now on.
@@ -78,32 +91,54 @@ class ShardRuntime {
 
   io::UvLoop& loop() { return loop_; }
   core::ShardBroker& broker() { return broker_; }
-  size_t connection_count() const { return peers_.size() + amqp_peers_.size(); }
+  size_t connection_count() const { return peers_.size() + amqp_peers_.size() + handshakes_.size(); }
   const ProxyGate& proxy_gate() const { return proxy_gate_; }
 
  private:
   struct MqttPeer;
   // `client_address`: from a balancer's PROXY header ("" = the socket's peer).
   void Accept(int fd, std::string received, std::string client_address = {});
+  // A socket a listener of this shard accepted, counted in the node's
+  // connections; null (fd closed) when shutting down or libuv refuses it.
+  std::shared_ptr<io::TcpConnection> AdoptCounted(int fd);
+  // Runs a session on `stream`; `counted`: already in the node's count.
+  void StartMqttPeer(std::unique_ptr<ClientStream> stream, std::string received, bool counted);
   void OnData(MqttPeer* peer, std::string_view bytes);
+  // Strips the PROXY v2 header HandOff puts in front of a moved socket's
+  // bytes; returns its client address ("" if there is none).
+  static std::string TakeHandOffAddress(std::string& received);
+  // Detach refused: true (and counted) when queued output may still drain,
+  // so the hand-off is tried again in kHandOffRetryMs, at most kHandOffRetries times.
+  static bool RetryHandOffLater(const ClientStream& stream, int& attempts);
+  static constexpr int64_t kHandOffRetryMs = 1;
+  static constexpr int kHandOffRetries = 200;
   void HandOff(MqttPeer* peer);
   void Remove(MqttPeer* peer);
   void CheckStopped();
   // AMQP (server/shard_runtime_amqp.cc)
   struct AmqpPeer {
-    std::shared_ptr<io::TcpConnection> tcp;
-    std::unique_ptr<TcpStream> stream;
-    std::shared_ptr<amqp::AmqpConnection> amqp;
+    std::unique_ptr<ClientStream> stream;
+    std::shared_ptr<amqp::AmqpConnection> amqp;  // holds a reference to *stream: declared after it
     uint16_t handoff_target = 0;  // the shard that owns the container-id
+    int handoff_attempts = 0;     // Detach refused while output was queued
   };
   void AcceptAmqp(int fd, std::string client_address = {});  // address: from a PROXY header
-  void StartAmqpPeer(std::shared_ptr<io::TcpConnection> tcp, std::shared_ptr<amqp::AmqpConnection> connection,
-                     std::string client_address = {});
+  // `received`: plaintext that came with the end of a TLS handshake.
+  void StartAmqpPeer(std::unique_ptr<ClientStream> stream, std::shared_ptr<amqp::AmqpConnection> connection,
+                     std::string received = {});
+  void OnAmqpData(AmqpPeer* peer, std::string_view bytes);
   void HandOffAmqp(AmqpPeer* peer);
   amqp::SessionClaims AmqpSessionClaims();  // durable links' claims, answered on this shard
   void RemoveAmqp(AmqpPeer* peer);
   void ShutdownAmqp();
   void AbortAmqp();
+  // TLS (server/shard_runtime_tls.cc): the handshake, then the protocol.
+  void AcceptTls(int fd, std::string client_address, bool amqp);
+  void AdoptTlsMqtt(int fd, std::string received, std::shared_ptr<io::TlsSession> tls);
+  // A moved TLS connection's stream on this loop; null (fd closed) if it cannot be.
+  std::unique_ptr<ClientStream> AdoptTlsStream(int fd, std::shared_ptr<io::TlsSession> tls);
+  std::unique_ptr<ClientStream> TakeHandshake(ClientStream* stream);
+  void AbortHandshakes();
 
   io::UvLoop loop_;  // first member: destroyed last
   // Durable state (server/storage.h); outlives the broker's store.
@@ -118,6 +153,10 @@ class ShardRuntime {
   amqp::AmqpSettings amqp_settings_;
   std::unordered_map<AmqpPeer*, std::unique_ptr<AmqpPeer>> amqp_peers_;
   AmqpHandOffFn amqp_handoff_;
+  std::unique_ptr<io::TcpListener> mqtts_listener_;
+  std::unique_ptr<io::TcpListener> amqps_listener_;
+  // TLS connections whose handshake is running (no protocol yet).
+  std::unordered_map<ClientStream*, std::unique_ptr<ClientStream>> handshakes_;
   bool shutting_down_ = false;
   std::function<void()> on_stopped_;
 };

@@ -20,40 +20,43 @@ Expected<uint16_t, std::string> ShardRuntime::ListenAmqp(const io::Endpoint& at,
 }
 
 void ShardRuntime::AcceptAmqp(int fd, std::string client_address) {
-  if (shutting_down_) {
-    ::close(fd);
-    return;
-  }
-  auto tcp = io::TcpConnection::Adopt(loop_, fd);
+  auto tcp = AdoptCounted(fd);
   if (!tcp) return;
-  shared_.connections.fetch_add(1);
-  core::ShardMetrics::Add(broker_.metrics().connections_total);
-  StartAmqpPeer(std::move(tcp), nullptr, std::move(client_address));
+  auto stream = std::make_unique<TcpStream>(std::move(tcp));
+  stream->set_client_address(std::move(client_address));
+  StartAmqpPeer(std::move(stream), nullptr);
 }
 
-void ShardRuntime::AdoptAmqp(int fd, std::shared_ptr<amqp::AmqpConnection> connection) {
+void ShardRuntime::AdoptAmqp(int fd, std::shared_ptr<amqp::AmqpConnection> connection,
+                             std::shared_ptr<io::TlsSession> tls) {
   // Counted node-wide by the shard that accepted it.
-  auto tcp = shutting_down_ ? nullptr : io::TcpConnection::Adopt(loop_, fd);
-  if (!tcp) {
-    if (shutting_down_) ::close(fd);
+  std::unique_ptr<ClientStream> stream;
+  if (shutting_down_) {
+    ::close(fd);
+  } else if (tls) {
+    stream = AdoptTlsStream(fd, std::move(tls));
+  } else if (auto tcp = io::TcpConnection::Adopt(loop_, fd)) {
+    stream = std::make_unique<TcpStream>(std::move(tcp));
+  }
+  if (!stream) {
     shared_.connections.fetch_sub(1);
     return;
   }
-  StartAmqpPeer(std::move(tcp), std::move(connection));
+  StartAmqpPeer(std::move(stream), std::move(connection));
 }
 
-void ShardRuntime::StartAmqpPeer(std::shared_ptr<io::TcpConnection> tcp,
-                                 std::shared_ptr<amqp::AmqpConnection> connection, std::string client_address) {
+void ShardRuntime::StartAmqpPeer(std::unique_ptr<ClientStream> stream,
+                                 std::shared_ptr<amqp::AmqpConnection> connection, std::string received) {
   auto owned = std::make_unique<AmqpPeer>();
   AmqpPeer* peer = owned.get();
-  peer->tcp = std::move(tcp);
-  peer->stream = std::make_unique<TcpStream>(peer->tcp);
-  peer->stream->set_client_address(std::move(client_address));
+  peer->stream = std::move(stream);
   const bool adopted = connection != nullptr;
   if (!adopted) {
     amqp::AmqpSettings settings = amqp_settings_;
     settings.authenticator = shared_.authenticator;
     settings.authorizer = shared_.authorizer;
+    // SASL EXTERNAL: the verified client certificate's CN.
+    settings.certificate_identity = peer->stream->certificate_identity();
     const core::ShardConfig& config = broker_.config();
     settings.route_open = [config, peer](const std::string& container_id) {
       peer->handoff_target = core::ShardForClientId(container_id, config.shard_count);
@@ -69,13 +72,7 @@ void ShardRuntime::StartAmqpPeer(std::shared_ptr<io::TcpConnection> tcp,
   core::ShardMetrics::Add(broker_.metrics().connections);
 
   io::TcpConnection::Handlers handlers;
-  handlers.on_data = [this, peer](std::string_view bytes) {
-    peer->amqp->OnBytes(bytes);
-    if (peer->amqp->handed_off()) {
-      peer->tcp->StopReading();
-      loop_.Post([this, peer] { HandOffAmqp(peer); });
-    }
-  };
+  handlers.on_data = [this, peer](std::string_view bytes) { OnAmqpData(peer, bytes); };
   handlers.on_close = [this, peer](int) {
     if (amqp_peers_.count(peer) == 0) return;
     peer->amqp->OnStreamClosed();
@@ -84,13 +81,24 @@ void ShardRuntime::StartAmqpPeer(std::shared_ptr<io::TcpConnection> tcp,
   handlers.on_drain = [this, peer] {
     if (amqp_peers_.count(peer) != 0) peer->amqp->OnWritable();
   };
-  peer->tcp->SetHandlers(std::move(handlers));
+  peer->stream->SetHandlers(std::move(handlers));
   if (adopted) {
     peer->amqp->Resume(broker_, *peer->stream);
   } else {
     peer->amqp->Start();
   }
-  if (amqp_peers_.count(peer) != 0 && !peer->amqp->closed()) peer->tcp->StartReading();
+  if (!received.empty() && amqp_peers_.count(peer) != 0) OnAmqpData(peer, received);
+  if (amqp_peers_.count(peer) != 0 && !peer->amqp->closed() && !peer->amqp->handed_off()) {
+    peer->stream->ResumeReading();
+  }
+}
+
+void ShardRuntime::OnAmqpData(AmqpPeer* peer, std::string_view bytes) {
+  peer->amqp->OnBytes(bytes);
+  if (peer->amqp->handed_off()) {
+    peer->stream->PauseReading();
+    loop_.Post([this, peer] { HandOffAmqp(peer); });
+  }
 }
 
 amqp::SessionClaims ShardRuntime::AmqpSessionClaims() {
@@ -116,17 +124,23 @@ amqp::SessionClaims ShardRuntime::AmqpSessionClaims() {
 
 void ShardRuntime::HandOffAmqp(AmqpPeer* peer) {
   if (amqp_peers_.count(peer) == 0) return;
-  const int fd = peer->tcp->Detach();
+  ClientStream::Detached detached = peer->stream->Detach();
+  if (detached.fd < 0 && RetryHandOffLater(*peer->stream, peer->handoff_attempts)) {
+    loop_.AddTimer(kHandOffRetryMs, [this, peer, weak = std::weak_ptr<amqp::AmqpConnection>(peer->amqp)] {
+      if (amqp_peers_.count(peer) != 0 && peer->amqp == weak.lock()) HandOffAmqp(peer);
+    });
+    return;
+  }
   core::ShardMetrics::Sub(broker_.metrics().connections);
   auto owned = std::move(amqp_peers_[peer]);
   amqp_peers_.erase(peer);
-  if (fd < 0) {
+  if (detached.fd < 0) {
     spdlog::warn("amqp: could not hand a connection to its shard; closing it");
-    owned->tcp->Abort();
+    owned->stream->Abort();
     shared_.connections.fetch_sub(1);
     return;
   }
-  amqp_handoff_(owned->handoff_target, fd, std::move(owned->amqp));
+  amqp_handoff_(owned->handoff_target, detached.fd, std::move(owned->amqp), std::move(detached.tls));
   // The TcpConnection is closed by Detach; the stream dies with `owned`.
   std::shared_ptr<AmqpPeer> doomed(std::move(owned));
   loop_.Post([doomed] {});
@@ -146,6 +160,7 @@ void ShardRuntime::RemoveAmqp(AmqpPeer* peer) {
 
 void ShardRuntime::ShutdownAmqp() {
   if (amqp_listener_) amqp_listener_->Close();
+  if (amqps_listener_) amqps_listener_->Close();
   std::vector<AmqpPeer*> peers;
   for (auto& entry : amqp_peers_) peers.push_back(entry.first);
   for (AmqpPeer* peer : peers) {
@@ -156,7 +171,7 @@ void ShardRuntime::ShutdownAmqp() {
 void ShardRuntime::AbortAmqp() {
   std::vector<AmqpPeer*> left;
   for (auto& entry : amqp_peers_) left.push_back(entry.first);
-  for (AmqpPeer* peer : left) peer->tcp->Abort();
+  for (AmqpPeer* peer : left) peer->stream->Abort();
 }
 
 }  // namespace estuary::server

@@ -45,7 +45,7 @@ import paho.mqtt.client as mqtt
 
 sys.dont_write_bytecode = True
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "support"))
-from estuary_process import DEADLINE, Estuaryd, wait_for  # noqa: E402
+from estuary_process import DEADLINE, Estuaryd, LineReader, wait_for  # noqa: E402
 
 ESTUARYD, ESTUARYCTL = sys.argv[1], sys.argv[2]
 WORK = tempfile.mkdtemp(prefix="estuary-security-")
@@ -99,25 +99,11 @@ class Sub:
             ["mosquitto_sub", "-h", broker.host, "-p", str(broker.mqtt_port), "-u", user, "-P", password,
              "-V", version, "-q", "1", "-v", "-t", topic, *extra],
             stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-        self.fd = self.process.stdout.fileno()
-        self.selector = selectors.DefaultSelector()
-        self.selector.register(self.fd, selectors.EVENT_READ)
-        self.buffer = b""
+        self.reader = LineReader(self.process)
 
     def line(self):
-        """The next line within DEADLINE, or None (read unbuffered: a buffered
-        reader would hold lines the selector no longer sees)."""
-        deadline = time.monotonic() + DEADLINE
-        while b"\n" not in self.buffer:
-            remaining = deadline - time.monotonic()
-            if remaining <= 0 or not self.selector.select(remaining):
-                return None
-            chunk = os.read(self.fd, 4096)
-            if not chunk:
-                return None
-            self.buffer += chunk
-        line, _, self.buffer = self.buffer.partition(b"\n")
-        return line.decode()
+        """The next line within DEADLINE, or None."""
+        return self.reader.line()
 
     def stop(self):
         self.process.kill()

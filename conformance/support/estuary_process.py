@@ -1,14 +1,16 @@
 """What the Python smoke scripts share (server/cluster_smoke.py,
 conformance/mqtt/smoke_paho_python.py, conformance/amqp/uamqp_suite.py,
-conformance/amqp/link_recovery.py): an estuaryd child on free loopback ports
-whose endpoints come from its ready line (read with a deadline), stopped by
-pid; and a wait on observed state with a deadline. Standard library only.
+conformance/amqp/link_recovery.py, conformance/security/*.py): an estuaryd
+child on free loopback ports whose endpoints come from its ready line (read
+with a deadline), stopped by pid; a wait on observed state with a deadline;
+and a child's output read a line at a time with a deadline (LineReader). Standard library only.
 
 A script finds this module through its own location:
     sys.dont_write_bytecode = True
     sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "support"))
 """
 
+import os
 import selectors
 import signal
 import subprocess
@@ -32,6 +34,32 @@ def wait_for(what, predicate, deadline_s=DEADLINE):
     raise AssertionError(f"timed out waiting for {what}")
 
 
+class LineReader:
+    """A child's stdout read a line at a time, each within DEADLINE (read
+    unbuffered: a buffered reader would hold lines the selector no longer
+    sees). `process`: a Popen with stdout=PIPE."""
+
+    def __init__(self, process):
+        self.fd = process.stdout.fileno()
+        self.selector = selectors.DefaultSelector()
+        self.selector.register(self.fd, selectors.EVENT_READ)
+        self.buffer = b""
+
+    def line(self, timeout=DEADLINE):
+        """The next line, or None if none came within `timeout` s or the pipe closed."""
+        deadline = time.monotonic() + timeout
+        while b"\n" not in self.buffer:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0 or not self.selector.select(remaining):
+                return None
+            chunk = os.read(self.fd, 4096)
+            if not chunk:
+                return None
+            self.buffer += chunk
+        line, _, self.buffer = self.buffer.partition(b"\n")
+        return line.decode()
+
+
 def _port(address):
     return int(address.rsplit(":", 1)[1])
 
@@ -39,8 +67,9 @@ def _port(address):
 class Estuaryd:
     """estuaryd started with --mqtt/--amqp/--admin/--cluster 127.0.0.1:0 and
     then `flags`. Raises SystemExit("FAIL: ...") if no ready line comes
-    within DEADLINE. Attributes: ready_line, host, mqtt_port, amqp_port,
-    admin and cluster ("HOST:PORT"), process (the Popen). `stderr` (a file)
+    within DEADLINE. Attributes: ready_line, fields (its KEY=VALUE words),
+    host, mqtt_port, amqp_port, admin and cluster ("HOST:PORT"), mqtts_port
+    and amqps_port (None unless --mqtts/--amqps), process (the Popen). `stderr` (a file)
     takes its log; None: the caller's stderr."""
 
     def __init__(self, binary, *flags, stderr=None):
@@ -59,6 +88,9 @@ class Estuaryd:
             raise SystemExit("FAIL: unexpected first line %r" % line)
         self.ready_line = line
         fields = dict(word.split("=", 1) for word in line.split()[2:])
+        self.fields = fields
+        self.mqtts_port = _port(fields["mqtts"]) if "mqtts" in fields else None
+        self.amqps_port = _port(fields["amqps"]) if "amqps" in fields else None
         self.host = fields["mqtt"].rsplit(":", 1)[0]
         self.mqtt_port = _port(fields["mqtt"])
         self.amqp_port = _port(fields["amqp"])

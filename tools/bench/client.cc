@@ -41,6 +41,10 @@ MqttClient::~MqttClient() {
 
 void MqttClient::Start() {
   state_ = State::kConnecting;
+  if (!config_.tls_error.empty()) {
+    Fail(config_.tls_error);
+    return;
+  }
   if (!config_.local_address.empty()) {
     auto connection = ConnectFromLocalAddress();
     if (!connection) return;  // Fail() was called
@@ -59,7 +63,13 @@ void MqttClient::StartConnection(std::shared_ptr<io::TcpConnection> connection) 
   std::weak_ptr<MqttClient> weak = weak_from_this();
   io::TcpConnection::Handlers handlers;
   handlers.on_data = [weak](std::string_view bytes) {
-    if (auto self = weak.lock()) self->OnData(bytes);
+    auto self = weak.lock();
+    if (!self) return;
+    if (self->tls_) {
+      self->OnCiphertext(bytes);
+    } else {
+      self->OnData(bytes);
+    }
   };
   handlers.on_close = [weak](int status) {
     if (auto self = weak.lock()) self->OnClose(status);
@@ -114,6 +124,57 @@ void MqttClient::OnConnected(int status) {
     return;
   }
   connection_->StartReading();
+  if (config_.tls) {
+    tls_ = std::make_unique<io::TlsSession>(config_.tls, /*server=*/false);
+    tls_->Connect(config_.tls_server_name);
+    tls_->TakeOutput(connection_->output_buffer());
+    connection_->MarkDirty();
+    return;  // CONNECT once the handshake is done
+  }
+  SendConnect();
+}
+
+void MqttClient::OnCiphertext(std::string_view bytes) {
+  thread_local std::string plaintext;
+  plaintext.clear();
+  const bool was_open = tls_->open();
+  const bool ok = tls_->Receive(bytes, plaintext);
+  if (tls_->has_output()) {
+    tls_->TakeOutput(connection_->output_buffer());
+    connection_->MarkDirty();
+  }
+  if (!ok) {
+    Fail("TLS: " + (tls_->error().empty() ? std::string("the broker closed the session") : tls_->error()));
+    return;
+  }
+  if (!was_open && tls_->open()) SendConnect();
+  if (!plaintext.empty()) OnData(plaintext);
+}
+
+std::string& MqttClient::Output() { return tls_ ? plaintext_out_ : connection_->output_buffer(); }
+
+void MqttClient::MarkDirty() {
+  if (!tls_) {
+    connection_->MarkDirty();
+    return;
+  }
+  if (encrypt_posted_) return;
+  encrypt_posted_ = true;
+  std::weak_ptr<MqttClient> weak = weak_from_this();
+  loop_.Post([weak] {
+    if (auto self = weak.lock()) self->Encrypt();
+  });
+}
+
+void MqttClient::Encrypt() {
+  encrypt_posted_ = false;
+  if (plaintext_out_.empty() || !tls_->Send(plaintext_out_)) return;
+  plaintext_out_.clear();
+  tls_->TakeOutput(connection_->output_buffer());
+  connection_->MarkDirty();
+}
+
+void MqttClient::SendConnect() {
   mqtt::ConnectPacket connect;
   connect.protocol_name = "MQTT";
   connect.version = config_.version;
@@ -279,8 +340,8 @@ void MqttClient::OnClose(int status) {
 
 void MqttClient::Publish(const mqtt::PublishPacket& fields, std::string_view payload) {
   if (state_ != State::kReady) return;
-  mqtt::EncodePublish(fields, payload, config_.version, connection_->output_buffer());
-  connection_->MarkDirty();
+  mqtt::EncodePublish(fields, payload, config_.version, Output());
+  MarkDirty();
 }
 
 void MqttClient::Ping() {
@@ -292,18 +353,19 @@ void MqttClient::Disconnect() {
   if (!connection_ || state_ == State::kClosed) return;
   if (state_ == State::kReady) Send(mqtt::DisconnectPacket{});
   state_ = State::kClosed;
+  if (tls_) Encrypt();
   connection_->Close();
 }
 
 bool MqttClient::open() const { return connection_ && !socket_closed_; }
 
 bool MqttClient::blocked() const {
-  return connection_ && connection_->above_high_watermark();
+  return connection_ && (connection_->above_high_watermark() || plaintext_out_.size() > config_.max_queued_bytes);
 }
 
 void MqttClient::Send(const mqtt::Packet& packet) {
-  mqtt::EncodePacket(packet, config_.version, connection_->output_buffer());
-  connection_->MarkDirty();
+  mqtt::EncodePacket(packet, config_.version, Output());
+  MarkDirty();
 }
 
 void MqttClient::SendAck(mqtt::PacketType type, uint16_t packet_id) {

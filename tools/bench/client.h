@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "frontends/mqtt/codec/packet.h"
+#include "io/tls/tls_session.h"
 #include "io/uv/tcp.h"
 #include "tools/bench/bench_client.h"
 
@@ -40,6 +41,11 @@ class MqttClient final : public BenchClient, public std::enable_shared_from_this
     // clean session 0), so the broker keeps and stores its deliveries.
     uint32_t session_expiry_s = 0;
     size_t max_queued_bytes = 1 << 20;  // high watermark; low is half
+    // MQTT over TLS when set: the handshake runs before CONNECT, and every
+    // loop iteration's output is encrypted in one pass.
+    std::shared_ptr<ssl_ctx_st> tls;
+    std::string tls_error;  // set: the TLS context could not be built; Start() fails with it
+    std::string tls_server_name;
   };
   using Handlers = BenchClient::Handlers;
 
@@ -68,7 +74,13 @@ class MqttClient final : public BenchClient, public std::enable_shared_from_this
   void StartConnection(std::shared_ptr<io::TcpConnection> connection);
   std::shared_ptr<io::TcpConnection> ConnectFromLocalAddress();
   void OnConnected(int status);
+  void SendConnect();
+  void OnCiphertext(std::string_view bytes);
   void OnData(std::string_view bytes);
+  // Where encoders append: the socket's buffer, or (TLS) plaintext to encrypt.
+  std::string& Output();
+  void MarkDirty();
+  void Encrypt();
   size_t ParseFrames(std::string_view bytes, int64_t arrival_ns);
   void Dispatch(mqtt::Packet& packet, int64_t arrival_ns);
   void OnConnack(const mqtt::ConnackPacket& connack);
@@ -84,6 +96,9 @@ class MqttClient final : public BenchClient, public std::enable_shared_from_this
   Config config_;
   Handlers handlers_;
   std::shared_ptr<io::TcpConnection> connection_;
+  std::unique_ptr<io::TlsSession> tls_;
+  std::string plaintext_out_;  // TLS: encoded, not yet encrypted
+  bool encrypt_posted_ = false;
   State state_ = State::kIdle;
   bool socket_closed_ = false;  // the connection's on_close has run
   std::string input_;  // bytes of an incomplete packet

@@ -76,6 +76,13 @@ void AddFlags(CLI::App& app, Options& o, RawFlags& raw) {
                  "Comma-separated source IPv4 addresses for client sockets, used round-robin (e.g. 127.0.0.2,127.0.0.3)");
   app.add_option("--client-id-prefix", o.client_id_prefix, "Client identifier prefix (default eb-RUN-ID-)");
   app.add_option("--run-id", raw.run_id, "Run id carried in payloads and default names (default random)");
+  app.add_option("--tls-ca", o.tls_ca, "MQTT over TLS: the CA (PEM) that signed the broker's certificate")
+      ->check(CLI::ExistingFile);
+  app.add_option("--tls-cert", o.tls_cert, "MQTT over TLS: a client certificate (PEM) to present")
+      ->check(CLI::ExistingFile);
+  app.add_option("--tls-key", o.tls_key, "MQTT over TLS: the key of --tls-cert")->check(CLI::ExistingFile);
+  app.add_option("--tls-server-name", o.tls_server_name, "MQTT over TLS: the name the broker's certificate must carry")
+      ->capture_default_str();
   app.add_option("--credit", o.credit, "AMQP: receiver link credit window (topped up at half)")
       ->capture_default_str();
   app.add_option("--amqp-target-prefix", o.amqp_target_prefix,
@@ -155,8 +162,11 @@ std::optional<std::string> Validate(const Options& o, bool duration_given) {
   if (o.connect_timeout_s <= 0) return "--connect-timeout: must be > 0";
   if (o.drain_timeout_s < 0) return "--drain-timeout: must be >= 0";
   if (o.max_connecting < 1) return "--max-connecting: must be >= 1";
+  if (o.tls_cert.empty() != o.tls_key.empty()) return "--tls-cert and --tls-key go together";
+  if (!o.tls_cert.empty() && o.tls_ca.empty()) return "--tls-cert needs --tls-ca";
   if (o.uses(Protocol::kAmqp)) {
     if (!o.local_addresses.empty()) return "--local-addresses: MQTT only";
+    if (!o.tls_ca.empty()) return "--tls-ca: MQTT only";
     if (o.credit < 1) return "--credit: must be >= 1";
     if (o.qos == 2 && !o.idle) {
       return "--qos 2: AMQP has no exactly-once here; use -q 0 (pre-settled) or -q 1 (unsettled)";

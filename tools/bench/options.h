@@ -52,6 +52,12 @@ struct Options {
   std::string amqp_target_prefix;    // sender target address = prefix + topic
   std::string amqp_source_prefix;    // receiver source address = prefix + filter
   bool amqp_sasl = true;             // SASL ANONYMOUS; false: no SASL layer
+  // MQTT over TLS (--tls-ca; a client certificate with --tls-cert/--tls-key):
+  // the server is verified against the CA and the name --tls-server-name.
+  std::string tls_ca;
+  std::string tls_cert;
+  std::string tls_key;
+  std::string tls_server_name = "localhost";
 
   bool uses(Protocol protocol) const {
     return publish_protocol == protocol || (subscribers > 0 && !idle && subscribe_protocol == protocol);

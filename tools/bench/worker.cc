@@ -20,7 +20,15 @@ Worker::Worker(const Options& options, const TopicPlan& plan, BrokerEndpoints br
       plan_(plan),
       brokers_(std::move(brokers)),
       assignment_(std::move(assignment)),
-      board_(board) {}
+      board_(board) {
+  if (options_.tls_ca.empty()) return;
+  auto context = io::BuildClientContext(options_.tls_ca, options_.tls_cert, options_.tls_key);
+  if (context) {
+    tls_context_ = std::move(*context);
+  } else {
+    tls_error_ = "TLS: " + context.error();
+  }
+}
 
 Worker::~Worker() { Join(); }
 
@@ -127,6 +135,9 @@ std::shared_ptr<BenchClient> Worker::MakeMqttClient(const io::Endpoint& broker, 
   config.subscribe_qos = options_.qos;
   if (!config.filters.empty()) config.session_expiry_s = options_.session_expiry_s;
   config.max_queued_bytes = options_.max_queued_bytes;
+  config.tls = tls_context_;
+  config.tls_error = tls_error_;
+  config.tls_server_name = options_.tls_server_name;
   return MqttClient::Create(*loop_, std::move(config), std::move(handlers));
 }
 

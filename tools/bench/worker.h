@@ -20,6 +20,7 @@
 #include "io/uv/uv_loop.h"
 #include "tools/bench/bench_client.h"
 #include "tools/bench/live_counters.h"
+#include "io/tls/tls_context.h"
 #include "tools/bench/options.h"
 #include "tools/bench/publisher.h"
 #include "tools/bench/run_board.h"
@@ -92,6 +93,10 @@ class Worker {
   void CollectResult();
 
   const Options& options_;
+  // --tls-ca: one client context for this thread's connections, or why it
+  // could not be built (every MQTT client then fails with it).
+  std::shared_ptr<ssl_ctx_st> tls_context_;
+  std::string tls_error_;
   const TopicPlan& plan_;
   BrokerEndpoints brokers_;
   Assignment assignment_;

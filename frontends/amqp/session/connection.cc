@@ -33,6 +33,7 @@ std::string DurableSessionId(std::string_view container_id, std::string_view lin
 AmqpConnection::AmqpConnection(core::ShardBroker& broker, io::Stream& stream, AmqpSettings settings)
     : broker_(&broker), stream_(&stream), settings_(std::move(settings)) {
   sasl_.authenticator = settings_.authenticator;
+  sasl_.external_identity = settings_.certificate_identity;
 }
 
 AmqpConnection::~AmqpConnection() {
@@ -287,8 +288,9 @@ void AmqpConnection::AnswerOpen() {
   }
   state_ = State::kOpen;
   if (settings_.authorizer != nullptr) {
-    // The SASL PLAIN user; ANONYMOUS or no SASL layer is an anonymous client.
-    const bool named = sasl_.decision && sasl_.mechanism == "PLAIN";
+    // The SASL PLAIN or EXTERNAL user; ANONYMOUS or no SASL layer is an
+    // anonymous client.
+    const bool named = sasl_.decision && (sasl_.mechanism == "PLAIN" || sasl_.mechanism == "EXTERNAL");
     access_ = settings_.authorizer->ForClient(
         {container_id_, named ? std::optional<std::string>(sasl_.user) : std::nullopt});
   }

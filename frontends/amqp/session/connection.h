@@ -62,6 +62,9 @@ struct AmqpSettings {
   // checked too), a sender's target and an anonymous relay's `to` a write;
   // refused with amqp:unauthorized-access. Null = everything allowed.
   core::Authorizer* authorizer = nullptr;
+  // Over TLS with a verified client certificate: its subject CN, offered
+  // as SASL EXTERNAL (the user is the CN; no password).
+  std::optional<std::string> certificate_identity;
   std::string container_id = "estuary";          // ours, in the open frame
   uint32_t idle_timeout_ms = 60'000;             // advertised; 0 = none
   uint32_t max_frame_size = 64 * 1024;

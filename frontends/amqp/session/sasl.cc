@@ -30,6 +30,13 @@ void ProcessInit(pn_transport_t* transport, const char* mechanism, const pn_byte
   if (state->mechanism == "ANONYMOUS") {
     decision = Decide(*state, std::nullopt, std::nullopt);
     state->user = "anonymous";
+  } else if (state->mechanism == "EXTERNAL" && state->external_identity) {
+    // The handshake verified the certificate against --tls-ca: that is the
+    // authentication. An authorization identity, if sent, must be the CN.
+    if (response.empty() || response == *state->external_identity) {
+      decision = core::AuthDecision::kAllow;
+      state->user = *state->external_identity;
+    }
   } else if (state->mechanism == "PLAIN") {
     if (auto plain = ParsePlain(response)) {
       decision = Decide(*state, plain->user, plain->password);
@@ -53,7 +60,10 @@ bool InitServer(pn_transport_t* transport) {
 
 const pnx_sasl_implementation kImplementation = {
     /*free=*/[](pn_transport_t*) {},  // the state belongs to the connection
-    /*list_mechanisms=*/[](pn_transport_t*) { return kSaslMechanisms; },
+    /*list_mechanisms=*/
+    [](pn_transport_t* transport) {
+      return StateOf(transport)->external_identity ? kSaslMechanismsWithExternal : kSaslMechanisms;
+    },
     /*init_server=*/InitServer,
     /*init_client=*/[](pn_transport_t*) { return false; },
     /*prepare_write=*/[](pn_transport_t*) {},

@@ -33,6 +33,10 @@ void MqttConnection::HandleConnect(ConnectPacket& connect) {
   version_ = connect.version;
   // Known before any reply, so that even a refusal fits [MQTT-3.2.2-19].
   client_max_packet_size_ = connect.properties.maximum_packet_size.value_or(UINT32_MAX);
+  if (settings_.certificate_username) {
+    connect.username = *settings_.certificate_username;
+    connect.password.reset();
+  }
   if (!CheckConnect(connect)) return;
   client_id_ = connect.client_id;
   if (client_id_.empty()) {
@@ -156,6 +160,12 @@ bool MqttConnection::CheckConnect(const ConnectPacket& connect) {
       RefuseConnect(ReasonCode::kPayloadFormatInvalid, "will payload is not UTF-8");
       return false;
     }
+  }
+  if (settings_.certificate_username) {
+    // The certificate authenticated the client (the handshake verified it).
+    if (!settings_.certificate_username->empty()) return true;
+    RefuseConnect(ReasonCode::kNotAuthorized, "the client certificate has no subject CN");
+    return false;
   }
   core::AllowAllAuthenticator allow_all;
   core::Authenticator& authenticator = settings_.authenticator ? *settings_.authenticator : allow_all;

@@ -41,6 +41,11 @@ struct ConnectionSettings {
   // Topic rights (--acl-file): SUBSCRIBE, PUBLISH, the will and every
   // delivery are checked. Null = everything allowed.
   core::Authorizer* authorizer = nullptr;
+  // --tls-identity-as-username (docs/security.md "Mutual TLS"): the
+  // verified client certificate's subject CN, which replaces the CONNECT's
+  // user name; the password is not checked (Mosquitto's
+  // use_identity_as_username). "" (no CN) is refused. Unset: off.
+  std::optional<std::string> certificate_username;
   // Called with a decoded CONNECT's client id before it is processed. If it
   // returns true the server took the socket elsewhere (the shard that owns
   // the client id) and this connection must stop without touching it.

@@ -180,5 +180,48 @@ TEST_F(ConnectionAclTest, DeliveriesQueuedUncheckedAreCheckedBeforeSending) {
   EXPECT_EQ(std::get<PublishPacket>(packets[1]).topic, "open/news");
 }
 
+// --tls-identity-as-username: the certificate's CN replaces the CONNECT's
+// user name, the password is not asked for, and the ACL sees the CN.
+class RefuseAll final : public core::Authenticator {
+ public:
+  core::AuthDecision Authenticate(const core::Credentials&) override { return core::AuthDecision::kBadCredentials; }
+};
+
+class NamesSeen final : public core::Authorizer {
+ public:
+  std::shared_ptr<core::ClientAccess> ForClient(const core::ClientIdentity& identity) override {
+    usernames.push_back(identity.username.value_or("(anonymous)"));
+    return nullptr;
+  }
+  std::vector<std::string> usernames;
+};
+
+TEST_F(ConnectionAclTest, CertificateNameIsTheUserNameAndNeedsNoPassword) {
+  RefuseAll passwords;
+  NamesSeen names;
+  ConnectionSettings settings;
+  settings.authenticator = &passwords;
+  settings.authorizer = &names;
+  settings.certificate_username = "device-7";
+  Client client(*broker_, ProtocolVersion::kV311, settings);
+  ConnectPacket connect;
+  connect.protocol_name = "MQTT";
+  connect.version = ProtocolVersion::kV311;
+  connect.client_id = "c1";
+  connect.username = "someone-else";
+  connect.password = "wrong";
+  client.Send(connect);
+  EXPECT_EQ(client.Expect<ConnackPacket>().reason, ReasonCode::kSuccess);
+  EXPECT_EQ(names.usernames, std::vector<std::string>{"device-7"});
+}
+
+TEST_F(ConnectionAclTest, CertificateWithoutCommonNameIsRefused) {
+  ConnectionSettings settings;
+  settings.certificate_username = "";
+  Client client(*broker_, ProtocolVersion::kV5, settings);
+  client.Connect("c2");
+  EXPECT_EQ(client.Expect<ConnackPacket>().reason, ReasonCode::kNotAuthorized);
+}
+
 }  // namespace
 }  // namespace estuary::mqtt

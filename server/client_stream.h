@@ -1,0 +1,71 @@
+#pragma once
+// ClientStream: the io::Stream a frontend session writes to, over a client's
+// socket: TcpStream (clear text) or TlsStream (server/tls_stream.h). Besides
+// io::Stream it carries what the shard needs to run and move a connection:
+// handlers for plaintext arriving, Abort, and Detach (the socket, and over
+// TLS the session, for another shard's loop). Owned by the shard that owns
+// the connection; not thread-safe.
+#include <memory>
+#include <optional>
+#include <string>
+#include <utility>
+
+#include "io/stream.h"
+#include "io/tls/tls_session.h"
+#include "io/uv/tcp.h"
+
+namespace estuary::server {
+
+class ClientStream : public io::Stream {
+ public:
+  // on_data receives plaintext; on_close and on_drain as TcpConnection's.
+  using Handlers = io::TcpConnection::Handlers;
+  virtual void SetHandlers(Handlers handlers) = 0;
+  // Closes at once with RST, dropping queued output.
+  virtual void Abort() = 0;
+  // The connection for another loop: the duplicated socket (-1: it could
+  // not be moved now, the stream is as it was) and, over TLS, the session.
+  struct Detached {
+    int fd = -1;
+    std::shared_ptr<io::TlsSession> tls;
+  };
+  virtual Detached Detach() = 0;
+  virtual bool encrypted() const { return false; }
+  // The verified client certificate's subject CN (TLS only).
+  virtual std::optional<std::string> certificate_identity() const { return std::nullopt; }
+
+  std::string peer_address() const override {
+    return client_address_.empty() ? socket_address() : client_address_;
+  }
+  // The client behind a balancer (from its PROXY v2 header).
+  void set_client_address(std::string address) { client_address_ = std::move(address); }
+  const std::string& client_address() const { return client_address_; }
+
+ protected:
+  virtual std::string socket_address() const = 0;
+
+ private:
+  std::string client_address_;
+};
+
+class TcpStream final : public ClientStream {
+ public:
+  explicit TcpStream(std::shared_ptr<io::TcpConnection> tcp) : tcp_(std::move(tcp)) {}
+  std::string& output() override { return tcp_->output_buffer(); }
+  void Flush() override { tcp_->MarkDirty(); }
+  size_t queued_bytes() const override { return tcp_->queued_bytes(); }
+  void Close() override { tcp_->Close(); }
+  void PauseReading() override { tcp_->StopReading(); }
+  void ResumeReading() override { tcp_->StartReading(); }
+  void SetHandlers(Handlers handlers) override { tcp_->SetHandlers(std::move(handlers)); }
+  void Abort() override { tcp_->Abort(); }
+  Detached Detach() override { return {tcp_->Detach(), nullptr}; }
+
+ protected:
+  std::string socket_address() const override { return tcp_->peer_address(); }
+
+ private:
+  std::shared_ptr<io::TcpConnection> tcp_;
+};
+
+}  // namespace estuary::server
