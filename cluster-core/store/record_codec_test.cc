@@ -68,7 +68,8 @@ TEST(RecordCodecTest, TruncatedOrTrailingBytesAreRejected) {
   EXPECT_FALSE(DecodeMessage(bytes + "x"));
 }
 
-TEST(RecordCodecTest, SessionRecordWithWillRoundTrips) {
+// A disconnected session with a will.
+SessionRecord FullSessionRecord() {
   SessionRecord record;
   record.expiry_interval = 3600;
   record.disconnected_at_ms = 1'700'000'000'000;
@@ -77,6 +78,11 @@ TEST(RecordCodecTest, SessionRecordWithWillRoundTrips) {
   will.delay_seconds = 30;
   will.expiry_interval = 60;
   record.will = will;
+  return record;
+}
+
+TEST(RecordCodecTest, SessionRecordWithWillRoundTrips) {
+  const SessionRecord record = FullSessionRecord();
   auto decoded = DecodeSession(EncodeSession(record));
   ASSERT_TRUE(decoded);
   EXPECT_EQ(decoded->expiry_interval, 3600u);
@@ -84,7 +90,7 @@ TEST(RecordCodecTest, SessionRecordWithWillRoundTrips) {
   ASSERT_TRUE(decoded->will);
   EXPECT_EQ(decoded->will->delay_seconds, 30u);
   EXPECT_EQ(decoded->will->expiry_interval, 60u);
-  ExpectSameMessage(*will.message, *decoded->will->message);
+  ExpectSameMessage(*record.will->message, *decoded->will->message);
 }
 
 TEST(RecordCodecTest, OptionsDeliveryAndInflightRoundTrip) {
@@ -387,15 +393,7 @@ TEST(RecordCodecTest, BytesArePinned) {
   std::string appended = "head";
   AppendMessage(appended, *FullMessage());
   EXPECT_EQ(base::PinnedBytes(appended), "131 bytes fnv1a64=c61ca39ae5af0d5a");
-  SessionRecord record;
-  record.expiry_interval = 3600;
-  record.disconnected_at_ms = 1'700'000'000'000;
-  WillMessage will;
-  will.message = FullMessage();
-  will.delay_seconds = 30;
-  will.expiry_interval = 60;
-  record.will = will;
-  EXPECT_EQ(base::PinnedBytes(EncodeSession(record)), "149 bytes fnv1a64=91e4410e2f7bc542");
+  EXPECT_EQ(base::PinnedBytes(EncodeSession(FullSessionRecord())), "149 bytes fnv1a64=91e4410e2f7bc542");
   EXPECT_EQ(base::PinnedBytes(EncodeOptions({QoS::kAtLeastOnce, true, true, 2, 77})),
             "8 bytes fnv1a64=d2b9fb6f9fc7c529");
   const Delivery delivery{FullMessage(), QoS::kAtLeastOnce, true, {1, 2}};

@@ -6,12 +6,12 @@
 #include <cstring>
 #include <memory>
 
+#include "base/bytes.h"
 #include "frontends/amqp/session/frame_scan.h"
 
 namespace estuary::amqp {
 namespace {
 
-using frames::BigEndian32;
 using frames::IsAttachDescriptor;
 using frames::kDescriptorBytes;
 using frames::kHeaderSize;
@@ -88,7 +88,7 @@ size_t AttachTap::SkipFrames(std::string_view bytes) {
   size_t at = 0;
   while (bytes.size() - at >= kHeaderSize) {
     if (bytes.compare(at, 4, "AMQP") == 0) break;  // a protocol header: the slow path
-    const uint32_t size = BigEndian32(bytes, at);
+    const uint32_t size = base::LoadBig<uint32_t>(bytes.data() + at);
     const size_t doff = size_t{static_cast<unsigned char>(bytes[at + 4])} * 4;
     if (size < kHeaderSize || doff < kHeaderSize || doff > size) break;  // the slow path gives up
     if (bytes[at + 5] == 0 && size > kHeaderSize) {  // an AMQP frame: is it an attach?
@@ -151,7 +151,7 @@ void AttachTap::OnEightBytes() {
     Next(buffer_[4] == 0 || buffer_[4] == 3 ? Phase::kStart : Phase::kOff);
     return;
   }
-  frame_size_ = BigEndian32(buffer_);
+  frame_size_ = base::LoadBig<uint32_t>(buffer_.data());
   body_offset_ = size_t{static_cast<unsigned char>(buffer_[4])} * 4;
   if (frame_size_ < kHeaderSize || body_offset_ < kHeaderSize || body_offset_ > frame_size_) {
     Next(Phase::kOff);  // not a frame we can follow

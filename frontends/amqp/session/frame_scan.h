@@ -7,6 +7,8 @@
 #include <string>
 #include <string_view>
 
+#include "base/bytes.h"
+
 namespace estuary::amqp::frames {
 
 inline constexpr uint64_t kAttachCode = 0x12;  // §2.7.3
@@ -17,15 +19,6 @@ inline constexpr size_t kHeaderSize = 8;  // protocol header and frame header al
 inline constexpr size_t kDescriptorBytes = 3 + kAttachSymbol.size();
 inline constexpr uint32_t kMaxAttachFrame = 1024 * 1024;
 inline constexpr size_t kNoValue = static_cast<size_t>(-1);
-
-inline uint32_t BigEndian32(std::string_view bytes, size_t at = 0) {
-  const auto* b = reinterpret_cast<const unsigned char*>(bytes.data() + at);
-  return uint32_t{b[0]} << 24 | uint32_t{b[1]} << 16 | uint32_t{b[2]} << 8 | uint32_t{b[3]};
-}
-
-inline void PutBigEndian32(std::string& out, uint32_t value) {
-  for (int shift = 24; shift >= 0; shift -= 8) out.push_back(static_cast<char>(value >> shift));
-}
 
 inline bool IsAttachDescriptor(std::string_view d) {
   if (d.size() >= 3 && d[0] == 0x00 && static_cast<unsigned char>(d[1]) == 0x53) {
@@ -67,7 +60,7 @@ inline size_t SkipValue(std::string_view b, size_t at) {
       break;
     case 0xb: case 0xd: case 0xf:
       if (at + 4 > b.size()) return kNoValue;
-      end = at + 4 + size_t{BigEndian32(b, at)};
+      end = at + 4 + size_t{base::LoadBig<uint32_t>(b.data() + at)};
       break;
     default: return kNoValue;
   }

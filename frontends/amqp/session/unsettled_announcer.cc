@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <memory>
 
+#include "base/bytes.h"
 #include "frontends/amqp/session/frame_scan.h"
 
 namespace estuary::amqp {
@@ -37,7 +38,7 @@ bool ReadUint(std::string_view b, size_t at, uint32_t* value) {
   } else if (code == 0x52) {
     *value = static_cast<unsigned char>(b[at + 1]);
   } else if (code == 0x70) {
-    *value = frames::BigEndian32(b, at + 1);
+    *value = base::LoadBig<uint32_t>(b.data() + at + 1);
   } else {
     return false;
   }
@@ -64,7 +65,7 @@ bool ParseFields(std::string_view body, Fields* fields) {
     count = static_cast<unsigned char>(body[list_at + 2]);
     at = list_at + 3;
   } else if (code == 0xd0 && list_at + 9 <= body.size()) {
-    count = frames::BigEndian32(body, list_at + 5);
+    count = base::LoadBig<uint32_t>(body.data() + list_at + 5);
     at = list_at + 9;
   } else {
     return false;
@@ -105,7 +106,7 @@ bool UnsettledAnnouncer::SenderAttachName(std::string_view body, std::string* na
   if (code == 0xa1) {
     *name = std::string(body.substr(at + 2, static_cast<unsigned char>(body[at + 1])));
   } else if (code == 0xb1) {
-    *name = std::string(body.substr(at + 5, frames::BigEndian32(body, at + 1)));
+    *name = std::string(body.substr(at + 5, base::LoadBig<uint32_t>(body.data() + at + 1)));
   } else {
     return false;
   }
@@ -137,8 +138,8 @@ std::string ReplaceField(std::string_view body, size_t index, std::string_view v
   }
   std::string out(body.substr(0, fields.list_at));
   out += '\xd0';  // list32: size (of count and fields), count, fields
-  frames::PutBigEndian32(out, static_cast<uint32_t>(4 + list.size()));
-  frames::PutBigEndian32(out, static_cast<uint32_t>(new_count));
+  base::AppendBig<uint32_t>(out, static_cast<uint32_t>(4 + list.size()));
+  base::AppendBig<uint32_t>(out, static_cast<uint32_t>(new_count));
   out += list;
   out.append(body.substr(fields.end));  // a transfer's payload
   return out;
@@ -167,7 +168,7 @@ bool UnsettledAnnouncer::TransferTag(std::string_view body, uint32_t* handle, st
   if (code == 0xa0) {
     *tag = std::string(body.substr(at + 2, static_cast<unsigned char>(body[at + 1])));
   } else if (code == 0xb0) {
-    *tag = std::string(body.substr(at + 5, frames::BigEndian32(body, at + 1)));
+    *tag = std::string(body.substr(at + 5, base::LoadBig<uint32_t>(body.data() + at + 1)));
   }
   return true;
 }
@@ -181,7 +182,7 @@ size_t UnsettledAnnouncer::PassWholeFrames(std::string_view bytes) {
   size_t at = 0;
   while (bytes.size() - at >= kHeaderSize) {
     if (bytes.compare(at, 4, "AMQP") == 0) break;  // a protocol header: the slow path
-    const uint32_t size = frames::BigEndian32(bytes, at);
+    const uint32_t size = base::LoadBig<uint32_t>(bytes.data() + at);
     const size_t doff = size_t{static_cast<unsigned char>(bytes[at + 4])} * 4;
     if (size < kHeaderSize || doff < kHeaderSize || doff > size) break;  // the slow path gives up
     if (size > bytes.size() - at) {  // the frame goes on in the next write
@@ -248,7 +249,7 @@ void UnsettledAnnouncer::OnEightBytes(std::string& out) {
     Flush(out, buffer_[4] == 0 || buffer_[4] == 3 ? Phase::kStart : Phase::kOff);
     return;
   }
-  frame_size_ = frames::BigEndian32(buffer_);
+  frame_size_ = base::LoadBig<uint32_t>(buffer_.data());
   body_offset_ = size_t{static_cast<unsigned char>(buffer_[4])} * 4;
   if (frame_size_ < kHeaderSize || body_offset_ < kHeaderSize || body_offset_ > frame_size_) {
     Flush(out, Phase::kOff);
@@ -304,7 +305,7 @@ void UnsettledAnnouncer::OnFrame(std::string& out) {
     Flush(out, Phase::kStart);
     return;
   }
-  frames::PutBigEndian32(out, static_cast<uint32_t>(body_offset_ + rewritten.size()));
+  base::AppendBig<uint32_t>(out, static_cast<uint32_t>(body_offset_ + rewritten.size()));
   out.append(buffer_, 4, body_offset_ - 4);  // doff, type, channel, extended header
   out += rewritten;
   buffer_.clear();
