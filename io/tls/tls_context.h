@@ -14,7 +14,7 @@
 #include <mutex>
 #include <string>
 
-#include "model/result.h"
+#include "base/expected.h"
 
 using ssl_ctx_st = struct ssl_ctx_st;
 
