@@ -81,6 +81,19 @@ class ClusterPort {
   // deliveries (ShardBroker::LostToAnotherNode, TakenOverElsewhere; the
   // agent asked): the agent hands them to the session's new node.
   virtual void SessionLeftBehind(std::string /*client_id*/, std::vector<Delivery> /*deliveries*/) {}
+  // The route gap of a move (docs/partitions.md): such a dropped copy
+  // stays on `shard` as a stub whose plain subscriptions (`filters`) keep
+  // matching until the agent has seen the new node's routes for them here;
+  // then the agent ends it (ShardBroker::EndMovedStub with `stub`).
+  virtual void MovedStubOpened(uint16_t /*shard*/, std::string /*client_id*/, uint64_t /*stub*/,
+                               std::vector<std::string> /*filters*/) {}
+  // Deliveries a stub matched: handed on as SessionLeftBehind's are;
+  // `done` runs on `shard` once the new node has them (or they are given
+  // up); their publishers' acknowledgements wait for it.
+  virtual void MovedStubDeliveries(uint16_t /*shard*/, std::string /*client_id*/, std::vector<Delivery> /*deliveries*/,
+                                   std::function<void()> done) {
+    done();
+  }
   // The answer to a hand-off the agent asked this shard to take
   // (ShardBroker::AcceptHandedOff): `taken` once durable here, or not (no
   // such session here).

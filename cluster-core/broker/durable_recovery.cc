@@ -50,6 +50,9 @@ void ShardBroker::AdoptSession(const std::string& client_id,
     }
     ReportGroupSessionArrived(*session);
   }
+  // A stub of the id's earlier move away from here goes once the adopted
+  // copy's subscriptions hold the routes (no route flaps in between).
+  if (!moved_stubs_.empty()) EndMovedStub(client_id);
   ShardMetrics::Add(taken_over ? metrics_.sessions_taken_over : metrics_.sessions_adopted);
 }
 
@@ -191,7 +194,7 @@ std::vector<Delivery> ShardBroker::LostToAnotherNode(const std::string& client_i
   std::vector<Delivery> orphans = TakeShared(*session, /*inflight=*/true, nullptr, /*keep_without_member=*/false);
   std::vector<Delivery> stale = StaleDeliveries(*session);
   session->set_store(nullptr);  // the partition's copy is another node's
-  RemoveSession(session, /*session_ended=*/false, std::move(orphans));
+  RemoveMovedSession(session, std::move(orphans));
   if (store_) store_->DeleteSession(client_id, /*replicate=*/false);
   ShardMetrics::Add(metrics_.sessions_stale_dropped);
   return stale;

@@ -37,6 +37,8 @@ struct ShardMetrics {
   std::atomic<uint64_t> replayed_delivered{0};          // replayed forwards offered to sessions taken from a gone node
   std::atomic<uint64_t> replayed_duplicates_skipped{0};  // offers a session taken over had been made already
   std::atomic<uint64_t> handed_off_in{0};  // deliveries a session's previous node handed to it here after a move
+  std::atomic<uint64_t> moved_stubs{0};             // open now: dropped copies of moved sessions still matching
+  std::atomic<uint64_t> moved_stub_deliveries{0};   // deliveries those stubs matched, handed on to the new node
 
   static void Add(std::atomic<uint64_t>& counter, uint64_t n = 1) {
     counter.store(counter.load(std::memory_order_relaxed) + n, std::memory_order_relaxed);

@@ -247,6 +247,11 @@ class Session {
   // again.
   bool OfferedBefore(const MessageId& id, int64_t now_ms);
 
+  // A stub of a session that moved to another node (ShardBroker::
+  // EndMovedStub): its subscriptions match, nothing is queued here.
+  bool moved_stub() const { return moved_stub_; }
+  void MarkMovedStub() { moved_stub_ = true; }
+
   uint64_t dropped_messages() const { return dropped_; }
   // What a deferred action was armed for (ShardBroker::BoundToGeneration,
   // issue 27). Both are drawn from one counter per shard, so no two
@@ -283,6 +288,7 @@ class Session {
   };
   uint16_t taken_from_ = 0;
   int64_t taken_until_ms_ = 0;
+  bool moved_stub_ = false;
   bool remembering_ = false;
   std::unordered_set<MessageId, MessageIdHash> offered_;  // in the window only
   store::ShardStore* store_ = nullptr;

@@ -63,6 +63,7 @@ ShardBroker::~ShardBroker() = default;
 
 ShardBroker::AttachResult ShardBroker::Attach(const std::string& client_id, bool clean_start,
                                               SessionSink* sink) {
+  if (!moved_stubs_.empty()) EndMovedStub(client_id);  // its client is back here
   Session* session = FindSession(client_id);
   if (session != nullptr) {
     DetachTakenOver(*session);  // cancels a pending will delay or expiry
@@ -98,9 +99,12 @@ std::vector<Delivery> ShardBroker::TakenOverElsewhere(const std::string& client_
   // A session on partitions moves with its client (its shared deliveries
   // go with it); any other ends here.
   const bool moves = session->durable() && cluster_ != nullptr && cluster_->SessionsOnPartitions();
-  std::vector<Delivery> stale;
-  if (moves) stale = StaleDeliveries(*session);
-  RemoveSession(session, /*session_ended=*/!moves);
+  if (!moves) {
+    RemoveSession(session, /*session_ended=*/true);
+    return {};
+  }
+  std::vector<Delivery> stale = StaleDeliveries(*session);
+  RemoveMovedSession(session, {});
   return stale;
 }
 
@@ -204,6 +208,7 @@ void ShardBroker::DeliverFromNode(const MessagePtr& message, bool plain,
 void ShardBroker::Route(const MessagePtr& message, SafeWaiter safe, FlowId flow, const RouteScope& scope) {
   MatchResult& match = match_scratch_;
   match.Clear();
+  stubs_offered_.clear();  // offers made outside a Route hold no publisher
   // A forward's topic was matched by its sender already: the second match
   // here goes through the router's cache (invalidated by every route change).
   if (scope.from_node) {
@@ -258,9 +263,18 @@ void ShardBroker::Route(const MessagePtr& message, SafeWaiter safe, FlowId flow,
   const bool wait_partition = to_partition && !config_.replication_ack_leader;
   const bool wait_shards = from_node_to_shards || (safe.on_full && to_shards);
   const uint64_t safe_token =
-      safe.on_safe && (store_ || to_nodes || wait_shards || wait_partition || !to_queues.empty())
+      safe.on_safe && (store_ || to_nodes || wait_shards || wait_partition || !to_queues.empty() ||
+                       !stubs_offered_.empty())
           ? BeginSafe(std::move(safe))
           : 0;
+  // Stubs of moved sessions it matched (moved_stubs.cc): the publisher
+  // waits until the session's new node has it.
+  for (MovedStub* stub : stubs_offered_) {
+    if (safe_token == 0) break;
+    AddSafeStep(safe_token);
+    stub->tokens.push_back(safe_token);
+  }
+  stubs_offered_.clear();
   for (const std::string& key : to_queues) {
     if (safe_token != 0) AddSafeStep(safe_token);
     cluster_->AppendToGroupQueue(message, key, config_.shard_id, safe_token);
@@ -352,6 +366,10 @@ bool ShardBroker::DeliverLocal(const MessagePtr& message, const MatchResult& mat
 }
 
 bool ShardBroker::Offer(Session& session, Delivery delivery) {
+  if (session.moved_stub()) {  // the route gap of a move (moved_stubs.cc): handed on
+    OfferToMovedStub(session, std::move(delivery));
+    return false;
+  }
   const int64_t now_ms = loop_.clock().WallMs();
   // A session taken from a gone node may get a message both from its
   // publisher's replay and the usual way (or hold it already): once.

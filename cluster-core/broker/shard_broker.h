@@ -162,6 +162,18 @@ class ShardBroker {
   // client attached to since (or replaced) is left as it is.
   void ConfirmRecovered(const std::string& client_id, bool ours);
   size_t session_count() const { return sessions_.size(); }
+  // The route gap of a move (docs/partitions.md "Deliveries left behind by
+  // a move"): a copy dropped because its session moved (LostToAnotherNode,
+  // TakenOverElsewhere) stays as a stub, out of the sessions, whose plain
+  // subscriptions keep matching here until the new node's routes for them
+  // are seen on this node (ClusterPort::MovedStubOpened). What it matches
+  // (QoS 1/2) is handed on (ClusterPort::MovedStubDeliveries), the
+  // publishers' acknowledgements held until the new node has it. Ends stub
+  // `stub` of the client id (0: whichever it has): its subscriptions go,
+  // and its routes with them. A CONNECT or adoption of the id here ends it
+  // too.
+  void EndMovedStub(const std::string& client_id, uint64_t stub = 0);
+  size_t moved_stub_count() const { return moved_stubs_.size(); }
 
   // --- publish ------------------------------------------------------------
   // Builds a message id for a message published on this shard.
@@ -380,6 +392,13 @@ class ShardBroker {
   // `orphans`: shared deliveries already taken out of it, sent to other
   // members once it has left its groups (as its own are when it ended).
   void RemoveSession(Session* session, bool session_ended = false, std::vector<Delivery> orphans = {});
+  // A session that moved to another node leaves the sessions: removed, or
+  // (with plain subscriptions, on a cluster) kept as a stub (EndMovedStub).
+  // `orphans` as for RemoveSession.
+  void RemoveMovedSession(Session* session, std::vector<Delivery> orphans);
+  // Offer to a stub: kept for the next FlushMovedStubs (QoS 1/2 only).
+  void OfferToMovedStub(Session& session, Delivery delivery);
+  void FlushMovedStubs();
   void DetachTakenOver(Session& session);
   bool RemoveSubscription(Session* session, const std::string& filter);
   void PublishWill(Session& session);
@@ -419,6 +438,19 @@ class ShardBroker {
   Router router_;
   RetainedStore retained_;
   std::unordered_map<std::string, std::unique_ptr<Session>> sessions_;
+  struct MovedStub {
+    uint64_t id = 0;
+    std::unique_ptr<Session> session;
+    std::vector<Delivery> pending;  // matched since the last flush
+    std::vector<uint64_t> tokens;   // their publishers' safe steps
+  };
+  std::unordered_map<std::string, MovedStub> moved_stubs_;
+  uint64_t next_moved_stub_ = 1;
+  bool moved_flush_scheduled_ = false;
+  // Stubs Route's DeliverLocal offered to: Route adds its safe step to each.
+  std::vector<MovedStub*> stubs_offered_;
+  // The stub's pending deliveries and safe steps to the agent.
+  void HandOnMovedStub(const std::string& client_id, MovedStub& stub);
   // Per client id, in the order asked: answered reads wait for earlier ones.
   std::unordered_map<std::string, std::deque<std::shared_ptr<RetainedRead>>> retained_reads_;
   MatchResult match_scratch_;

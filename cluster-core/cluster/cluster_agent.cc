@@ -93,6 +93,19 @@ class ClusterAgent::Port final : public core::ClusterPort {
       agent.OnSessionLeftBehind(client_id, std::move(deliveries));
     });
   }
+  void MovedStubOpened(uint16_t shard, std::string client_id, uint64_t stub,
+                       std::vector<std::string> filters) override {
+    Run([shard, client_id = std::move(client_id), stub, filters = std::move(filters)](ClusterAgent& agent) mutable {
+      agent.moved_stubs_->Opened(shard, client_id, stub, std::move(filters));
+    });
+  }
+  void MovedStubDeliveries(uint16_t shard, std::string client_id, std::vector<core::Delivery> deliveries,
+                           std::function<void()> done) override {
+    Run([shard, client_id = std::move(client_id), deliveries = std::move(deliveries),
+         done = std::move(done)](ClusterAgent& agent) mutable {
+      agent.OnMovedStubDeliveries(shard, client_id, std::move(deliveries), std::move(done));
+    });
+  }
   void HandOffTaken(uint16_t from, uint64_t handoff, bool taken) override {
     Run([from, handoff, taken](ClusterAgent& agent) { agent.OnHandOffTaken(from, handoff, taken); });
   }
@@ -178,6 +191,7 @@ ClusterAgent::ClusterAgent(ClusterAgentConfig config, io::Loop& loop, Transport&
   incarnation_ = config_.incarnation != 0 ? config_.incarnation : static_cast<uint64_t>(loop_.clock().WallMs());
   transport_.set_handler(this);
   tick_timer_ = loop_.AddTimer(config_.tick_ms, [this] { Tick(); });
+  moved_stubs_ = std::make_unique<MovedStubs>(loop_, config_.self, MovedStubHooks());
 }
 
 core::ClusterPort& ClusterAgent::port() { return *port_; }

@@ -52,6 +52,7 @@
 #include "cluster-core/broker/shard_broker.h"
 #include "cluster-core/cluster/cluster_frames.h"
 #include "cluster-core/cluster/forward_dedup.h"
+#include "cluster-core/cluster/moved_stubs.h"
 #include "cluster-core/cluster/pending_forwards.h"
 #include "cluster-core/links/transport.h"
 #include "cluster-core/membership/membership.h"
@@ -146,6 +147,7 @@ struct ClusterCounters {
   uint64_t session_handoffs_unowned = 0;    // not sent: no node serves the session any more (it ended)
   uint64_t session_handoffs_failed = 0;     // given up (no answer, or no node took them, in every attempt)
   uint64_t session_handoffs_in = 0;         // hand-offs received and taken by a session here
+  uint64_t moved_stub_handoffs = 0;         // of the hand-offs, made of what a moved session's stub matched
   uint64_t group_appends = 0;            // partitioned groups: messages appended to their queues
   uint64_t group_append_retries = 0;     // attempts not committed (or the queue full), made again
   uint64_t group_appends_dropped = 0;    // not appended by the deadline (their publishers released)
@@ -382,6 +384,14 @@ class ClusterAgent final : public LinkHandler {
   void LeaveBehind(const std::string& client_id, std::function<void()> waiter,
                    std::function<void(core::ShardBroker&)> work);
   void OnSessionLeftBehind(const std::string& client_id, std::vector<core::Delivery> deliveries);
+  // Deliveries a moved session's stub matched on `shard` (the route gap of
+  // a move; broker/moved_stubs.cc): handed on as the copy's were, `done`
+  // run on the shard once they are safe on the new node.
+  void OnMovedStubDeliveries(uint16_t shard, const std::string& client_id, std::vector<core::Delivery> deliveries,
+                             std::function<void()> done);
+  void StartHandOff(const std::string& client_id, std::vector<core::Delivery> deliveries,
+                    std::function<void()> chunks_done = {});
+  MovedStubs::Hooks MovedStubHooks();
   void SendHandOff(uint64_t id);
   void OnHandOffDone(uint64_t id, bool taken);
   void EndHandOffChunk(uint64_t id);
@@ -469,6 +479,7 @@ class ClusterAgent final : public LinkHandler {
     std::vector<core::Delivery> deliveries;
     uint32_t attempt = 0;
     bool reading = false;  // the owner's read, or the local offer, is out
+    std::function<void()> waiter;  // run when the chunk ends (a stub's publishers)
   };
   std::map<std::string, HandOff> handoffs_;
   std::map<uint64_t, HandOffChunk> handoff_chunks_;
@@ -610,6 +621,7 @@ class ClusterAgent final : public LinkHandler {
   std::map<NodeId, std::vector<uint64_t>> pending_safe_;
   std::vector<std::vector<std::pair<core::FlowId, uint32_t>>> pending_credits_;
   ForwardDedup forward_dedup_;
+  std::unique_ptr<MovedStubs> moved_stubs_;  // when the shards' stubs of moved sessions end
   std::vector<std::string> pending_attached_;
   std::map<std::string, MessagePtr, std::less<>> retained_;  // newest per topic, empty payload included
   // Per shard, posted as one batch at Flush (or before any other post to

@@ -53,10 +53,38 @@ void ClusterAgent::LeaveBehind(const std::string& client_id, std::function<void(
 void ClusterAgent::OnSessionLeftBehind(const std::string& client_id, std::vector<core::Delivery> deliveries) {
   HandOff& handoff = handoffs_[client_id];
   if (handoff.awaiting > 0) --handoff.awaiting;
-  std::vector<uint64_t> ids;
   if (!deliveries.empty()) {
     spdlog::info("cluster: the session of '{}' moved to another node; the {} deliveries it held here go to it",
                  client_id, deliveries.size());
+  }
+  StartHandOff(client_id, std::move(deliveries));
+}
+
+void ClusterAgent::OnMovedStubDeliveries(uint16_t shard, const std::string& client_id,
+                                         std::vector<core::Delivery> deliveries, std::function<void()> done) {
+  auto on_shard = [this, shard, done = std::move(done)]() mutable {
+    PostToShard(shard, [done = std::move(done)](core::ShardBroker&) { done(); });
+  };
+  if (deliveries.empty()) return on_shard();
+  ++counters_.moved_stub_handoffs;
+  // Its own chunks only: a stub matches on while they travel, and its
+  // publishers must not wait for the later ones.
+  StartHandOff(client_id, std::move(deliveries), std::move(on_shard));
+}
+
+// Chunks of the client's deliveries, each sent to the owner the registry
+// names; the client's waiters run once no chunk and no shard answer is
+// outstanding (at once with none). `chunks_done` (may be empty; not with
+// no deliveries) runs once this call's own chunks have ended.
+void ClusterAgent::StartHandOff(const std::string& client_id, std::vector<core::Delivery> deliveries,
+                                std::function<void()> chunks_done) {
+  HandOff& handoff = handoffs_[client_id];
+  std::vector<uint64_t> ids;
+  std::shared_ptr<size_t> left;
+  std::shared_ptr<std::function<void()>> when_done;
+  if (chunks_done) {
+    left = std::make_shared<size_t>(0);
+    when_done = std::make_shared<std::function<void()>>(std::move(chunks_done));
   }
   for (size_t i = 0; i < deliveries.size();) {
     HandOffChunk chunk;
@@ -65,6 +93,12 @@ void ClusterAgent::OnSessionLeftBehind(const std::string& client_id, std::vector
     while (i < deliveries.size() && (chunk.deliveries.empty() || bytes < kHandOffChunkBytes)) {
       bytes += DeliveryBytes(deliveries[i]);
       chunk.deliveries.push_back(std::move(deliveries[i++]));
+    }
+    if (left) {
+      ++*left;
+      chunk.waiter = [left, when_done] {
+        if (--*left == 0) (*when_done)();
+      };
     }
     const uint64_t id = next_handoff_++;
     handoff_chunks_.emplace(id, std::move(chunk));
@@ -162,7 +196,9 @@ void ClusterAgent::EndHandOffChunk(uint64_t id) {
   auto found = handoff_chunks_.find(id);
   if (found == handoff_chunks_.end()) return;
   const std::string client_id = std::move(found->second.client_id);
+  std::function<void()> chunk_waiter = std::move(found->second.waiter);
   handoff_chunks_.erase(found);
+  if (chunk_waiter) chunk_waiter();
   auto it = handoffs_.find(client_id);
   if (it == handoffs_.end()) return;
   it->second.chunks.erase(id);
@@ -170,6 +206,38 @@ void ClusterAgent::EndHandOffChunk(uint64_t id) {
   std::vector<std::function<void()>> waiters = std::move(it->second.waiters);
   handoffs_.erase(it);
   for (auto& waiter : waiters) waiter();
+}
+
+// --- the stubs of moved sessions (broker/moved_stubs.cc) ------------------------------
+
+MovedStubs::Hooks ClusterAgent::MovedStubHooks() {
+  MovedStubs::Hooks hooks;
+  hooks.read_owner = [this](const std::string& client_id, std::function<void(MovedStubs::OwnerAnswer)> done) {
+    if (!partitions_) return done(std::nullopt);
+    partitions_->Read(partitions_->PartitionOf(client_id), partition::EncodeRegistryOwnerQuery(client_id),
+                      [done = std::move(done), alive = std::weak_ptr<int>(lifetime_)](partition::PartitionResult result) {
+                        if (alive.expired()) return;
+                        std::optional<std::optional<partition::ClientOwner>> owner;
+                        if (result.status == meta::ProposeStatus::kOk && result.result) {
+                          owner = partition::DecodeClaimResult(*result.result);
+                        }
+                        if (!owner) return done(std::nullopt);
+                        if (!owner->has_value()) return done(std::optional<NodeId>{});
+                        done(std::optional<NodeId>{(*owner)->node});
+                      });
+  };
+  hooks.routes_seen = [this](NodeId node, const std::vector<std::string>& filters) {
+    auto held = remote_routes_.find(node);
+    if (held == remote_routes_.end()) return filters.empty();
+    for (const std::string& filter : filters) {
+      if (!held->second.contains({filter, std::string()})) return false;
+    }
+    return true;
+  };
+  hooks.end = [this](uint16_t shard, const std::string& client_id, uint64_t stub) {
+    PostToShard(shard, [client_id, stub](core::ShardBroker& broker) { broker.EndMovedStub(client_id, stub); });
+  };
+  return hooks;
 }
 
 // --- the receiving side ------------------------------------------------------------

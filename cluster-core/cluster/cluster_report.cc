@@ -194,6 +194,14 @@ std::string ClusterAgent::MetricsText() const {
   series("estuary_cluster_session_handoffs_in_total", "counter",
          "Hand-offs received from a moved session's previous node and taken by the session here.",
          c.session_handoffs_in);
+  series("estuary_cluster_moved_stub_handoffs_total", "counter",
+         "Hand-offs of what a moved session's stub matched here before its new node's routes were seen.",
+         c.moved_stub_handoffs);
+  series("estuary_cluster_moved_stubs_opened_total", "counter",
+         "Stubs of sessions that moved away, kept matching until their new node's routes were seen here.",
+         moved_stubs_->counters().opened);
+  series("estuary_cluster_moved_stubs_timed_out_total", "counter",
+         "Stubs ended after 30 s without their new node's routes seen here.", moved_stubs_->counters().ended_timeout);
   series("estuary_cluster_session_loads_total", "counter",
          "Sessions read from their partition for a CONNECT that took the client id over.", c.session_loads);
   series("estuary_cluster_session_loads_failed_total", "counter",

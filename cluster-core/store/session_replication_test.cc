@@ -53,6 +53,30 @@ class ReplicatingPort final : public test_support::QuietPort {
   void ReleaseAll() {
     for (auto& done : std::exchange(waiting, {})) done();
   }
+  void RouteChanged(const RouteUpdate& update) override {
+    if (update.shared_key.empty()) route_changes.push_back((update.add ? "+" : "-") + update.filter);
+  }
+  void MovedStubOpened(uint16_t shard, std::string client_id, uint64_t stub,
+                       std::vector<std::string> filters) override {
+    stubs_opened.push_back({shard, std::move(client_id), stub, std::move(filters)});
+  }
+  void MovedStubDeliveries(uint16_t, std::string client_id, std::vector<Delivery> deliveries,
+                           std::function<void()> done) override {
+    for (const Delivery& delivery : deliveries) {
+      stub_deliveries.push_back(client_id + ":" + std::string(*delivery.message->payload));
+    }
+    stub_waiting.push_back(std::move(done));
+  }
+  struct StubOpened {
+    uint16_t shard;
+    std::string client_id;
+    uint64_t stub;
+    std::vector<std::string> filters;
+  };
+  std::vector<StubOpened> stubs_opened;
+  std::vector<std::string> stub_deliveries;  // "client:payload"
+  std::vector<std::function<void()>> stub_waiting;
+  std::vector<std::string> route_changes;  // "+filter" / "-filter", plain routes
   void ReleaseLast() {
     auto done = std::move(waiting.back());
     waiting.pop_back();
@@ -459,6 +483,75 @@ TEST_F(SessionReplicationTest, DeliveriesLeftBehindByAMoveReachTheNewCopyOnce) {
             (std::vector<std::string>{"on the partition", "both ways", "refused"}));
   EXPECT_EQ(metrics_[0].handed_off_in.load(), 3u);
   EXPECT_EQ(metrics_[0].replayed_duplicates_skipped.load(), 2u);
+}
+
+// The route gap of a move (docs/partitions.md, "Deliveries left behind by
+// a move"): a copy dropped because its session moved keeps its plain
+// subscriptions as a stub until the agent ends it; what they match goes to
+// the new node, and its publisher waits until the new node has it.
+TEST_F(SessionReplicationTest, AMovedSessionsStubHandsOnWhatItMatchesUntilItEnds) {
+  StartNode();
+  Session* sub = OfflineSubscriber("sub", "t");
+  brokers_[0]->Subscribe(sub, "$share/g/t", SubscriptionOptions{});
+  port_.ReleaseAll();
+  Settle();
+  port_.route_changes.clear();
+  EXPECT_TRUE(brokers_[0]->LostToAnotherNode("sub").empty());
+  EXPECT_EQ(brokers_[0]->FindSession("sub"), nullptr);
+  EXPECT_EQ(brokers_[0]->moved_stub_count(), 1u);
+  ASSERT_EQ(port_.stubs_opened.size(), 1u);
+  EXPECT_EQ(port_.stubs_opened[0].client_id, "sub");
+  EXPECT_EQ(port_.stubs_opened[0].filters, std::vector<std::string>{"t"}) << "the shared one left its group";
+  EXPECT_TRUE(port_.route_changes.empty()) << "its plain route stays while the stub does";
+
+  int acked = 0;
+  brokers_[0]->Publish(Make("t", "in the gap"), [&] { ++acked; });
+  brokers_[0]->Publish(Make("t", "also"), [&] { ++acked; });
+  brokers_[0]->Publish(Make("t", "at most once", QoS::kAtMostOnce), [&] { ++acked; });
+  Settle();
+  port_.ReleaseAll();
+  Settle();
+  EXPECT_EQ(port_.stub_deliveries, (std::vector<std::string>{"sub:in the gap", "sub:also"}));
+  ASSERT_EQ(port_.stub_waiting.size(), 1u) << "one hand-off per loop iteration";
+  EXPECT_EQ(acked, 1) << "QoS 0 waits for nothing; the others for the new node";
+  EXPECT_EQ(metrics_[0].moved_stub_deliveries.load(), 2u);
+  auto taken = std::move(port_.stub_waiting);
+  port_.stub_waiting.clear();
+  for (auto& done : taken) done();
+  Settle();
+  EXPECT_EQ(acked, 3);
+
+  brokers_[0]->EndMovedStub("sub", port_.stubs_opened[0].stub + 1);  // not this stub: nothing
+  EXPECT_EQ(brokers_[0]->moved_stub_count(), 1u);
+  brokers_[0]->EndMovedStub("sub", port_.stubs_opened[0].stub);
+  EXPECT_EQ(brokers_[0]->moved_stub_count(), 0u);
+  EXPECT_EQ(port_.route_changes, std::vector<std::string>{"-t"});
+  EXPECT_EQ(metrics_[0].moved_stubs.load(), 0u);
+  brokers_[0]->Publish(Make("t", "after"), [&] { ++acked; });
+  Settle();
+  port_.ReleaseAll();
+  Settle();
+  EXPECT_EQ(port_.stub_deliveries.size(), 2u);
+  EXPECT_EQ(acked, 4);
+}
+
+TEST_F(SessionReplicationTest, AClientBackOnTheOldNodeEndsTheStubWithoutARouteFlap) {
+  StartNode();
+  OfflineSubscriber("sub", "t");
+  port_.ReleaseAll();
+  Settle();
+  const auto keys = port_.Load("sub");
+  (void)brokers_[0]->TakenOverElsewhere("sub");
+  EXPECT_EQ(brokers_[0]->moved_stub_count(), 1u);
+  port_.route_changes.clear();
+  brokers_[0]->AdoptSession("sub", keys, /*taken_over=*/false, /*taken_from=*/2);
+  EXPECT_EQ(brokers_[0]->moved_stub_count(), 0u);
+  EXPECT_TRUE(port_.route_changes.empty()) << "the adopted copy holds the route before the stub lets it go";
+  // A stub the attach finds (no adoption) ends too.
+  (void)brokers_[0]->TakenOverElsewhere("sub");
+  EXPECT_EQ(brokers_[0]->moved_stub_count(), 1u);
+  (void)brokers_[0]->Attach("sub", false, &sink_);
+  EXPECT_EQ(brokers_[0]->moved_stub_count(), 0u);
 }
 
 }  // namespace

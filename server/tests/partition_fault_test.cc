@@ -206,10 +206,13 @@ void RunCase(const PartitionCase& c, uint64_t seed) {
                std::to_string(cluster->Metric(id, "estuary_cluster_forwards_expired_total")) + ", handed off " +
                std::to_string(cluster->Metric(id, "estuary_cluster_session_handoff_deliveries_total")) + " (in " +
                std::to_string(cluster->Metric(id, "estuary_cluster_session_handoffs_in_total")) + ", failed " +
-               std::to_string(cluster->Metric(id, "estuary_cluster_session_handoffs_failed_total")) + ");";
+               std::to_string(cluster->Metric(id, "estuary_cluster_session_handoffs_failed_total")) + "), stubs " +
+               std::to_string(cluster->Metric(id, "estuary_cluster_moved_stubs_opened_total")) + " handing on " +
+               std::to_string(cluster->Metric(id, "estuary_cluster_moved_stub_handoffs_total")) + ";";
   }
   std::cout << figures << std::endl;
   for (const auto& loss : result.losses) std::cout << "  lost: " << loss << std::endl;
+  for (const auto& twice : result.duplicates) std::cout << "  duplicated: " << twice << std::endl;
 
   if (!c.expected_fail.empty()) {
     std::cout << "[ expected ] " << (result.lost == 0 ? "no loss although marked expected-fail: " : "lost as expected: ")

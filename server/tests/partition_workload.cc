@@ -282,7 +282,13 @@ WorkloadResult PartitionWorkload::Finish() {
         }
       }
     }
-    for (const auto& [sequence, times] : session->seen) result.duplicated += times - 1;
+    for (const auto& [sequence, times] : session->seen) {
+      result.duplicated += times - 1;
+      if (times > 1 && result.duplicates.size() < 5) {
+        result.duplicates.push_back("s" + std::to_string(sequence) + " for " + session->client_id + " x" +
+                                    std::to_string(times));
+      }
+    }
   }
   for (const auto& publisher : publishers_) result.publishers.push_back(publisher->figures);
   result.ends = ends_;

@@ -67,6 +67,7 @@ struct WorkloadResult {
   int64_t lost = 0;
   int64_t duplicated = 0;
   std::vector<std::string> losses;  // the first few, described
+  std::vector<std::string> duplicates;  // the first few delivered more than once, described
   std::vector<PublisherFigures> publishers;
   std::vector<SessionEnd> ends;
   int sessions_not_present = 0;  // reconnects that found no session (it was lost)
