@@ -47,6 +47,11 @@ void ShardBroker::AdoptSession(const std::string& client_id,
   if (Session* session = FindSession(client_id)) {
     if (taken_from != 0 && taken_from != config_.node_id) {
       session->MarkTakenFrom(taken_from, loop_.clock().WallMs() + kTakenFromWindowMs);
+    } else {
+      // Read from the partition, its previous node not known here (the
+      // claim's result was no longer kept) or this node's earlier process:
+      // what a copy elsewhere hands on is offered once all the same.
+      session->RememberOffers(loop_.clock().WallMs() + kTakenFromWindowMs);
     }
     ReportGroupSessionArrived(*session);
   }

@@ -369,6 +369,11 @@ constexpr size_t kMaxOfferedRemembered = 1u << 18;
 void Session::MarkTakenFrom(uint16_t node, int64_t until_ms) {
   taken_from_ = node;
   taken_until_ms_ = until_ms;
+  RememberOffers(until_ms);
+}
+
+void Session::RememberOffers(int64_t until_ms) {
+  remember_until_ms_ = until_ms;
   remembering_ = true;
   offered_.clear();
   ForEachDelivery([this](Delivery& delivery) {
@@ -378,7 +383,7 @@ void Session::MarkTakenFrom(uint16_t node, int64_t until_ms) {
 
 bool Session::OfferedBefore(const MessageId& id, int64_t now_ms) {
   if (!remembering_) return false;
-  if (now_ms >= taken_until_ms_ || offered_.size() >= kMaxOfferedRemembered) {
+  if (now_ms >= remember_until_ms_ || offered_.size() >= kMaxOfferedRemembered) {
     remembering_ = false;
     offered_ = {};
     return false;

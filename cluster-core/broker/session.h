@@ -240,12 +240,17 @@ class Session {
   // it is remembered by id, seeded with what it holds now, so a message
   // that arrives both ways (or that the session already held) is kept once.
   void MarkTakenFrom(uint16_t node, int64_t until_ms);
+  // The window alone, for a copy adopted from the partition whose previous
+  // node is not known (a claim whose result was no longer kept): hand-offs
+  // from wherever it was may still come (docs/partitions.md).
+  void RememberOffers(int64_t until_ms);
   // The node it was taken from, while the window lasts; 0 otherwise.
   uint16_t taken_from(int64_t now_ms) const { return now_ms < taken_until_ms_ ? taken_from_ : 0; }
   // In the window: true if `id` was offered before (remembered otherwise).
   // A delivery taken out (TakeDeliveries) is forgotten: it may be offered
   // again.
   bool OfferedBefore(const MessageId& id, int64_t now_ms);
+  bool remembering() const { return remembering_; }
 
   // A stub of a session that moved to another node (ShardBroker::
   // EndMovedStub): its subscriptions match, nothing is queued here.
@@ -290,6 +295,7 @@ class Session {
   int64_t taken_until_ms_ = 0;
   bool moved_stub_ = false;
   bool remembering_ = false;
+  int64_t remember_until_ms_ = 0;
   std::unordered_set<MessageId, MessageIdHash> offered_;  // in the window only
   store::ShardStore* store_ = nullptr;
   int64_t disconnected_at_ms_ = 0;

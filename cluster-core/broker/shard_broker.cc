@@ -371,9 +371,10 @@ bool ShardBroker::Offer(Session& session, Delivery delivery) {
     return false;
   }
   const int64_t now_ms = loop_.clock().WallMs();
-  // A session taken from a gone node may get a message both from its
-  // publisher's replay and the usual way (or hold it already): once.
-  if (session.taken_from(now_ms) != 0 && session.OfferedBefore(delivery.message->id, now_ms)) {
+  // A session adopted from the partition (taken from a gone node, or
+  // moved here) may get a message both from its publisher's replay or
+  // another copy's hand-off and the usual way (or hold it already): once.
+  if (session.remembering() && session.OfferedBefore(delivery.message->id, now_ms)) {
     ShardMetrics::Add(metrics_.replayed_duplicates_skipped);
     return false;
   }

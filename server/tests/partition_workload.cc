@@ -18,6 +18,13 @@ constexpr uint32_t kSessionExpiry = 3600;
 // Sequence numbers of publisher p start at p * kSequenceSpan (payload "s<n>").
 constexpr int64_t kSequenceSpan = 1'000'000'000;
 
+// " pid P[ dup]" of a PUBLISH (a duplicate's description).
+std::string PacketNote(const mqtt::Packet& packet) {
+  const auto* publish = std::get_if<mqtt::PublishPacket>(&packet);
+  if (publish == nullptr) return {};
+  return " pid " + std::to_string(publish->packet_id) + (publish->dup ? " dup" : "");
+}
+
 }  // namespace
 
 struct PartitionWorkload::Session {
@@ -29,6 +36,7 @@ struct PartitionWorkload::Session {
   ReceiverState receiver;
   std::set<int64_t> acknowledged;  // mutex_
   std::map<int64_t, int> seen;     // mutex_
+  std::map<int64_t, std::string> seen_where;  // "@ms on node n" per delivery (a duplicate's description); mutex_
 };
 
 struct PartitionWorkload::Publisher {
@@ -113,6 +121,8 @@ bool PartitionWorkload::Resume(Session& session, bool first, std::string* error)
         } else if (auto sequence = TakeDelivery(*client, *packet, session.receiver)) {
           std::lock_guard lock(mutex_);
           ++session.seen[*sequence];
+          session.seen_where[*sequence] +=
+              " @" + std::to_string(NowMs()) + " ms on node " + std::to_string(node) + PacketNote(*packet);
         }
       }
       if (!suback) {
@@ -145,6 +155,8 @@ void PartitionWorkload::RunSubscriber(Session& session) {
       if (auto sequence = TakeDelivery(*session.client, *packet, session.receiver)) {
         std::lock_guard lock(mutex_);
         ++session.seen[*sequence];
+        session.seen_where[*sequence] +=
+            " @" + std::to_string(NowMs()) + " ms on node " + std::to_string(session.node) + PacketNote(*packet);
       }
       continue;
     }
@@ -286,7 +298,7 @@ WorkloadResult PartitionWorkload::Finish() {
       result.duplicated += times - 1;
       if (times > 1 && result.duplicates.size() < 5) {
         result.duplicates.push_back("s" + std::to_string(sequence) + " for " + session->client_id + " x" +
-                                    std::to_string(times));
+                                    std::to_string(times) + ":" + session->seen_where[sequence]);
       }
     }
   }
