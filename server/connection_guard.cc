@@ -154,7 +154,9 @@ core::AuthDecision GuardedAuthenticator::Authenticate(const core::Credentials& c
   const core::AuthDecision decision = inner_.Authenticate(credentials);
   if (decision == core::AuthDecision::kAllow) {
     guard_.AuthSucceeded(credentials.peer_address);
-  } else {
+  } else if (credentials.username) {
+    // A guess: a user name with a wrong or no password. An anonymous
+    // client refused guesses nothing and is not counted.
     guard_.AuthFailed(credentials.peer_address);
   }
   return decision;

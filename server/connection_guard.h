@@ -99,7 +99,8 @@ class ConnectionGuard {
 };
 
 // The core::Authenticator the front ends ask when authentication back-off
-// is on: the node's authenticator, each answer also told to the guard.
+// is on: the node's authenticator, each answer also told to the guard (a
+// refusal only when a user name was given: anonymous clients guess nothing).
 class GuardedAuthenticator final : public core::Authenticator {
  public:
   GuardedAuthenticator(core::Authenticator& inner, ConnectionGuard& guard) : inner_(inner), guard_(guard) {}
