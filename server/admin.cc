@@ -101,6 +101,9 @@ constexpr MetricInfo kMetrics[] = {
      &core::ShardMetrics::forwards_out},
     {"estuary_protocol_errors_total", "counter", "Connections closed for protocol errors.",
      &core::ShardMetrics::protocol_errors},
+    {"estuary_publish_throttled_total", "counter",
+     "Times a client's reading was paused for --max-publish-rate or --max-publish-bytes-rate.",
+     &core::ShardMetrics::publish_throttled},
 };
 
 uint64_t ResidentBytes() {
@@ -143,6 +146,7 @@ std::string Node::MetricsText() const {
     fmt::format_to(std::back_inserter(out), "estuary_proxy_refused_total{{node=\"{}\",shard=\"{}\"}} {}\n",
                    config_.node_id, shard, shards_[shard]->proxy_gate().refused());
   }
+  if (shared_.guard) out += shared_.guard->MetricsText(config_.node_id);  // docs/security.md "Abuse limits"
   const double uptime = double(io::SystemClock::Instance().NowMs() - started_ms_) / 1000.0;
   fmt::format_to(std::back_inserter(out),
                  "# HELP estuary_uptime_seconds Seconds since the node started.\n"

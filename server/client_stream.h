@@ -13,6 +13,7 @@
 #include "io/stream.h"
 #include "io/tls/tls_session.h"
 #include "io/uv/tcp.h"
+#include "server/connection_guard.h"
 
 namespace estuary::server {
 
@@ -40,12 +41,17 @@ class ClientStream : public io::Stream {
   // The client behind a balancer (from its PROXY v2 header).
   void set_client_address(std::string address) { client_address_ = std::move(address); }
   const std::string& client_address() const { return client_address_; }
+  // The abuse limits' hold on this connection (server/connection_guard.h);
+  // null when no limit is set. Handed on with the socket when it moves.
+  void set_admission(ConnectionGuard::TicketPtr ticket) { admission_ = std::move(ticket); }
+  const ConnectionGuard::TicketPtr& admission() const { return admission_; }
 
  protected:
   virtual std::string socket_address() const = 0;
 
  private:
   std::string client_address_;
+  ConnectionGuard::TicketPtr admission_;
 };
 
 class TcpStream final : public ClientStream {

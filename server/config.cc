@@ -115,6 +115,45 @@ void AddTlsOptions(CLI::App& app, NodeConfig& config) {
       ->check(CLI::Range(1u, 600'000u));
 }
 
+// Abuse limits (docs/security.md "Abuse limits"), one block for the flags
+// and TOML keys of issue 21 point 6.
+void AddAbuseLimits(CLI::App& app, NodeConfig& config) {
+  NodeConfig::AbuseLimits& abuse = config.abuse;
+  app.add_option("--max-connections-per-ip", abuse.max_connections_per_ip,
+                 "Concurrent client connections per source address (behind estuary-lb: the address of its PROXY "
+                 "header), checked at accept before any TLS handshake; 0 = no cap")
+      ->capture_default_str();
+  app.add_option("--connect-rate-per-ip", abuse.connect_rate_per_ip,
+                 "New client connections per second per source address (a token bucket holding one second's "
+                 "worth); beyond it a socket is closed at accept; 0 = no cap")
+      ->capture_default_str()
+      ->check(CLI::Range(0.0, 1e6));
+  app.add_option("--max-pending-connections", abuse.max_pending_connections,
+                 "Client connections, node-wide, that have not finished their MQTT CONNECT or AMQP open (TLS "
+                 "handshakes included); new sockets beyond it are closed at accept; 0 = no cap")
+      ->capture_default_str();
+  app.add_option("--max-publish-rate", config.limits.max_publish_rate,
+                 "PUBLISH packets (AMQP transfers) per second per client connection; beyond it the client's socket is "
+                 "not read until the budget refills (backpressure, not a disconnect); 0 = no cap")
+      ->capture_default_str();
+  app.add_option("--max-publish-bytes-rate", config.limits.max_publish_bytes_rate,
+                 "PUBLISH (AMQP transfer) payload bytes per second per client connection, enforced as backpressure "
+                 "like --max-publish-rate; 0 = no cap")
+      ->capture_default_str();
+  app.add_option("--auth-failures-before-backoff", abuse.auth_failures_before_backoff,
+                 "Authentication failures (MQTT CONNECT, AMQP SASL) a source address may make before each "
+                 "further one refuses its new connections for --auth-backoff")
+      ->capture_default_str();
+  app.add_option("--auth-backoff", abuse.auth_backoff_ms,
+                 "Milliseconds a source address's new connections are refused after one authentication failure "
+                 "too many; doubles with each further failure up to --auth-backoff-max; forgiven by a success; "
+                 "with --password-file only; 0 = off")
+      ->capture_default_str();
+  app.add_option("--auth-backoff-max", abuse.auth_backoff_max_ms, "Longest --auth-backoff, milliseconds")
+      ->capture_default_str()
+      ->check(CLI::Range(1u, 86'400'000u));
+}
+
 void BuildApp(CLI::App& app, NodeConfig& config) {
   app.set_config("--config", "", "TOML configuration file (keys named like the flags)");
   app.allow_config_extras(CLI::config_extras_mode::error);
@@ -204,6 +243,7 @@ void BuildApp(CLI::App& app, NodeConfig& config) {
                "Enable test fault switches on the admin API (POST/DELETE /api/fault/isolate)");
   AddTlsOptions(app, config);
   AddLimits(app, config.limits);
+  AddAbuseLimits(app, config);
   AddSharedSubscriptionOptions(app, config.shared_subscriptions);
 }
 

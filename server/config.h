@@ -64,6 +64,17 @@ struct NodeConfig {
   // (--proxy-from, docs/balancer.md); empty: no header is accepted.
   std::vector<std::string> proxy_from;
   core::BrokerLimits limits;
+  // Abuse limits (docs/security.md "Abuse limits", server/connection_guard.h);
+  // 0 turns each off. The per-client publish rates are in `limits`
+  // (--max-publish-rate, --max-publish-bytes-rate).
+  struct AbuseLimits {
+    uint32_t max_connections_per_ip = 0;   // concurrent, per source address
+    double connect_rate_per_ip = 0;        // new connections per second, per source address
+    uint32_t max_pending_connections = 0;  // node-wide, before CONNECT or AMQP open
+    uint32_t auth_failures_before_backoff = 5;
+    uint32_t auth_backoff_ms = 1000;        // with --password-file; doubles per further failure
+    uint32_t auth_backoff_max_ms = 60'000;
+  } abuse;
   // Shared subscriptions: --shared-strategy, --shared-redelivery-delay
   // (docs/cluster.md "Shared subscriptions across nodes").
   core::SharedGroupConfig shared_subscriptions;

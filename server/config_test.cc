@@ -212,5 +212,43 @@ TEST_F(ConfigFileTest, UnknownKeyInFileExitsTwo) {
   EXPECT_EQ(std::get<ExitRequest>(outcome).status, 2);
 }
 
+// Issue 21 point 6: every abuse limit is a flag and a TOML key; all off by
+// default but the log-in back-off.
+TEST_F(ConfigFileTest, AbuseLimitsFromFileOrFlag) {
+  auto defaults = Parse({});
+  ASSERT_TRUE(std::holds_alternative<NodeConfig>(defaults));
+  const NodeConfig& off = std::get<NodeConfig>(defaults);
+  EXPECT_EQ(off.abuse.max_connections_per_ip, 0u);
+  EXPECT_EQ(off.abuse.connect_rate_per_ip, 0);
+  EXPECT_EQ(off.abuse.max_pending_connections, 0u);
+  EXPECT_EQ(off.limits.max_publish_rate, 0u);
+  EXPECT_EQ(off.limits.max_publish_bytes_rate, 0u);
+  EXPECT_EQ(off.abuse.auth_failures_before_backoff, 5u);
+  EXPECT_EQ(off.abuse.auth_backoff_ms, 1000u);
+  EXPECT_EQ(off.abuse.auth_backoff_max_ms, 60'000u);
+  const std::string path = Write(
+      "max-connections-per-ip = 20\n"
+      "connect-rate-per-ip = 2.5\n"
+      "max-pending-connections = 500\n"
+      "max-publish-rate = 100\n"
+      "max-publish-bytes-rate = 65536\n"
+      "auth-failures-before-backoff = 3\n"
+      "auth-backoff = 250\n"
+      "auth-backoff-max = 8000\n");
+  auto from_file = Parse({"--config", path.c_str(), "--max-publish-rate", "7"});
+  ASSERT_TRUE(std::holds_alternative<NodeConfig>(from_file));
+  const NodeConfig& set = std::get<NodeConfig>(from_file);
+  EXPECT_EQ(set.abuse.max_connections_per_ip, 20u);
+  EXPECT_EQ(set.abuse.connect_rate_per_ip, 2.5);
+  EXPECT_EQ(set.abuse.max_pending_connections, 500u);
+  EXPECT_EQ(set.limits.max_publish_rate, 7u);  // the flag wins
+  EXPECT_EQ(set.limits.max_publish_bytes_rate, 65536u);
+  EXPECT_EQ(set.abuse.auth_failures_before_backoff, 3u);
+  EXPECT_EQ(set.abuse.auth_backoff_ms, 250u);
+  EXPECT_EQ(set.abuse.auth_backoff_max_ms, 8000u);
+  EXPECT_TRUE(std::holds_alternative<ExitRequest>(Parse({"--connect-rate-per-ip", "-1"})));
+  EXPECT_TRUE(std::holds_alternative<ExitRequest>(Parse({"--max-connections-per-ip", "many"})));
+}
+
 }  // namespace
 }  // namespace estuary::server

@@ -24,10 +24,29 @@ amqp::AmqpSettings AmqpSettingsFor(const NodeConfig& config) {
   return settings;
 }
 
+// The abuse limits (docs/security.md "Abuse limits"); null when none is set,
+// so that the accept path skips them altogether.
+std::unique_ptr<ConnectionGuard> MakeGuard(const NodeConfig& config) {
+  ConnectionGuardSettings settings;
+  settings.address.max_connections_per_address = config.abuse.max_connections_per_ip;
+  settings.address.connect_rate_per_address = config.abuse.connect_rate_per_ip;
+  // Authentication can fail only against a password file.
+  settings.address.auth_backoff_ms = config.password_file.empty() ? 0 : config.abuse.auth_backoff_ms;
+  settings.address.auth_failures_before_backoff = config.abuse.auth_failures_before_backoff;
+  settings.address.auth_backoff_max_ms = config.abuse.auth_backoff_max_ms;
+  // Entries with open connections are never evicted: room for all of them.
+  settings.address.max_addresses = std::max<size_t>(65'536, config.limits.max_connections);
+  settings.max_pending = config.abuse.max_pending_connections;
+  auto guard = std::make_unique<ConnectionGuard>(settings, io::SystemClock::Instance());
+  if (!guard->enabled()) return nullptr;
+  return guard;
+}
+
 }  // namespace
 
 Node::Node(NodeConfig config) : config_(std::move(config)) {
   shared_.max_connections = config_.limits.max_connections;
+  shared_.guard = MakeGuard(config_);
   shared_.proxy_from = config_.proxy_from;
   for (uint16_t i = 0; i < config_.shards; ++i) {
     metrics_.push_back(std::make_unique<core::ShardMetrics>());
@@ -45,17 +64,20 @@ Node::Node(NodeConfig config) : config_(std::move(config)) {
     // old shard no longer touches it once sent (the mailbox orders the
     // handover; docs/architecture.md "TLS connections and shards").
     shard->set_handoff(
-        [this](uint16_t target, int fd, std::string received, std::shared_ptr<io::TlsSession> tls) {
+        [this](uint16_t target, int fd, std::string received, std::shared_ptr<io::TlsSession> tls,
+               ConnectionGuard::TicketPtr admission) {
           ShardRuntime* to = shards_[target].get();
-          to->loop().mailbox().Send([to, fd, received = std::move(received), tls = std::move(tls)]() mutable {
-            to->AdoptMqtt(fd, std::move(received), std::move(tls));
+          to->loop().mailbox().Send([to, fd, received = std::move(received), tls = std::move(tls),
+                                     admission = std::move(admission)]() mutable {
+            to->AdoptMqtt(fd, std::move(received), std::move(tls), std::move(admission));
           });
         });
     shard->set_amqp_handoff([this](uint16_t target, int fd, std::shared_ptr<amqp::AmqpConnection> connection,
-                                   std::shared_ptr<io::TlsSession> tls) {
+                                   std::shared_ptr<io::TlsSession> tls, ConnectionGuard::TicketPtr admission) {
       ShardRuntime* to = shards_[target].get();
-      to->loop().mailbox().Send([to, fd, connection = std::move(connection), tls = std::move(tls)]() mutable {
-        to->AdoptAmqp(fd, std::move(connection), std::move(tls));
+      to->loop().mailbox().Send([to, fd, connection = std::move(connection), tls = std::move(tls),
+                                 admission = std::move(admission)]() mutable {
+        to->AdoptAmqp(fd, std::move(connection), std::move(tls), std::move(admission));
       });
     });
   }
@@ -84,6 +106,11 @@ Expected<void, std::string> Node::Start() {
     if (!loaded) return MakeError(loaded.error());
     authenticator_ = std::move(*loaded);
     shared_.authenticator = authenticator_.get();
+    if (shared_.guard && shared_.guard->auth_backoff()) {
+      // Failures slow their address down (docs/security.md "Abuse limits").
+      guarded_authenticator_ = std::make_unique<GuardedAuthenticator>(*authenticator_, *shared_.guard);
+      shared_.authenticator = guarded_authenticator_.get();
+    }
   }
   if (!config_.acl_file.empty()) {
     auto loaded = AclAuthorizer::Load(config_.acl_file);

@@ -76,6 +76,7 @@ class Node final : public core::ShardLink {
   std::vector<std::thread> threads_;
   std::unique_ptr<io::HttpServer> admin_;
   std::unique_ptr<PasswordFileAuthenticator> authenticator_;  // --password-file
+  std::unique_ptr<GuardedAuthenticator> guarded_authenticator_;  // authenticator_ seen by the abuse limits
   std::unique_ptr<AclAuthorizer> authorizer_;                 // --acl-file
   // Without a cluster secret: accepted inter-node connections are closed.
   std::unique_ptr<io::TcpListener> cluster_listener_;

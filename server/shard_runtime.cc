@@ -1,6 +1,8 @@
 #include "server/shard_runtime.h"
 
+#include <arpa/inet.h>
 #include <spdlog/spdlog.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include <cstdlib>
@@ -23,6 +25,21 @@ std::optional<std::string> HandOffHeader(const std::string& address) {
   auto header = proxy::Encode({ip, port}, {any, 0});
   if (!header) return std::nullopt;
   return *header;
+}
+
+// The socket's peer IP ("" if it cannot be read): what the abuse limits
+// count when no PROXY header named the client.
+std::string PeerIp(int fd) {
+  sockaddr_storage peer{};
+  socklen_t length = sizeof(peer);
+  if (::getpeername(fd, reinterpret_cast<sockaddr*>(&peer), &length) != 0) return {};
+  char text[INET6_ADDRSTRLEN] = {};
+  if (peer.ss_family == AF_INET) {
+    inet_ntop(AF_INET, &reinterpret_cast<sockaddr_in*>(&peer)->sin_addr, text, sizeof(text));
+  } else if (peer.ss_family == AF_INET6) {
+    inet_ntop(AF_INET6, &reinterpret_cast<sockaddr_in6*>(&peer)->sin6_addr, text, sizeof(text));
+  }
+  return text;
 }
 
 }  // namespace
@@ -55,8 +72,13 @@ void ShardRuntime::AttachStorage(std::unique_ptr<persistence::StorageEngine> eng
 }
 
 Expected<uint16_t, std::string> ShardRuntime::ListenMqtt(const io::Endpoint& at) {
+  // Behind a balancer the limits see the client its PROXY header names, so
+  // they are applied once the header is read.
   auto listener = io::TcpListener::Listen(loop_, at, [this](int fd) {
-    proxy_gate_.Accept(fd, [this](int accepted, std::string client) { Accept(accepted, {}, std::move(client)); });
+    proxy_gate_.Accept(fd, [this](int accepted, std::string client) {
+      auto admission = Admit(accepted, client);
+      if (admission) Accept(accepted, {}, std::move(client), std::move(*admission));
+    });
   });
   if (!listener) return MakeError(listener.error());
   mqtt_listener_ = std::move(*listener);
@@ -80,16 +102,33 @@ std::string ShardRuntime::TakeHandOffAddress(std::string& received) {
   return header.header.source.ToString();
 }
 
-void ShardRuntime::AdoptMqtt(int fd, std::string received, std::shared_ptr<io::TlsSession> tls) {
-  // Counted node-wide by the shard that accepted it.
-  if (!tls) {
-    Accept(fd, std::move(received));
-    return;
+std::optional<ConnectionGuard::TicketPtr> ShardRuntime::Admit(int fd, const std::string& client_address) {
+  ConnectionGuard* guard = shared_.guard.get();
+  if (guard == nullptr) return ConnectionGuard::TicketPtr();  // no limit set: nothing to do
+  auto ticket = guard->Admit(client_address.empty() && guard->per_address() ? PeerIp(fd) : client_address);
+  if (!ticket) {
+    // Closed at once: no TLS, no protocol, no timer. The RST frees the
+    // client's side too (no TIME_WAIT here).
+    linger off{1, 0};
+    ::setsockopt(fd, SOL_SOCKET, SO_LINGER, &off, sizeof(off));
+    ::close(fd);
+    return std::nullopt;
   }
-  AdoptTlsMqtt(fd, std::move(received), std::move(tls));
+  return ticket;
 }
 
-void ShardRuntime::Accept(int fd, std::string received, std::string client_address) {
+void ShardRuntime::AdoptMqtt(int fd, std::string received, std::shared_ptr<io::TlsSession> tls,
+                             ConnectionGuard::TicketPtr admission) {
+  // Counted node-wide by the shard that accepted it.
+  if (!tls) {
+    Accept(fd, std::move(received), {}, std::move(admission));
+    return;
+  }
+  AdoptTlsMqtt(fd, std::move(received), std::move(tls), std::move(admission));
+}
+
+void ShardRuntime::Accept(int fd, std::string received, std::string client_address,
+                          ConnectionGuard::TicketPtr admission) {
   if (std::string carried = TakeHandOffAddress(received); !carried.empty()) client_address = std::move(carried);
   if (shutting_down_) {
     ::close(fd);
@@ -99,6 +138,7 @@ void ShardRuntime::Accept(int fd, std::string received, std::string client_addre
   if (!tcp) return;
   auto stream = std::make_unique<TcpStream>(std::move(tcp));
   stream->set_client_address(std::move(client_address));
+  stream->set_admission(std::move(admission));
   // A socket that comes with bytes was moved here: counted where it was accepted.
   const bool counted = !received.empty();
   StartMqttPeer(std::move(stream), std::move(received), counted);
@@ -177,6 +217,10 @@ void ShardRuntime::StartMqttPeer(std::unique_ptr<ClientStream> stream, std::stri
 
 void ShardRuntime::OnData(MqttPeer* peer, std::string_view bytes) {
   peer->mqtt->OnBytes(bytes);
+  if (const auto& admission = peer->stream->admission();
+      admission && peer->mqtt->state() != mqtt::MqttConnection::State::kAwaitingConnect) {
+    admission->Established();  // the CONNECT is in: no longer pending
+  }
   if (peer->mqtt->handed_off()) {
     peer->stream->PauseReading();
     loop_.Post([this, peer] { HandOff(peer); });
@@ -209,7 +253,7 @@ void ShardRuntime::HandOff(MqttPeer* peer) {
     shared_.connections.fetch_sub(1);
     return;
   }
-  handoff_(owned->handoff_target, detached.fd, received, std::move(detached.tls));
+  handoff_(owned->handoff_target, detached.fd, received, std::move(detached.tls), owned->stream->admission());
 }
 
 void ShardRuntime::Remove(MqttPeer* peer) {

@@ -22,6 +22,7 @@
 #include "server/proxy_gate.h"
 #include "io/tls/tls_context.h"
 #include "server/client_stream.h"
+#include "server/connection_guard.h"
 
 namespace estuary::server {
 
@@ -49,6 +50,8 @@ struct NodeShared {
   std::function<void(const std::string& client_id, bool clean_start, std::function<void(ClaimReply)> done)>
       claim_client_id;
   std::function<void(const std::string& client_id)> release_client_id;
+  // Abuse limits at accept (server/connection_guard.h); null when none is set.
+  std::unique_ptr<ConnectionGuard> guard;
 };
 
 class ShardRuntime {
@@ -63,7 +66,9 @@ class ShardRuntime {
   Expected<uint16_t, std::string> ListenMqtts(const io::Endpoint& at);
   // Takes a socket another shard accepted, with the bytes it already read
   // and, over TLS, the session (handshake done, CONNECT decrypted).
-  void AdoptMqtt(int fd, std::string received, std::shared_ptr<io::TlsSession> tls = nullptr);
+  // `admission`: the abuse limits' ticket the accepting shard took.
+  void AdoptMqtt(int fd, std::string received, std::shared_ptr<io::TlsSession> tls = nullptr,
+                 ConnectionGuard::TicketPtr admission = nullptr);
   // Binds the AMQP 1.0 listener; returns the bound port.
   Expected<uint16_t, std::string> ListenAmqp(const io::Endpoint& at, amqp::AmqpSettings settings);
   // Binds the AMQP over TLS listener (--amqps; ListenAmqp first, for the settings).
@@ -72,18 +77,18 @@ class ShardRuntime {
   // session) another shard accepted, once its open named a container-id
   // this shard owns.
   void AdoptAmqp(int fd, std::shared_ptr<amqp::AmqpConnection> connection,
-                 std::shared_ptr<io::TlsSession> tls = nullptr);
+                 std::shared_ptr<io::TlsSession> tls = nullptr, ConnectionGuard::TicketPtr admission = nullptr);
   // Stops accepting, disconnects every client (MQTT 5: 0x8B Server shutting
   // down; AMQP: close with amqp:connection:forced), then stops the loop
   // once all are closed or `grace_ms` passed.
   void BeginShutdown(uint32_t grace_ms, std::function<void()> on_stopped = {});
 
   // How a socket reaches the shard owning its client id (set by the node).
-  using HandOffFn =
-      std::function<void(uint16_t shard, int fd, std::string received, std::shared_ptr<io::TlsSession> tls)>;
+  using HandOffFn = std::function<void(uint16_t shard, int fd, std::string received, std::shared_ptr<io::TlsSession> tls,
+                                       ConnectionGuard::TicketPtr admission)>;
   void set_handoff(HandOffFn handoff) { handoff_ = std::move(handoff); }
   using AmqpHandOffFn = std::function<void(uint16_t shard, int fd, std::shared_ptr<amqp::AmqpConnection> connection,
-                                           std::shared_ptr<io::TlsSession> tls)>;
+                                           std::shared_ptr<io::TlsSession> tls, ConnectionGuard::TicketPtr admission)>;
   void set_amqp_handoff(AmqpHandOffFn handoff) { amqp_handoff_ = std::move(handoff); }
 
   // Hands the shard its storage engine; the broker writes to it from now on.
@@ -96,8 +101,13 @@ class ShardRuntime {
 
  private:
   struct MqttPeer;
+  // The abuse limits' verdict on a socket a listener of this shard accepted
+  // (`client_address`: from a PROXY header, "" = the socket's peer): its
+  // ticket (null when no limit is set), or nullopt with the socket closed.
+  std::optional<ConnectionGuard::TicketPtr> Admit(int fd, const std::string& client_address);
   // `client_address`: from a balancer's PROXY header ("" = the socket's peer).
-  void Accept(int fd, std::string received, std::string client_address = {});
+  void Accept(int fd, std::string received, std::string client_address = {},
+              ConnectionGuard::TicketPtr admission = nullptr);
   // A socket a listener of this shard accepted, counted in the node's
   // connections; null (fd closed) when shutting down or libuv refuses it.
   std::shared_ptr<io::TcpConnection> AdoptCounted(int fd);
@@ -122,7 +132,7 @@ class ShardRuntime {
     uint16_t handoff_target = 0;  // the shard that owns the container-id
     int handoff_attempts = 0;     // Detach refused while output was queued
   };
-  void AcceptAmqp(int fd, std::string client_address = {});  // address: from a PROXY header
+  void AcceptAmqp(int fd, std::string client_address, ConnectionGuard::TicketPtr admission);  // address: from a PROXY header
   // `received`: plaintext that came with the end of a TLS handshake.
   void StartAmqpPeer(std::unique_ptr<ClientStream> stream, std::shared_ptr<amqp::AmqpConnection> connection,
                      std::string received = {});
@@ -134,7 +144,8 @@ class ShardRuntime {
   void AbortAmqp();
   // TLS (server/shard_runtime_tls.cc): the handshake, then the protocol.
   void AcceptTls(int fd, std::string client_address, bool amqp);
-  void AdoptTlsMqtt(int fd, std::string received, std::shared_ptr<io::TlsSession> tls);
+  void AdoptTlsMqtt(int fd, std::string received, std::shared_ptr<io::TlsSession> tls,
+                    ConnectionGuard::TicketPtr admission);
   // A moved TLS connection's stream on this loop; null (fd closed) if it cannot be.
   std::unique_ptr<ClientStream> AdoptTlsStream(int fd, std::shared_ptr<io::TlsSession> tls);
   std::unique_ptr<ClientStream> TakeHandshake(ClientStream* stream);

@@ -12,23 +12,27 @@ namespace estuary::server {
 Expected<uint16_t, std::string> ShardRuntime::ListenAmqp(const io::Endpoint& at, amqp::AmqpSettings settings) {
   amqp_settings_ = std::move(settings);
   auto listener = io::TcpListener::Listen(loop_, at, [this](int fd) {
-    proxy_gate_.Accept(fd, [this](int accepted, std::string client) { AcceptAmqp(accepted, std::move(client)); });
+    proxy_gate_.Accept(fd, [this](int accepted, std::string client) {
+      auto admission = Admit(accepted, client);  // after the PROXY header, as for MQTT
+      if (admission) AcceptAmqp(accepted, std::move(client), std::move(*admission));
+    });
   });
   if (!listener) return MakeError(listener.error());
   amqp_listener_ = std::move(*listener);
   return amqp_listener_->port();
 }
 
-void ShardRuntime::AcceptAmqp(int fd, std::string client_address) {
+void ShardRuntime::AcceptAmqp(int fd, std::string client_address, ConnectionGuard::TicketPtr admission) {
   auto tcp = AdoptCounted(fd);
   if (!tcp) return;
   auto stream = std::make_unique<TcpStream>(std::move(tcp));
   stream->set_client_address(std::move(client_address));
+  stream->set_admission(std::move(admission));
   StartAmqpPeer(std::move(stream), nullptr);
 }
 
 void ShardRuntime::AdoptAmqp(int fd, std::shared_ptr<amqp::AmqpConnection> connection,
-                             std::shared_ptr<io::TlsSession> tls) {
+                             std::shared_ptr<io::TlsSession> tls, ConnectionGuard::TicketPtr admission) {
   // Counted node-wide by the shard that accepted it.
   std::unique_ptr<ClientStream> stream;
   if (shutting_down_) {
@@ -42,6 +46,7 @@ void ShardRuntime::AdoptAmqp(int fd, std::shared_ptr<amqp::AmqpConnection> conne
     shared_.connections.fetch_sub(1);
     return;
   }
+  stream->set_admission(std::move(admission));
   StartAmqpPeer(std::move(stream), std::move(connection));
 }
 
@@ -95,6 +100,9 @@ void ShardRuntime::StartAmqpPeer(std::unique_ptr<ClientStream> stream,
 
 void ShardRuntime::OnAmqpData(AmqpPeer* peer, std::string_view bytes) {
   peer->amqp->OnBytes(bytes);
+  if (const auto& admission = peer->stream->admission(); admission && !peer->amqp->opening()) {
+    admission->Established();  // SASL done and the open in: no longer pending
+  }
   if (peer->amqp->handed_off()) {
     peer->stream->PauseReading();
     loop_.Post([this, peer] { HandOffAmqp(peer); });
@@ -140,7 +148,8 @@ void ShardRuntime::HandOffAmqp(AmqpPeer* peer) {
     shared_.connections.fetch_sub(1);
     return;
   }
-  amqp_handoff_(owned->handoff_target, detached.fd, std::move(owned->amqp), std::move(detached.tls));
+  amqp_handoff_(owned->handoff_target, detached.fd, std::move(owned->amqp), std::move(detached.tls),
+                owned->stream->admission());
   // The TcpConnection is closed by Detach; the stream dies with `owned`.
   std::shared_ptr<AmqpPeer> doomed(std::move(owned));
   loop_.Post([doomed] {});

@@ -17,7 +17,8 @@ namespace estuary::server {
 
 // The TLS listeners take clients directly: estuary-lb forwards the
 // clear-text ports only, so --proxy-from (a PROXY header from the
-// balancer's address) does not apply to them.
+// balancer's address) does not apply to them. The abuse limits are applied
+// before the handshake costs anything (AcceptTls).
 Expected<uint16_t, std::string> ShardRuntime::ListenMqtts(const io::Endpoint& at) {
   auto listener = io::TcpListener::Listen(loop_, at, [this](int fd) { AcceptTls(fd, {}, false); });
   if (!listener) return MakeError(listener.error());
@@ -33,11 +34,14 @@ Expected<uint16_t, std::string> ShardRuntime::ListenAmqps(const io::Endpoint& at
 }
 
 void ShardRuntime::AcceptTls(int fd, std::string client_address, bool amqp) {
+  auto admission = Admit(fd, client_address);
+  if (!admission) return;
   // Counted from the first byte: a handshake holds a socket too.
   auto tcp = AdoptCounted(fd);
   if (!tcp) return;
   auto owned = std::make_unique<TlsStream>(loop_, std::move(tcp), shared_.tls->NewSession());
   owned->set_client_address(std::move(client_address));
+  owned->set_admission(std::move(*admission));  // pending until the CONNECT or open
   TlsStream* stream = owned.get();
   handshakes_.emplace(stream, std::move(owned));
   stream->Handshake(
@@ -91,7 +95,8 @@ std::unique_ptr<ClientStream> ShardRuntime::AdoptTlsStream(int fd, std::shared_p
   return std::make_unique<TlsStream>(loop_, std::move(tcp), std::move(tls));
 }
 
-void ShardRuntime::AdoptTlsMqtt(int fd, std::string received, std::shared_ptr<io::TlsSession> tls) {
+void ShardRuntime::AdoptTlsMqtt(int fd, std::string received, std::shared_ptr<io::TlsSession> tls,
+                                ConnectionGuard::TicketPtr admission) {
   // The client address rides in front of the bytes, as for a plain socket.
   std::string client_address = TakeHandOffAddress(received);
   if (shutting_down_) {
@@ -105,6 +110,7 @@ void ShardRuntime::AdoptTlsMqtt(int fd, std::string received, std::shared_ptr<io
     return;
   }
   stream->set_client_address(std::move(client_address));
+  stream->set_admission(std::move(admission));
   StartMqttPeer(std::move(stream), std::move(received), /*counted=*/true);
 }
 

@@ -48,6 +48,11 @@ struct BrokerLimits {
   uint16_t max_keep_alive = 65535;         // seconds; v5 server keep alive when lower
   bool retain_available = true;
   uint8_t maximum_qos = 2;
+  // Per client connection, enforced as backpressure (the socket is not
+  // read until the budget refills; docs/security.md "Abuse limits"): PUBLISH
+  // packets (AMQP transfers) per second and their bytes per second. 0: none.
+  uint32_t max_publish_rate = 0;
+  uint64_t max_publish_bytes_rate = 0;
 };
 
 }  // namespace estuary::core

@@ -27,6 +27,7 @@ struct ShardMetrics {
   std::atomic<uint64_t> retained_read_fallbacks{0};  // SUBSCRIBEs answered from this node's copy: partitions unreadable
   std::atomic<uint64_t> forwards_out{0};        // publishes forwarded to other shards/nodes
   std::atomic<uint64_t> protocol_errors{0};     // connections closed for bad input
+  std::atomic<uint64_t> publish_throttled{0};   // reading paused for a client's publish budget
   std::atomic<uint64_t> client_id_claims{0};          // MQTT CONNECTs and AMQP durable attaches that asked the cluster for their id
   std::atomic<uint64_t> client_id_claims_refused{0};  // of those, refused: no quorum, or no answer in time
   std::atomic<uint64_t> sessions_adopted{0};          // sessions read from their partition on a CONNECT

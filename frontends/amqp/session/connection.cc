@@ -6,6 +6,7 @@
 #include <proton/transport.hpp>
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
 #include <cstring>
 
 #include "frontends/amqp/session/c_access.h"
@@ -34,10 +35,20 @@ AmqpConnection::AmqpConnection(core::ShardBroker& broker, io::Stream& stream, Am
     : broker_(&broker), stream_(&stream), settings_(std::move(settings)) {
   sasl_.authenticator = settings_.authenticator;
   sasl_.external_identity = settings_.certificate_identity;
+  const core::BrokerLimits& limits = broker_->config().limits;
+  const int64_t now = broker_->loop().NowMs();
+  if (limits.max_publish_rate != 0) {
+    publish_messages_ = base::TokenBucket(limits.max_publish_rate, limits.max_publish_rate, now);
+  }
+  if (limits.max_publish_bytes_rate != 0) {
+    publish_bytes_ = base::TokenBucket(double(limits.max_publish_bytes_rate), double(limits.max_publish_bytes_rate), now);
+  }
+  publish_limited_ = limits.max_publish_rate != 0 || limits.max_publish_bytes_rate != 0;
 }
 
 AmqpConnection::~AmqpConnection() {
   if (tick_timer_ != 0) broker_->loop().CancelTimer(tick_timer_);
+  if (throttle_timer_ != 0) broker_->loop().CancelTimer(throttle_timer_);
   Teardown();
 }
 
@@ -219,7 +230,7 @@ void AmqpConnection::ArmTick(int64_t deadline_ms) {
 
 void AmqpConnection::UpdateReading() {
   if (state_ == State::kClosed) return;
-  const bool want = stream_->queued_bytes() <= kOutputHighWatermark;
+  const bool want = throttle_timer_ == 0 && stream_->queued_bytes() <= kOutputHighWatermark;
   if (want == reading_) return;
   reading_ = want;
   if (want) {
@@ -229,12 +240,43 @@ void AmqpConnection::UpdateReading() {
   }
 }
 
+void AmqpConnection::SpendPublishBudget(size_t bytes) {
+  // Proton has decoded the whole read already, so a read's transfers are
+  // all spent (the budget may go into debt); the next read waits for it.
+  publish_messages_.Spend(1);
+  publish_bytes_.Spend(double(bytes));
+  if (throttle_timer_ != 0) return;  // it checks the budget again when it fires
+  if (ArmThrottle()) ShardMetrics::Add(broker_->metrics().publish_throttled);
+}
+
+bool AmqpConnection::ArmThrottle() {
+  const int64_t now = broker_->loop().NowMs();
+  if (publish_messages_.Available(now) && publish_bytes_.Available(now)) {
+    UpdateReading();
+    return false;
+  }
+  constexpr double kAnyBudget = 1e-6;
+  const int64_t wait_ms =
+      std::max(publish_messages_.MsUntil(now, kAnyBudget), publish_bytes_.MsUntil(now, kAnyBudget));
+  std::weak_ptr<AmqpConnection> weak = weak_from_this();
+  throttle_timer_ = broker_->loop().AddTimer(std::max<int64_t>(wait_ms, 1), [weak] {
+    auto self = weak.lock();
+    if (!self || self->state_ == State::kClosed) return;
+    self->throttle_timer_ = 0;
+    self->ArmThrottle();  // what was spent after the timer was armed may still be owed
+  });
+  UpdateReading();
+  return true;
+}
+
 void AmqpConnection::CloseStream() {
   if (state_ == State::kClosed) return;
   WriteOut();
   state_ = State::kClosed;
   if (tick_timer_ != 0) broker_->loop().CancelTimer(tick_timer_);
   tick_timer_ = 0;
+  if (throttle_timer_ != 0) broker_->loop().CancelTimer(throttle_timer_);
+  throttle_timer_ = 0;
   Teardown();
   stream_->Close();
 }

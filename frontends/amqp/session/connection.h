@@ -46,6 +46,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "base/token_bucket.h"
 #include "cluster-core/broker/authenticator.h"
 #include "cluster-core/broker/authorizer.h"
 #include "cluster-core/broker/shard_broker.h"
@@ -146,6 +147,8 @@ class AmqpConnection final : public proton::messaging_handler,
   void BindSessionClaims(SessionClaims claims) { claims_ = std::move(claims); }
 
   bool closed() const { return state_ == State::kClosed; }
+  // No open yet (SASL, if any, still running); false once it arrived or closed.
+  bool opening() const { return state_ == State::kOpening && !handed_off_; }
   const std::string& remote_container_id() const { return container_id_; }
   size_t link_count() const { return outgoing_.size() + incoming_.size(); }
 
@@ -173,6 +176,11 @@ class AmqpConnection final : public proton::messaging_handler,
   void CloseStream();
   void Teardown();
   void UpdateReading();
+  // Spends the publish budget for one transfer of `bytes`; once it is
+  // gone, reading stops until it refilled.
+  void SpendPublishBudget(size_t bytes);
+  // Stops reading until the budget is positive again (true), or resumes it.
+  bool ArmThrottle();
   void Defer(std::function<void()> work);
   bool CheckAuthorized();
 
@@ -280,6 +288,14 @@ class AmqpConnection final : public proton::messaging_handler,
   uint32_t ingress_pauses_ = 0;
   io::TimerId tick_timer_ = 0;
   int64_t tick_deadline_ms_ = 0;
+  // Per-client publish budget (limits max_publish_rate/-bytes_rate;
+  // docs/security.md "Abuse limits"): transfers are spent as they arrive
+  // (a debt past the budget), and while throttle_timer_ runs the socket is
+  // not read.
+  bool publish_limited_ = false;
+  base::TokenBucket publish_messages_;
+  base::TokenBucket publish_bytes_;
+  io::TimerId throttle_timer_ = 0;
   uint64_t next_sequence_ = 0;
   pn_collector_t* collector_ = nullptr;  // the driver's event queue (TakeOutcomes)
   std::vector<pn_link_t*> to_pump_;      // TakeOutcomes: links that settled something

@@ -54,12 +54,14 @@ struct ClientHandler : proton::messaging_handler {
 
 class AmqpConnectionTest : public ::testing::Test {
  protected:
-  AmqpConnectionTest() : loop_(clock_), broker_(Config(), loop_, link_, metrics_) {
+  explicit AmqpConnectionTest(core::BrokerLimits limits = {})
+      : loop_(clock_), broker_(Config(limits), loop_, link_, metrics_) {
     link_.broker = &broker_;
   }
-  static core::ShardConfig Config() {
+  static core::ShardConfig Config(core::BrokerLimits limits) {
     core::ShardConfig config;
     config.node_id = 3;
+    config.limits = limits;
     return config;
   }
   void Start(AmqpSettings settings = {}, SessionClaims claims = {}) {
@@ -286,6 +288,55 @@ TEST_F(AmqpConnectionTest, SilentPeerIsClosedAfterTheIdleTimeout) {  // §2.4.5
   loop_.AdvanceBy(2500);  // the client says nothing
   Pump();
   EXPECT_TRUE(stream_.closed) << "a silent peer outlived the idle-timeout";
+}
+
+// Issue 21 point 6: --max-publish-rate on AMQP is backpressure. The
+// transfers a read brought are taken (as a debt past the budget), then the
+// socket is not read until the debt is paid; the connection stays open.
+class Issue21AmqpPublishRateTest : public AmqpConnectionTest {
+ protected:
+  static core::BrokerLimits TenPerSecond() {
+    core::BrokerLimits limits;
+    limits.max_publish_rate = 10;
+    return limits;
+  }
+  Issue21AmqpPublishRateTest() : AmqpConnectionTest(TenPerSecond()) {}
+};
+
+TEST_F(Issue21AmqpPublishRateTest, ReadingStopsUntilTheBudgetRefills) {
+  Start();
+  proton::sender sender = client_.connection().open_sender("t/a", proton::sender_options().name("s"));
+  Pump();
+  ASSERT_EQ(handler_.senders_open, 1);
+  for (int i = 0; i < 50; ++i) {
+    proton::message message;
+    message.body(proton::binary("m"));
+    sender.send(message);
+  }
+  Pump();
+  EXPECT_EQ(metrics_.messages_in.load(), 50u);
+  EXPECT_FALSE(stream_.reading);  // 40 over the second's 10: 4 s of debt
+  EXPECT_EQ(metrics_.publish_throttled.load(), 1u);
+  loop_.AdvanceBy(3990);
+  EXPECT_FALSE(stream_.reading);
+  loop_.AdvanceBy(20);
+  EXPECT_TRUE(stream_.reading);
+  EXPECT_FALSE(server_->closed());
+}
+
+TEST_F(AmqpConnectionTest, WithoutAPublishRateReadingNeverStops) {
+  Start();
+  proton::sender sender = client_.connection().open_sender("t/a", proton::sender_options().name("s"));
+  Pump();
+  for (int i = 0; i < 50; ++i) {
+    proton::message message;
+    message.body(proton::binary("m"));
+    sender.send(message);
+  }
+  Pump();
+  EXPECT_EQ(metrics_.messages_in.load(), 50u);
+  EXPECT_TRUE(stream_.reading);
+  EXPECT_EQ(metrics_.publish_throttled.load(), 0u);
 }
 
 }  // namespace

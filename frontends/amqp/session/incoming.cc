@@ -130,6 +130,7 @@ void AmqpConnection::on_message(proton::delivery& delivery, proton::message& mes
   }
   if (!settled && mapped->qos > static_cast<QoS>(limits.maximum_qos)) mapped->qos = QoS::kAtMostOnce;
   ShardMetrics::Add(broker_->metrics().messages_in);
+  if (publish_limited_) SpendPublishBudget(mapped->PayloadSize());
   mapped->id = broker_->NextMessageId();
   auto published = std::make_shared<Message>(std::move(*mapped));
   if (settled) {

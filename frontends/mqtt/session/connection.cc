@@ -2,6 +2,7 @@
 
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
 #include <type_traits>
 
 #include "frontends/mqtt/codec/encoder.h"
@@ -15,10 +16,22 @@ using core::ShardMetrics;
 
 MqttConnection::MqttConnection(core::ShardBroker& broker, io::Stream& stream,
                                ConnectionSettings settings)
-    : broker_(broker), stream_(stream), settings_(std::move(settings)) {}
+    : broker_(broker), stream_(stream), settings_(std::move(settings)) {
+  const core::BrokerLimits& limits = broker_.config().limits;
+  const int64_t now = broker_.loop().NowMs();
+  // One second's worth of burst each.
+  if (limits.max_publish_rate != 0) {
+    publish_messages_ = base::TokenBucket(limits.max_publish_rate, limits.max_publish_rate, now);
+  }
+  if (limits.max_publish_bytes_rate != 0) {
+    publish_bytes_ = base::TokenBucket(double(limits.max_publish_bytes_rate), double(limits.max_publish_bytes_rate), now);
+  }
+  publish_limited_ = limits.max_publish_rate != 0 || limits.max_publish_bytes_rate != 0;
+}
 
 MqttConnection::~MqttConnection() {
   if (keep_alive_timer_ != 0) broker_.loop().CancelTimer(keep_alive_timer_);
+  if (throttle_timer_ != 0) broker_.loop().CancelTimer(throttle_timer_);
   if (flow_id_ != 0) broker_.UnregisterFlow(flow_id_);
 }
 
@@ -64,7 +77,7 @@ void MqttConnection::ProcessBufferedInput() {
 size_t MqttConnection::ProcessFrames(std::string_view view) {
   const uint32_t max_size = broker_.config().limits.max_packet_size;
   size_t consumed = 0;
-  while (state_ != State::kClosed && state_ != State::kClaiming && ingress_pauses_ == 0 &&
+  while (state_ != State::kClosed && state_ != State::kClaiming && ingress_pauses_ == 0 && throttle_timer_ == 0 &&
          consumed < view.size()) {
     if (state_ == State::kAwaitingConnect &&
         (static_cast<uint8_t>(view[consumed]) >> 4) != static_cast<uint8_t>(PacketType::kConnect)) {
@@ -85,10 +98,41 @@ size_t MqttConnection::ProcessFrames(std::string_view view) {
       state_ = State::kClosed;
       break;
     }
+    if (publish_limited_ && state_ == State::kConnected &&
+        (static_cast<uint8_t>(frame[0]) >> 4) == static_cast<uint8_t>(PacketType::kPublish) &&
+        !TakePublishBudget(frame.size())) {
+      break;  // the PUBLISH waits, unread bytes behind it stay in the socket
+    }
     consumed += header->total_size();
     ProcessFrame(frame);
   }
   return consumed;
+}
+
+bool MqttConnection::TakePublishBudget(size_t bytes) {
+  const int64_t now = broker_.loop().NowMs();
+  // Spent as a debt (base/token_bucket.h): a PUBLISH larger than a second's
+  // bytes still goes through, and the client waits for it afterwards.
+  if (publish_messages_.Available(now) && publish_bytes_.Available(now)) {
+    publish_messages_.Spend(1);
+    publish_bytes_.Spend(double(bytes));
+    return true;
+  }
+  constexpr double kAnyBudget = 1e-6;
+  const int64_t wait_ms =
+      std::max(publish_messages_.MsUntil(now, kAnyBudget), publish_bytes_.MsUntil(now, kAnyBudget));
+  ShardMetrics::Add(broker_.metrics().publish_throttled);
+  std::weak_ptr<MqttConnection> weak = weak_from_this();
+  throttle_timer_ = broker_.loop().AddTimer(std::max<int64_t>(wait_ms, 1), [weak] {
+    auto self = weak.lock();
+    if (!self) return;
+    self->throttle_timer_ = 0;
+    if (self->state_ == State::kClosed) return;
+    self->ProcessBufferedInput();
+    self->UpdateReading();
+  });
+  UpdateReading();
+  return false;
 }
 
 // Peeks a CONNECT's client id: the socket may belong on another shard.
@@ -119,7 +163,7 @@ void MqttConnection::ResumeIngress() {
 
 void MqttConnection::UpdateReading() {
   if (state_ == State::kClosed) return;
-  const bool want = state_ != State::kClaiming && ingress_pauses_ == 0 &&
+  const bool want = state_ != State::kClaiming && ingress_pauses_ == 0 && throttle_timer_ == 0 &&
                     stream_.queued_bytes() <= kOutputHighWatermark;
   if (want == reading_) return;
   reading_ = want;
@@ -269,6 +313,10 @@ void MqttConnection::CloseStream() {
     broker_.loop().CancelTimer(keep_alive_timer_);
     keep_alive_timer_ = 0;
   }
+  if (throttle_timer_ != 0) {
+    broker_.loop().CancelTimer(throttle_timer_);
+    throttle_timer_ = 0;
+  }
   pending_connect_.reset();
   if (session_ != nullptr) {
     NoteSessionEnd(session_->expiry_interval() == 0);
@@ -321,6 +369,9 @@ void MqttConnection::OnKeepAliveTimer() {
   if (state_ != State::kConnected || keep_alive_s_ == 0) return;
   // [MQTT-3.1.2-24] disconnect after one and a half keep alive periods.
   const int64_t limit_ms = int64_t{keep_alive_s_} * 1500;
+  // A client held back by its own publish budget has sent a packet we did
+  // not read yet: it is not idle.
+  if (throttle_timer_ != 0) last_packet_ms_ = broker_.loop().NowMs();
   const int64_t idle_ms = broker_.loop().NowMs() - last_packet_ms_;
   if (idle_ms >= limit_ms) {
     Fail(ReasonCode::kKeepAliveTimeout, "keep alive timeout");

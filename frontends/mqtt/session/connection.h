@@ -21,6 +21,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "base/token_bucket.h"
 #include "cluster-core/broker/authenticator.h"
 #include "cluster-core/broker/authorizer.h"
 #include "cluster-core/broker/shard_broker.h"
@@ -131,9 +132,13 @@ class MqttConnection final : public core::SessionSink,
   void Send(const Packet& packet);
   bool TrimToFit(Packet& packet) const;
   void ArmKeepAlive(int64_t delay_ms);
-  // Reads while no subscriber asked for a pause and our output is not
-  // backed up past the high watermark.
+  // Reads while no subscriber asked for a pause, the publish budget is not
+  // spent and our output is not backed up past the high watermark.
   void UpdateReading();
+  // --max-publish-rate/--max-publish-bytes-rate: true (and the budget
+  // spent) if a PUBLISH of `bytes` may be processed now; false arms the
+  // timer that goes on once the budget refilled (the frame waits in input_).
+  bool TakePublishBudget(size_t bytes);
   void OnKeepAliveTimer();
   // connect_handler.cc
   void HandleConnect(ConnectPacket& connect);
@@ -199,6 +204,13 @@ class MqttConnection final : public core::SessionSink,
   uint32_t ingress_pauses_ = 0;
   bool reading_ = true;
   bool handed_off_ = false;
+  // Per-client publish budget (limits max_publish_rate/-bytes_rate;
+  // docs/security.md "Abuse limits"): while throttle_timer_ runs nothing is
+  // processed and the socket is not read.
+  bool publish_limited_ = false;
+  base::TokenBucket publish_messages_;
+  base::TokenBucket publish_bytes_;
+  io::TimerId throttle_timer_ = 0;
   uint32_t connect_expiry_interval_ = 0;  // v5: CONNECT's value, checked at DISCONNECT
 
   // Client id claim (settings_.claim_client_id).
