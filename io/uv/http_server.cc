@@ -41,6 +41,12 @@ void AppendResponse(std::string& out, const HttpResponse& response, bool keep_al
   out += response.content_type;
   out += "\r\nContent-Length: ";
   out += std::to_string(response.body.size());
+  for (const auto& [name, value] : response.headers) {
+    out += "\r\n";
+    out += name;
+    out += ": ";
+    out += value;
+  }
   out += keep_alive ? "\r\nConnection: keep-alive\r\n\r\n" : "\r\nConnection: close\r\n\r\n";
   if (with_body) out += response.body;
 }
@@ -66,6 +72,7 @@ class HttpServer::State {
 
   UvLoop& loop;
   Handler handler;
+  Gate gate;
   std::unique_ptr<TcpListener> listener;
   uint16_t port = 0;
   int64_t idle_timeout_ms = kDefaultIdleTimeoutMs;
@@ -108,7 +115,9 @@ void HttpServer::State::OnData(TcpConnection* connection, std::string_view bytes
     }
     const HttpRequest& request = parsed.request;
     buffer.erase(0, request.consumed);
-    HttpResponse response = handler(request.method, request.target);
+    std::optional<HttpResponse> refused;
+    if (gate) refused = gate(request.method, request.target, request.authorization);
+    HttpResponse response = refused ? std::move(*refused) : handler(request.method, request.target);
     AppendResponse(connection->output_buffer(), response, request.keep_alive, request.method != "HEAD");
     connection->MarkDirty();
     if (!request.keep_alive) return connection->Close();
@@ -162,6 +171,8 @@ Expected<std::unique_ptr<HttpServer>, std::string> HttpServer::Start(UvLoop& loo
 uint16_t HttpServer::port() const { return state_->port; }
 
 size_t HttpServer::connection_count() const { return state_->sessions.size(); }
+
+void HttpServer::set_gate(Gate gate) { state_->gate = std::move(gate); }
 
 void HttpServer::set_idle_timeout(int64_t ms) { state_->idle_timeout_ms = ms; }
 
