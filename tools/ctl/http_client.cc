@@ -119,15 +119,24 @@ Expected<ParsedReply, std::string> Parse(std::string_view raw) {
   return reply;
 }
 
+std::string& BearerToken() {
+  static std::string token;
+  return token;
+}
+
 }  // namespace
+
+void SetBearerToken(std::string token) { BearerToken() = std::move(token); }
 
 Expected<HttpReply, std::string> HttpRequest(const std::string& host, uint16_t port, const std::string& method,
                                              const std::string& target, int timeout_ms) {
   auto fd = Dial(host, port, timeout_ms);
   if (!fd) return MakeError(fd.error());
   Socket socket(*fd);
-  const std::string request = method + " " + target + " HTTP/1.1\r\nHost: " + host + ":" + std::to_string(port) +
-                              "\r\nConnection: close\r\nContent-Length: 0\r\nUser-Agent: estuaryctl\r\n\r\n";
+  std::string request = method + " " + target + " HTTP/1.1\r\nHost: " + host + ":" + std::to_string(port) +
+                        "\r\nConnection: close\r\nContent-Length: 0\r\nUser-Agent: estuaryctl\r\n";
+  if (!BearerToken().empty()) request += "Authorization: Bearer " + BearerToken() + "\r\n";
+  request += "\r\n";
   for (size_t sent = 0; sent < request.size();) {
     const ssize_t n = ::send(socket.fd(), request.data() + sent, request.size() - sent, MSG_NOSIGNAL);
     if (n <= 0) return MakeError(std::string("send: ") + std::strerror(errno));

@@ -17,6 +17,11 @@ struct HttpReply {
 
 // `host` is an IPv4/IPv6 address or a name; `timeout_ms` bounds the
 // connect and every read. Errors are one readable line.
+// The admin token (estuaryctl --token-file) sent as `Authorization: Bearer`
+// on every request from now on; "" sends none. One per process: estuaryctl
+// runs one command.
+void SetBearerToken(std::string token);
+
 Expected<HttpReply, std::string> HttpRequest(const std::string& host, uint16_t port, const std::string& method,
                                              const std::string& target, int timeout_ms = 5000);
 
