@@ -19,6 +19,7 @@ enum class LinkState {
 };
 
 constexpr int64_t kLinkCloseTimeoutMs = 1000;
+constexpr size_t kEncryptNowBytes = 256 * 1024;  // TLS: plaintext frames waiting for the iteration's encryption
 
 }  // namespace
 
@@ -605,7 +606,12 @@ void UvTransport::WriteFrame(Link& link, uint8_t type, std::string_view body) {
   if (link.tls) {
     if (!link.tls->open()) return;  // before TLS is up nothing but TLS passes
     wire::AppendFrame(link.plaintext_out, type, body);
-    if (!link.encrypt_posted) {
+    // A burst within one iteration is encrypted as it grows, so that the
+    // socket's queue (and its watermarks, which Send obeys) sees it: the
+    // plaintext waiting here stays under kEncryptNowBytes.
+    if (link.plaintext_out.size() >= kEncryptNowBytes) {
+      EncryptPending(link);
+    } else if (!link.encrypt_posted) {
       link.encrypt_posted = true;
       loop_.Post([this, weak = std::weak_ptr<Link>(link.shared_from_this())] {
         if (LinkPtr self = weak.lock(); self && self->state != LinkState::kClosed) EncryptPending(*self);
@@ -711,7 +717,7 @@ std::vector<UvTransport::PeerStats> UvTransport::stats() const {
     size_t queued = 0;
     if (peer.link) {
       writes += peer.link->connection->writes_issued() - peer.link->writes_at_up;
-      queued = peer.link->connection->queued_bytes();
+      queued = peer.link->connection->queued_bytes() + peer.link->plaintext_out.size();
     }
     out.push_back({node, peer.address, peer.link != nullptr, peer.frames_in, peer.frames_out, peer.bytes_in,
                    peer.bytes_out, writes, peer.ups > 0 ? peer.ups - 1 : 0, queued});

@@ -8,6 +8,7 @@
 #include <spdlog/sinks/ringbuffer_sink.h>
 #include <spdlog/spdlog.h>
 
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -314,6 +315,90 @@ TEST(UvTransportTlsTest, ThroughputOfSmallFramesWithAndWithoutTls) {
                 encrypted ? "TLS 1.3" : "clear text", kFrames, static_cast<long long>(took),
                 kFrames * 1000.0 / took);
   }
+}
+
+}  // namespace
+}  // namespace estuary::cluster
+
+namespace estuary::cluster {
+namespace {
+
+// As UvTransportTest.SlowReaderFillsTheBoundedQueueThenWritableAgain, over
+// TLS: frames waiting for encryption count in the queue, so a reader that
+// stops reading makes Send return kFull near the high watermark, and
+// OnWritable follows once it reads again.
+TEST(UvTransportTlsTest, SlowReaderFillsTheBoundedQueueThenWritableAgain) {
+  TestCertificates ca;
+  io::UvLoop loop;
+  io::UvLoop paused;  // b's loop: run only when the test says
+  auto run_both = [&](const std::function<bool()>& done) {
+    const int64_t deadline = io::SystemClock::Instance().NowMs() + 10'000;
+    while (!done() && io::SystemClock::Instance().NowMs() < deadline) {
+      uv_run(loop.raw(), UV_RUN_ONCE);
+      uv_run(paused.raw(), UV_RUN_NOWAIT);
+    }
+    return done();
+  };
+  struct Writable final : LinkHandler {
+    void OnPeerUp(const PeerInfo&) override {}
+    void OnPeerDown(NodeId) override {}
+    void OnFrame(NodeId, uint8_t, std::string_view) override { ++frames; }
+    void OnWritable(NodeId) override { ++writable; }
+    size_t frames = 0;
+    int writable = 0;
+  } a_handler, b_handler;
+  auto make = [&](io::UvLoop& on, NodeId id, LinkHandler& handler) {
+    UvTransportConfig config;
+    config.self = id;
+    config.secret = "cluster-secret";
+    config.heartbeat_ms = 40;
+    config.dead_after_ms = 20'000;  // b's silence is not the point
+    config.queue_low_bytes = 256 << 10;
+    config.queue_high_bytes = 1 << 20;
+    config.seed = id;
+    config.tls = PeerTls(ca, ca, id);
+    auto transport = std::make_unique<UvTransport>(on, std::move(config));
+    transport->set_handler(&handler);
+    EXPECT_TRUE(transport->Listen({"127.0.0.1", 0}).has_value());
+    return transport;
+  };
+  auto a = make(loop, 1, a_handler);
+  auto b = make(paused, 2, b_handler);
+  a->AddPeerAddress(b->advertised_address());
+  ASSERT_TRUE(run_both([&] { return a->connected(2) && b->connected(1); }));
+  const std::string chunk(64 << 10, 'q');
+  uint64_t sent = 0;
+  size_t max_queued = 0;
+  bool full = false;
+  auto queued = [&] {
+    for (const auto& s : a->stats()) {
+      if (s.node == 2) return s.queued_bytes;
+    }
+    return size_t{0};
+  };
+  const int64_t deadline = loop.NowMs() + 10'000;
+  while (!full && loop.NowMs() < deadline) {
+    SendResult result = SendResult::kQueued;
+    for (int i = 0; i < 64 && result == SendResult::kQueued; ++i) {
+      result = a->Send(2, 0x20, chunk);
+      if (result == SendResult::kQueued) ++sent;
+      max_queued = std::max(max_queued, queued());
+    }
+    uv_run(loop.raw(), UV_RUN_NOWAIT);  // b's loop stays paused
+    uv_run(loop.raw(), UV_RUN_NOWAIT);
+    full = a->Send(2, 0x20, chunk) == SendResult::kFull;
+    if (!full) ++sent;
+  }
+  ASSERT_TRUE(full) << "sent " << sent << " chunks without filling the queue";
+  // The high watermark, plus what one Send adds and the plaintext waiting
+  // to be encrypted, plus TLS record overhead.
+  EXPECT_LE(max_queued, (1u << 20) + (256u << 10) + 2 * chunk.size());
+  const int writable_before = a_handler.writable;
+  ASSERT_TRUE(run_both([&] { return a_handler.writable > writable_before; }));
+  ASSERT_TRUE(run_both([&] { return b_handler.frames == sent; }));
+  EXPECT_EQ(a->Send(2, 0x20, "more"), SendResult::kQueued);
+  a.reset();
+  b.reset();
 }
 
 }  // namespace

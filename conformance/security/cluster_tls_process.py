@@ -15,6 +15,7 @@
   - a fourth node with the cluster secret but a certificate from another CA
     never shows up in node 1's member table, and node 1 logs the TLS refusal
     naming "unknown CA";
+  - SIGHUP makes node 1 read the cluster TLS files and the token again;
   - `estuary-cluster stop` stops it all.
 
 Every wait is on an observed event with a deadline; nothing sleeps.
@@ -125,7 +126,8 @@ def main():
         for k in (1, 2, 3):
             with open(os.path.join(DIR, "node-%d.log" % k)) as f:
                 log = f.read()
-            check("TLS handshake failed" not in log, "node %d refused no TLS link of its own cluster" % k)
+            refused = [l for l in log.splitlines() if "TLS handshake failed" in l]
+            check(not refused, "node %d refused no TLS link of its own cluster %r" % (k, refused[:3]))
         with open(os.path.join(DIR, "lb-active.log")) as f:
             lb_log = f.read()
         check("heartbeats authenticated" in lb_log and "NOT authenticated" not in lb_log,
@@ -182,6 +184,22 @@ def main():
                     forwards += float(line.rsplit(" ", 1)[1])
         check(forwards > 0, "frames went between the nodes (%d)" % forwards)
 
+        # SIGHUP reads the cluster TLS files again (and the admin token).
+        pids = {}
+        for line in lines:
+            words = line.split()
+            if len(words) >= 3 and words[0].isdigit() and words[1].isdigit() and words[2].startswith("127."):
+                pids[int(words[0])] = int(words[1])
+        os.kill(pids[1], signal.SIGHUP)
+
+        def reloaded():
+            with open(os.path.join(DIR, "node-1.log")) as f:
+                text = f.read()
+            return "reload: cluster TLS certificate" in text and "reload: admin token file" in text
+        wait_for("node 1 to log the reload", reloaded)
+        check(True, "SIGHUP: node 1 reads the cluster TLS files and the admin token again")
+        check(members(address).get(2) == "up", "after the reload node 1 still sees node 2 up")
+
         cert, key = other_ca_certificate()
         stranger_log = open(os.path.join(WORK, "stranger.log"), "w")
         stranger = subprocess.Popen([ESTUARYD, "--node-id", "4", "--mqtt", "127.0.0.1:0", "--amqp", "127.0.0.1:0",
@@ -211,10 +229,10 @@ def main():
             launcher.wait(30)
         except subprocess.TimeoutExpired:
             launcher.kill()
-    shutil.rmtree(WORK, ignore_errors=True)
     if FAILURES:
-        print("%d check(s) failed" % len(FAILURES))
+        print("%d check(s) failed; logs kept in %s" % (len(FAILURES), WORK))
         sys.exit(1)
+    shutil.rmtree(WORK, ignore_errors=True)
     print("all checks passed")
 
 
