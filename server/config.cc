@@ -147,6 +147,9 @@ void BuildApp(CLI::App& app, NodeConfig& config) {
                  "File whose first line is the admin API's bearer token: every admin request but GET /healthz "
                  "needs 'Authorization: Bearer TOKEN' (at least 16 characters; the file must not be readable by "
                  "others; required when --admin is not loopback; reloaded on SIGHUP)");
+  app.add_flag("--admin-tls", config.admin_tls,
+               "The admin listener speaks HTTPS with the --tls-cert/--tls-key pair (and --tls-ca, "
+               "--tls-require-client-cert as the TLS listeners; reloaded on SIGHUP)");
   AddEndpointOption(app, "--cluster", config.cluster, "Inter-node listener HOST:PORT");
   io::AddEndpointListOption(app, "--seeds", config.seeds, "Other nodes' inter-node addresses HOST:PORT,...");
   app.add_option("--cluster-secret-file", config.cluster_secret_file,
@@ -311,6 +314,7 @@ void CheckTls(const NodeConfig& config) {
   if (config.tls_identity_as_username && !tls.require_client_cert) {
     throw CLI::ValidationError("--tls-identity-as-username", "needs --tls-require-client-cert");
   }
+  if (config.admin_tls && tls.cert_file.empty()) throw CLI::ValidationError("--admin-tls", "needs --tls-cert and --tls-key");
   if (tls.cert_file.empty()) return;
   if (auto built = io::BuildServerContext(tls); !built) throw CLI::ValidationError("TLS", built.error());
 }

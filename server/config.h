@@ -25,6 +25,9 @@ struct NodeConfig {
   // but GET /healthz needs `Authorization: Bearer TOKEN`; required when
   // --admin is not a loopback address. Reloaded on SIGHUP.
   std::string admin_token_file;
+  // --admin-tls: the admin listener speaks HTTPS with the --tls-cert pair
+  // (and its --tls-ca/--tls-require-client-cert rules).
+  bool admin_tls = false;
   io::Endpoint cluster{"127.0.0.1", 0};
   std::vector<io::Endpoint> seeds;
   // Cluster secret (docs/cluster.md): the file's first line; required with

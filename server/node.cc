@@ -133,6 +133,7 @@ Expected<void, std::string> Node::Start() {
   if (!admin) return MakeError(fmt::format("admin listener {}: {}", config_.admin.ToString(), admin.error()));
   admin_ = std::move(*admin);
   admin_port_ = admin_->port();
+  if (config_.admin_tls) admin_->set_tls(shared_.tls);  // checked while parsing: --tls-cert is set
   if (admin_token_) {
     admin_->set_gate([token = admin_token_.get()](std::string_view method, std::string_view path,
                                                   std::string_view authorization) {

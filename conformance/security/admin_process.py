@@ -14,7 +14,11 @@ real estuaryd, estuaryctl and estuary-lb. Checks, each printed as "ok: ..." or
   - SIGHUP reads the file again: the new token works, the old one is
     refused;
   - estuary-lb --admin-token-file probes the node's /api/load with the token
-    (the node becomes eligible) and its own /api/nodes needs the token.
+    (the node becomes eligible) and its own /api/nodes needs the token;
+  - --admin-tls: the admin listener speaks HTTPS with the --tls-cert pair
+    (Python's ssl verifying it against the CA: 401 without the token, 200
+    with it); estuaryctl --admin-ca reaches it, estuaryctl without it or with
+    another CA's file does not; plain HTTP gets no answer.
 
 Every wait is on an observed event with a deadline; nothing sleeps.
 
@@ -26,13 +30,17 @@ import json
 import os
 import shutil
 import signal
+import socket
+import ssl
 import subprocess
 import sys
 import tempfile
 
 sys.dont_write_bytecode = True
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "support"))
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from estuary_process import DEADLINE, SINGLE_NODE_FLAGS, Estuaryd, LineReader, wait_for  # noqa: E402
+from tls_certs import TlsCerts  # noqa: E402
 
 ESTUARYD, ESTUARYCTL, ESTUARY_LB = sys.argv[1], sys.argv[2], sys.argv[3]
 WORK = tempfile.mkdtemp(prefix="estuary-admin-")
@@ -162,6 +170,56 @@ def check_balancer(node, token_file):
             lb.wait()
 
 
+def https_request(address, path, ca, token=None):
+    host, port = address.rsplit(":", 1)
+    context = ssl.create_default_context(cafile=ca)
+    connection = http.client.HTTPSConnection(host, int(port), timeout=DEADLINE, context=context)
+    connection.request("GET", path, headers={"Authorization": "Bearer " + token} if token else {})
+    response = connection.getresponse()
+    result = (response.status, response.read().decode())
+    connection.close()
+    return result
+
+
+def check_admin_tls(token_file):
+    certs = TlsCerts(os.path.join(WORK, "tls"))
+    other = TlsCerts(os.path.join(WORK, "other"), ca_name="Another CA")
+    node = Estuaryd(ESTUARYD, *SINGLE_NODE_FLAGS, "--admin-tls", "--tls-cert", certs.server_cert, "--tls-key",
+                    certs.server_key, "--admin-token-file", token_file)
+    try:
+        status, _ = https_request(node.admin, "/api/load", certs.ca)
+        check(status == 401, "--admin-tls: HTTPS without the token: 401 (%d)" % status)
+        status, body = https_request(node.admin, "/api/load", certs.ca, TOKEN)
+        check(status == 200 and "connections" in body, "--admin-tls: HTTPS with the token: 200 (%d)" % status)
+        host, port = node.admin.rsplit(":", 1)
+        with socket.create_connection((host, int(port)), timeout=DEADLINE) as plain:
+            plain.sendall(b"GET /healthz HTTP/1.1\r\nConnection: close\r\n\r\n")
+            answer = b""
+            try:
+                while chunk := plain.recv(4096):
+                    answer += chunk
+            except OSError:
+                pass
+        check(not answer.startswith(b"HTTP/"), "--admin-tls: plain HTTP gets no HTTP answer (%r)" % answer[:40])
+        ctl = [ESTUARYCTL, "--admin", node.admin, "--token-file", token_file, "--json"]
+        done = subprocess.run(ctl + ["--admin-ca", certs.ca, "load"], capture_output=True, text=True,
+                              timeout=DEADLINE)
+        check(done.returncode == 0 and "connections" in done.stdout,
+              "estuaryctl --admin-ca reaches the HTTPS admin (%d %r)" % (done.returncode, done.stderr))
+        done = subprocess.run(ctl + ["--admin-ca", other.ca, "load"], capture_output=True, text=True,
+                              timeout=DEADLINE)
+        check(done.returncode == 1 and "certificate" in done.stderr,
+              "estuaryctl --admin-ca with another CA: exit 1 naming the certificate (%d %r)"
+              % (done.returncode, done.stderr))
+        done = subprocess.run(ctl + ["--timeout-ms", "2000", "load"], capture_output=True, text=True,
+                              timeout=DEADLINE)
+        check(done.returncode == 1, "estuaryctl without --admin-ca: exit 1 (%d %r)" % (done.returncode, done.stderr))
+    finally:
+        check(node.stop() == 0, "the --admin-tls node stops with status 0")
+    code, error = start_up_error("--admin", "127.0.0.1:0", "--admin-tls")
+    check(code == 2 and "--admin-tls" in error, "--admin-tls without --tls-cert: exit 2 (%d %r)" % (code, error))
+
+
 def main():
     token_file = write_token("admin.token", "  " + TOKEN + "  \n")
     node = Estuaryd(ESTUARYD, *SINGLE_NODE_FLAGS, "--admin-token-file", token_file)
@@ -173,6 +231,7 @@ def main():
     finally:
         check(node.stop() == 0, "estuaryd stops with status 0")
     check_start_up_refusals()
+    check_admin_tls(token_file)
     shutil.rmtree(WORK, ignore_errors=True)
     if FAILURES:
         print("%d check(s) failed" % len(FAILURES))

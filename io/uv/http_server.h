@@ -16,6 +16,8 @@
 
 namespace estuary::io {
 
+class TlsContext;
+
 struct HttpResponse {
   int status = 200;
   std::string content_type = "text/plain; charset=utf-8";
@@ -43,6 +45,10 @@ class HttpServer {
   using Gate = std::function<std::optional<HttpResponse>(std::string_view method, std::string_view path,
                                                          std::string_view authorization)>;
   void set_gate(Gate gate);
+  // HTTPS: connections accepted from now on speak TLS with sessions of
+  // `tls` (estuaryd --admin-tls: the --tls-cert pair); null: plain HTTP.
+  // A handshake that does not finish within the idle timeout is closed.
+  void set_tls(std::shared_ptr<TlsContext> tls);
   uint16_t port() const;
   size_t connection_count() const;
   void set_idle_timeout(int64_t ms);

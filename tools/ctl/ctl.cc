@@ -198,6 +198,10 @@ int RunCtl(int argc, const char* const* argv, std::ostream& out, std::ostream& e
   app.add_option("--token-file", token_file,
                  "file whose first line is the admin token (the node's --admin-token-file): sent as "
                  "'Authorization: Bearer TOKEN' on every request");
+  std::string admin_ca;
+  app.add_option("--admin-ca", admin_ca,
+                 "HTTPS to the node's --admin-tls listener: its certificate must verify against this PEM CA file "
+                 "and name the --admin host");
   app.add_option("--timeout-ms", timeout_ms, "connect and read timeout")->capture_default_str()->check(
       CLI::Range(1, 600'000));
   app.require_subcommand(1, 1);
@@ -255,6 +259,7 @@ int RunCtl(int argc, const char* const* argv, std::ostream& out, std::ostream& e
   }
   const std::string command = app.get_subcommands().at(0)->get_name();
   SetBearerToken({});
+  SetAdminCa(admin_ca);
   if (!token_file.empty() && command != "passwd") {
     auto token = io::ReadAdminTokenFile(token_file);
     if (!token) {
