@@ -318,7 +318,9 @@ void Balancer::Probe(const std::string& admin) {
             HttpGet(loop_, endpoint, "GET", "/api/load", config_.probe_timeout_ms,
                     [this, alive, admin, fail](const HttpAnswer& load) {
                       if (alive->balancer == nullptr || stopping_) return;
-                      if (load.status != 200) return fail(load.status == 0 ? load.error : "/api/load failed");
+                      if (load.status != 200) {
+                        return fail(load.status == 0 ? load.error : fmt::format("/api/load answered {}", load.status));
+                      }
                       auto report = ParseLoadReport(load.body);
                       if (!report) return fail(report.error());
                       probing_.erase(admin);
@@ -329,7 +331,8 @@ void Balancer::Probe(const std::string& admin) {
                       if (!was_ok) spdlog::info("node {} (id {}) healthy", admin, report->node_id);
                       table_.OnReport(admin, std::move(*report), loop_.NowMs());
                       PublishNodes();
-                    });
+                    },
+                    config_.admin_token);
           });
 }
 

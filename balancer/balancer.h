@@ -20,6 +20,7 @@
 #include "balancer/heartbeat_auth.h"
 #include "balancer/lb_config.h"
 #include "balancer/node_table.h"
+#include "io/uv/admin_token.h"
 #include "balancer/pair_state.h"
 #include "balancer/proxy_connection.h"
 #include "balancer/proxy_worker.h"
@@ -101,6 +102,7 @@ class Balancer {
   size_t next_worker_ = 0;      // rotates ties between equally busy workers
   size_t workers_pending_ = 0;  // Stop(): workers still closing connections
   std::unique_ptr<io::HttpServer> admin_;
+  std::unique_ptr<io::AdminToken> admin_token_;  // --admin-token-file
   uint16_t admin_port_ = 0;
   uint64_t accepted_total_ = 0;
   uint64_t refused_total_ = 0;  // not active or stopping (the workers count the rest)

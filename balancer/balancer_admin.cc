@@ -18,6 +18,15 @@ Expected<void, std::string> Balancer::StartAdmin() {
   if (!server) return MakeError("admin " + config_.admin + ": " + server.error());
   admin_ = std::move(*server);
   admin_port_ = admin_->port();
+  if (!config_.admin_token_file.empty()) {
+    auto token = io::AdminToken::Load(config_.admin_token_file);
+    if (!token) return MakeError("--admin-token-file " + token.error());
+    admin_token_ = std::move(*token);
+    admin_->set_gate([token = admin_token_.get()](std::string_view method, std::string_view path,
+                                                  std::string_view authorization) {
+      return token->Check(method, path, authorization);
+    });
+  }
   return {};
 }
 
@@ -77,10 +86,13 @@ std::string Balancer::MetricsText() const {
       "estuary_lb_connections {}\n"
       "# HELP estuary_lb_accepted_total Client connections accepted.\n# TYPE estuary_lb_accepted_total counter\n"
       "estuary_lb_accepted_total {}\n"
+      "# HELP estuary_lb_admin_refused_total Admin requests refused with 401 (--admin-token-file).\n"
+      "# TYPE estuary_lb_admin_refused_total counter\nestuary_lb_admin_refused_total {}\n"
       "# HELP estuary_lb_refused_total Clients closed without reaching a node.\n"
       "# TYPE estuary_lb_refused_total counter\nestuary_lb_refused_total {}\n"
       "# HELP estuary_lb_node_sent_total Connections sent to each node.\n# TYPE estuary_lb_node_sent_total counter\n",
-      role() == Role::kActive ? 1 : 0, epoch(), connection_count(), accepted_total_, RefusedTotal());
+      role() == Role::kActive ? 1 : 0, epoch(), connection_count(), accepted_total_,
+      admin_token_ ? admin_token_->refused() : 0, RefusedTotal());
   for (const NodeState& node : table_.nodes()) {
     fmt::format_to(std::back_inserter(out), "estuary_lb_node_sent_total{{node=\"{}\"}} {}\n", node.admin,
                    node.sent_total());

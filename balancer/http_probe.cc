@@ -56,12 +56,14 @@ struct Request : std::enable_shared_from_this<Request> {
 }  // namespace
 
 void HttpGet(io::UvLoop& loop, const io::Endpoint& to, const std::string& method, const std::string& path,
-             int64_t timeout_ms, std::function<void(const HttpAnswer&)> done) {
+             int64_t timeout_ms, std::function<void(const HttpAnswer&)> done, const std::string& bearer) {
   auto request = std::make_shared<Request>();
   request->loop = &loop;
   request->done = std::move(done);
-  const std::string text = method + " " + path + " HTTP/1.1\r\nHost: " + to.ToString() +
-                           "\r\nConnection: close\r\nContent-Length: 0\r\n\r\n";
+  std::string text = method + " " + path + " HTTP/1.1\r\nHost: " + to.ToString() +
+                     "\r\nConnection: close\r\nContent-Length: 0\r\n";
+  if (!bearer.empty()) text += "Authorization: Bearer " + bearer + "\r\n";
+  text += "\r\n";
   std::weak_ptr<Request> weak = request;
   request->connection = io::TcpConnection::Connect(loop, to, [weak, text](int status) {
     auto self = weak.lock();

@@ -17,7 +17,9 @@ struct HttpAnswer {
   std::string error;
 };
 
+// `bearer`: the admin token (--admin-token-file) sent as `Authorization:
+// Bearer`, "" for none.
 void HttpGet(io::UvLoop& loop, const io::Endpoint& to, const std::string& method, const std::string& path,
-             int64_t timeout_ms, std::function<void(const HttpAnswer&)> done);
+             int64_t timeout_ms, std::function<void(const HttpAnswer&)> done, const std::string& bearer = {});
 
 }  // namespace estuary::balancer

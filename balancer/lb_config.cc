@@ -7,6 +7,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "io/uv/admin_token.h"
 #include "io/uv/cli_options.h"
 
 namespace estuary::balancer {
@@ -119,6 +120,9 @@ void BuildApp(CLI::App& app, BalancerConfig& config) {
       ->check(CLI::Range(int64_t(100), int64_t(600000)));
   io::AddOptionalEndpointOption(app, "--admin", config.admin,
                                 "Admin HTTP HOST:PORT: /healthz, /api/nodes, /metrics (default: off)");
+  app.add_option("--admin-token-file", config.admin_token_file,
+                 "File whose first line is the admin token of the nodes (their --admin-token-file): sent on every "
+                 "probe, and required (Authorization: Bearer) on this balancer's --admin but /healthz");
   app.add_option("--vip", config.vip, "Virtual-IP mode: ADDRESS/PREFIX held by the active (needs root)");
   app.add_option("--vip-interface", config.vip_interface, "Interface for --vip");
   AddSelection(app, config);
@@ -138,6 +142,11 @@ ParseOutcome ParseCommandLine(int argc, const char* const* argv) {
     }
     if (!config.vip.empty() && (config.mqtt.port == 0 || config.amqp.port == 0)) {
       throw CLI::ValidationError("--vip", "needs fixed --mqtt and --amqp ports");
+    }
+    if (!config.admin_token_file.empty()) {
+      auto token = io::ReadAdminTokenFile(config.admin_token_file);
+      if (!token) throw CLI::ValidationError("--admin-token-file", token.error());
+      config.admin_token = std::move(*token);
     }
     if (!config.pair_secret_file.empty()) {
       auto secret = ReadPairSecret(config.pair_secret_file);

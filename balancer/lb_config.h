@@ -33,6 +33,11 @@ struct BalancerConfig {
   std::string vip;                        // "ADDRESS/PREFIX": virtual-IP mode
   std::string vip_interface;
   std::string admin;  // HOST:PORT of the balancer's own admin HTTP, "" = none
+  // --admin-token-file (io/uv/admin_token.h): the token the nodes' admin
+  // APIs require, sent on every probe, and required by this balancer's own
+  // admin listener (but /healthz). Read at parse time; "" = none.
+  std::string admin_token_file;
+  std::string admin_token;
   unsigned threads = 0;  // data-plane worker threads, 0 = one per CPU
   // Heartbeat authentication (heartbeat_auth.h): the file's path and its
   // contents (read at parse time; "" = heartbeats are not authenticated).

@@ -22,7 +22,10 @@
 # listens for MQTT and AMQP over TLS (--mqtts, --amqps) on a free port of
 # 127.0.0.1, named in its ready line. The TLS ports are the nodes' own (the
 # balancers forward clear text only); the script prints a `mosquitto_sub
-# --cafile` line that reaches node 1 over TLS.
+# --cafile` line that reaches node 1 over TLS. estuary-cluster signs the
+# nodes' certificates for the inter-node links (mutual TLS,
+# DATA_DIR/tls/node-N.pem) with the same CA, and gives the balancer pair a
+# heartbeat secret (DATA_DIR/lb-pair.secret).
 #
 # A port that something else already listens on (a system Mosquitto on
 # 1883, RabbitMQ on 5672) is named and the script exits 2 before anything

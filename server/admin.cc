@@ -147,6 +147,11 @@ std::string Node::MetricsText() const {
                    config_.node_id, shard, shards_[shard]->proxy_gate().refused());
   }
   if (shared_.guard) out += shared_.guard->MetricsText(config_.node_id);  // docs/security.md "Abuse limits"
+  fmt::format_to(std::back_inserter(out),
+                 "# HELP estuary_admin_refused_total Admin API requests refused with 401 (no or wrong bearer token, "
+                 "--admin-token-file).\n# TYPE estuary_admin_refused_total counter\n"
+                 "estuary_admin_refused_total{{node=\"{}\"}} {}\n",
+                 config_.node_id, admin_token_ ? admin_token_->refused() : 0);
   const double uptime = double(io::SystemClock::Instance().NowMs() - started_ms_) / 1000.0;
   fmt::format_to(std::back_inserter(out),
                  "# HELP estuary_uptime_seconds Seconds since the node started.\n"

@@ -7,6 +7,7 @@
 
 #include "io/uv/cli_options.h"
 #include "security/acl.h"
+#include "io/uv/admin_token.h"
 #include "security/password_file.h"
 
 namespace estuary::server {
@@ -154,6 +155,22 @@ void AddAbuseLimits(CLI::App& app, NodeConfig& config) {
       ->check(CLI::Range(1u, 86'400'000u));
 }
 
+void AddClusterTlsOptions(CLI::App& app, io::TlsSettings& tls) {
+  tls.flag_prefix = "--cluster-tls";
+  tls.min_version = "1.3";
+  tls.require_client_cert = true;
+  app.add_option("--cluster-tls-cert", tls.cert_file,
+                 "PEM certificate chain this node presents on inter-node links (mutual TLS under the cluster "
+                 "secret's handshake; with --cluster-tls-key and --cluster-tls-ca; reloaded on SIGHUP)")
+      ->check(CLI::ExistingFile);
+  app.add_option("--cluster-tls-key", tls.key_file, "PEM private key of --cluster-tls-cert; reloaded on SIGHUP")
+      ->check(CLI::ExistingFile);
+  app.add_option("--cluster-tls-ca", tls.ca_file,
+                 "PEM bundle of the cluster's CA: a peer whose certificate does not verify against it is refused "
+                 "(both directions); reloaded on SIGHUP")
+      ->check(CLI::ExistingFile);
+}
+
 void BuildApp(CLI::App& app, NodeConfig& config) {
   app.set_config("--config", "", "TOML configuration file (keys named like the flags)");
   app.allow_config_extras(CLI::config_extras_mode::error);
@@ -165,6 +182,13 @@ void BuildApp(CLI::App& app, NodeConfig& config) {
   AddEndpointOption(app, "--mqtt", config.mqtt, "MQTT listener HOST:PORT (port 0 picks a free port)");
   AddEndpointOption(app, "--amqp", config.amqp, "AMQP 1.0 listener HOST:PORT");
   AddEndpointOption(app, "--admin", config.admin, "Admin HTTP listener HOST:PORT (/healthz, /metrics, /api)");
+  app.add_option("--admin-token-file", config.admin_token_file,
+                 "File whose first line is the admin API's bearer token: every admin request but GET /healthz "
+                 "needs 'Authorization: Bearer TOKEN' (at least 16 characters; the file must not be readable by "
+                 "others; required when --admin is not loopback; reloaded on SIGHUP)");
+  app.add_flag("--admin-tls", config.admin_tls,
+               "The admin listener speaks HTTPS with the --tls-cert/--tls-key pair (and --tls-ca, "
+               "--tls-require-client-cert as the TLS listeners; reloaded on SIGHUP)");
   AddEndpointOption(app, "--cluster", config.cluster, "Inter-node listener HOST:PORT");
   io::AddEndpointListOption(app, "--seeds", config.seeds, "Other nodes' inter-node addresses HOST:PORT,...");
   app.add_option("--cluster-secret-file", config.cluster_secret_file,
@@ -242,6 +266,7 @@ void BuildApp(CLI::App& app, NodeConfig& config) {
   app.add_flag("--fault-injection", config.fault_injection,
                "Enable test fault switches on the admin API (POST/DELETE /api/fault/isolate)");
   AddTlsOptions(app, config);
+  AddClusterTlsOptions(app, config.cluster_tls);
   AddLimits(app, config.limits);
   AddAbuseLimits(app, config);
   AddSharedSubscriptionOptions(app, config.shared_subscriptions);
@@ -279,6 +304,38 @@ void CheckSecurityFiles(const NodeConfig& config) {
   }
 }
 
+// An admin API reachable from other hosts needs a token; the file is read
+// once here so that a bad one stops start-up with a usage error naming it.
+void CheckAdminToken(const NodeConfig& config) {
+  if (config.admin_token_file.empty()) {
+    if (!io::IsLoopbackHost(config.admin.host)) {
+      throw CLI::ValidationError("--admin", config.admin.ToString() +
+                                                " is not a loopback address: it needs --admin-token-file "
+                                                "(docs/security.md \"Admin API\")");
+    }
+    return;
+  }
+  if (auto token = io::ReadAdminTokenFile(config.admin_token_file); !token) {
+    throw CLI::ValidationError("--admin-token-file", token.error());
+  }
+}
+
+// The cluster TLS flags go together, need the secret, and their files are
+// read once here so that a bad one stops start-up with a usage error.
+void CheckClusterTls(const NodeConfig& config) {
+  const io::TlsSettings& tls = config.cluster_tls;
+  const int given = int(!tls.cert_file.empty()) + int(!tls.key_file.empty()) + int(!tls.ca_file.empty());
+  if (given == 0) return;
+  if (given != 3) {
+    throw CLI::ValidationError("--cluster-tls-cert",
+                               "--cluster-tls-cert, --cluster-tls-key and --cluster-tls-ca go together");
+  }
+  if (config.cluster_secret_file.empty()) {
+    throw CLI::ValidationError("--cluster-tls-cert", "needs --cluster-secret-file (its handshake runs inside TLS)");
+  }
+  if (auto built = io::TlsContext::CreatePeer(tls); !built) throw CLI::ValidationError("cluster TLS", built.error());
+}
+
 // The TLS flags' rules, and the files read once so that a bad one stops
 // start-up with a usage error naming it.
 void CheckTls(const NodeConfig& config) {
@@ -297,6 +354,7 @@ void CheckTls(const NodeConfig& config) {
   if (config.tls_identity_as_username && !tls.require_client_cert) {
     throw CLI::ValidationError("--tls-identity-as-username", "needs --tls-require-client-cert");
   }
+  if (config.admin_tls && tls.cert_file.empty()) throw CLI::ValidationError("--admin-tls", "needs --tls-cert and --tls-key");
   if (tls.cert_file.empty()) return;
   if (auto built = io::BuildServerContext(tls); !built) throw CLI::ValidationError("TLS", built.error());
 }
@@ -310,6 +368,8 @@ ParseOutcome ParseCommandLine(int argc, const char* const* argv) {
   auto outcome = io::ParseOrExit(app, config, argc, argv, [&config] {
     LoadClusterSecret(config);
     CheckSecurityFiles(config);
+    CheckAdminToken(config);
+    CheckClusterTls(config);
     CheckTls(config);
   });
   if (std::holds_alternative<ExitRequest>(outcome)) return std::get<ExitRequest>(outcome);

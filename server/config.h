@@ -21,12 +21,23 @@ struct NodeConfig {
   io::Endpoint mqtt{"127.0.0.1", 1883};
   io::Endpoint amqp{"127.0.0.1", 5672};
   io::Endpoint admin{"127.0.0.1", 8080};
+  // --admin-token-file (docs/security.md "Admin API"): every admin request
+  // but GET /healthz needs `Authorization: Bearer TOKEN`; required when
+  // --admin is not a loopback address. Reloaded on SIGHUP.
+  std::string admin_token_file;
+  // --admin-tls: the admin listener speaks HTTPS with the --tls-cert pair
+  // (and its --tls-ca/--tls-require-client-cert rules).
+  bool admin_tls = false;
   io::Endpoint cluster{"127.0.0.1", 0};
   std::vector<io::Endpoint> seeds;
   // Cluster secret (docs/cluster.md): the file's first line; required with
   // --seeds. Without one a node forms no links (and refuses any on --cluster).
   std::string cluster_secret_file;
   std::string cluster_secret;  // read from the file while parsing
+  // Mutual TLS on the inter-node links (docs/internode.md "TLS"): all three
+  // or none; needs the cluster secret (its handshake runs inside TLS).
+  // flag_prefix "--cluster-tls", TLS 1.3. Reloaded on SIGHUP.
+  io::TlsSettings cluster_tls;
   uint32_t cluster_peer_grace_ms = 3000;       // a peer down this long is gone (routes forgotten)
   // A peer whose link is down and whose address refuses a redial (its
   // process is gone) is gone at once, when no other node reaches it

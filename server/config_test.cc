@@ -3,8 +3,11 @@
 #include <gtest/gtest.h>
 
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
 #include <vector>
+
+#include "io/tls/tls_test_certs.h"
 
 namespace estuary::server {
 namespace {
@@ -248,6 +251,59 @@ TEST_F(ConfigFileTest, AbuseLimitsFromFileOrFlag) {
   EXPECT_EQ(set.abuse.auth_backoff_max_ms, 8000u);
   EXPECT_TRUE(std::holds_alternative<ExitRequest>(Parse({"--connect-rate-per-ip", "-1"})));
   EXPECT_TRUE(std::holds_alternative<ExitRequest>(Parse({"--max-connections-per-ip", "many"})));
+}
+
+}  // namespace
+}  // namespace estuary::server
+
+namespace estuary::server {
+namespace {
+
+TEST_F(ConfigFileTest, AdminTokenFileFromFileAndNonLoopbackAdminNeedsIt) {
+  const std::string token = ::testing::TempDir() + "estuary_config_test.token";
+  std::ofstream(token) << "token-0123456789abcdef\n";
+  std::filesystem::permissions(token, std::filesystem::perms::owner_read | std::filesystem::perms::owner_write);
+  const std::string path = Write("admin = \"0.0.0.0:0\"\nadmin-token-file = \"" + token + "\"\n");
+  auto outcome = Parse({"--config", path.c_str()});
+  ASSERT_TRUE(std::holds_alternative<NodeConfig>(outcome));
+  EXPECT_EQ(std::get<NodeConfig>(outcome).admin_token_file, token);
+  auto open = Parse({"--admin", "0.0.0.0:0"});  // not loopback, no token
+  ASSERT_TRUE(std::holds_alternative<ExitRequest>(open));
+  EXPECT_EQ(std::get<ExitRequest>(open).status, 2);
+  EXPECT_TRUE(std::holds_alternative<NodeConfig>(Parse({"--admin", "127.0.0.1:0"})));
+  std::filesystem::permissions(token, std::filesystem::perms::others_read, std::filesystem::perm_options::add);
+  auto readable = Parse({"--admin-token-file", token.c_str()});
+  ASSERT_TRUE(std::holds_alternative<ExitRequest>(readable));
+  EXPECT_EQ(std::get<ExitRequest>(readable).status, 2);
+  std::remove(token.c_str());
+}
+
+TEST_F(ConfigFileTest, ClusterTlsFromFileAndItsRules) {
+  io::test_support::TestCertificates certificates;
+  auto node = certificates.Client("estuary-node-1");
+  const std::string secret = SecretFile("cluster-secret\n");
+  const std::string path = Write("cluster-secret-file = \"" + secret + "\"\ncluster-tls-cert = \"" + node.cert +
+                                 "\"\ncluster-tls-key = \"" + node.key + "\"\ncluster-tls-ca = \"" +
+                                 certificates.ca_file() + "\"\n");
+  auto outcome = Parse({"--config", path.c_str()});
+  ASSERT_TRUE(std::holds_alternative<NodeConfig>(outcome));
+  const io::TlsSettings& tls = std::get<NodeConfig>(outcome).cluster_tls;
+  EXPECT_EQ(tls.cert_file, node.cert);
+  EXPECT_EQ(tls.ca_file, certificates.ca_file());
+  EXPECT_EQ(tls.min_version, "1.3");
+  EXPECT_EQ(tls.flag_prefix, "--cluster-tls");
+  for (std::vector<std::string> args : std::vector<std::vector<std::string>>{
+           {"--cluster-secret-file", secret, "--cluster-tls-cert", node.cert},  // not all three
+           {"--cluster-tls-cert", node.cert, "--cluster-tls-key", node.key, "--cluster-tls-ca",
+            certificates.ca_file()},                                            // no secret
+           {"--cluster-secret-file", secret, "--cluster-tls-cert", node.cert, "--cluster-tls-key",
+            certificates.ca_file(), "--cluster-tls-ca", certificates.ca_file()}}) {  // not a key
+    std::vector<const char*> argv;
+    for (const auto& arg : args) argv.push_back(arg.c_str());
+    auto refused = Parse(argv);
+    ASSERT_TRUE(std::holds_alternative<ExitRequest>(refused)) << args[2];
+    EXPECT_EQ(std::get<ExitRequest>(refused).status, 2);
+  }
 }
 
 }  // namespace

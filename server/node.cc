@@ -118,12 +118,22 @@ Expected<void, std::string> Node::Start() {
     authorizer_ = std::move(*loaded);
     shared_.authorizer = authorizer_.get();
   }
+  if (!config_.admin_token_file.empty()) {
+    auto token = io::AdminToken::Load(config_.admin_token_file);
+    if (!token) return MakeError("--admin-token-file " + token.error());
+    admin_token_ = std::move(*token);
+  }
   if (!config_.tls.cert_file.empty()) {
     auto tls = io::TlsContext::Create(config_.tls);
     if (!tls) return MakeError(tls.error());
     shared_.tls = std::move(*tls);
     shared_.tls_handshake_timeout_ms = config_.tls_handshake_timeout_ms;
     shared_.tls_identity_as_username = config_.tls_identity_as_username;
+  }
+  if (!config_.cluster_tls.cert_file.empty()) {
+    auto tls = io::TlsContext::CreatePeer(config_.cluster_tls);
+    if (!tls) return MakeError(tls.error());
+    cluster_tls_ = std::move(*tls);
   }
   SetUpCluster();
   if (auto storage = OpenStorage(); !storage) return storage;
@@ -150,6 +160,13 @@ Expected<void, std::string> Node::Start() {
   if (!admin) return MakeError(fmt::format("admin listener {}: {}", config_.admin.ToString(), admin.error()));
   admin_ = std::move(*admin);
   admin_port_ = admin_->port();
+  if (config_.admin_tls) admin_->set_tls(shared_.tls);  // checked while parsing: --tls-cert is set
+  if (admin_token_) {
+    admin_->set_gate([token = admin_token_.get()](std::string_view method, std::string_view path,
+                                                  std::string_view authorization) {
+      return token->Check(method, path, authorization);
+    });
+  }
   if (auto aux = StartAuxiliaryListeners(); !aux) return aux;
   InstallSignalHandlers();
   StartSysTimer();
@@ -164,6 +181,7 @@ void Node::SetUpCluster() {
   links.advertised_address = config_.cluster.ToString();
   links.secret = config_.cluster_secret;
   links.seed = (uint64_t{config_.node_id} << 32) ^ static_cast<uint64_t>(io::SystemClock::Instance().NowMs());
+  links.tls = cluster_tls_;  // null: clear text
   transport_ = std::make_unique<cluster::UvTransport>(first->loop(), links);
   cluster::ClusterAgentConfig agent;
   agent.self = config_.node_id;
@@ -362,6 +380,23 @@ bool Node::Reload() {
   };
   reload("password file", config_.password_file, authenticator_);
   reload("ACL file", config_.acl_file, authorizer_);
+  if (admin_token_) {
+    if (auto done = admin_token_->Reload(); !done) {
+      spdlog::error("reload: admin token kept as it was: {}", done.error());
+      ok = false;
+    } else {
+      spdlog::info("reload: admin token file {} read again", config_.admin_token_file);
+    }
+  }
+  if (cluster_tls_) {
+    // New links use the new pair; links already up keep theirs.
+    if (auto done = cluster_tls_->Reload(); !done) {
+      spdlog::error("reload: cluster TLS certificate kept as it was: {}", done.error());
+      ok = false;
+    } else {
+      spdlog::info("reload: cluster TLS certificate {} read again", config_.cluster_tls.cert_file);
+    }
+  }
   if (shared_.tls) {
     // New handshakes use the new pair; connections already up keep theirs.
     if (auto done = shared_.tls->Reload(); !done) {

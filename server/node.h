@@ -17,6 +17,7 @@
 #include "cluster-core/broker/metrics.h"
 #include "cluster-core/cluster/cluster_agent.h"
 #include "cluster-core/links/uv_transport.h"
+#include "io/uv/admin_token.h"
 #include "io/uv/http_server.h"
 #include "server/acl_authorizer.h"
 #include "server/config.h"
@@ -39,7 +40,8 @@ class Node final : public core::ShardLink {
   // Thread-safe: asks the node to shut down (as SIGTERM does).
   void RequestShutdown();
   // SIGHUP: reads the files that may change under a running node again
-  // (--password-file, --acl-file, --tls-cert/--tls-key/--tls-ca/--tls-crl).
+  // (--password-file, --acl-file, --tls-cert/--tls-key/--tls-ca/--tls-crl,
+  // --admin-token-file, --cluster-tls-cert/--cluster-tls-key/--cluster-tls-ca).
   // New connections and operations use the new content; a file
   // that fails to parse keeps the old content and is logged as an error.
   // Returns false if any file failed. Shard 0's thread.
@@ -75,6 +77,7 @@ class Node final : public core::ShardLink {
   std::vector<std::unique_ptr<ShardRuntime>> shards_;
   std::vector<std::thread> threads_;
   std::unique_ptr<io::HttpServer> admin_;
+  std::unique_ptr<io::AdminToken> admin_token_;  // --admin-token-file; checked before ServeAdmin
   std::unique_ptr<PasswordFileAuthenticator> authenticator_;  // --password-file
   std::unique_ptr<GuardedAuthenticator> guarded_authenticator_;  // authenticator_ seen by the abuse limits
   std::unique_ptr<AclAuthorizer> authorizer_;                 // --acl-file
@@ -83,6 +86,7 @@ class Node final : public core::ShardLink {
   // With one: the links and the agent, both on shard 0's loop. Declared
   // after shards_, so destroyed before the loops they use.
   std::unique_ptr<cluster::UvTransport> transport_;
+  std::shared_ptr<io::TlsContext> cluster_tls_;  // --cluster-tls-*; the transport shares it
   // The metadata group's raft state (<data-dir>/meta, or in memory without
   // --data-dir); declared before agent_, so it outlives the group.
   std::unique_ptr<persistence::StorageEngine> meta_engine_;

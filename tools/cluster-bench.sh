@@ -16,7 +16,8 @@
 # docs/benchmarks.md); SKIP_CALLGRIND=1, SKIP_THROUGHPUT=1 to run one part;
 # KEEP_CALLGRIND=DIR keeps every node's callgrind output there
 # (DIR/cg-NAME/node-N.out) for callgrind_annotate; CALLGRIND_QOS (default
-# "0 1") the QoS levels measured.
+# "0 1") the QoS levels measured. CLUSTER_TLS (default 1): the nodes' links
+# over mutual TLS as estuary-cluster sets it up; 0 passes --no-cluster-tls.
 # Nodes run with --shards 1 and in-memory storage; clients use 64-byte
 # payloads, 1 publisher and 1 subscriber.
 set -euo pipefail
@@ -63,7 +64,9 @@ declare -A MQTT=() ADMIN=()
 start_cluster() {
   local name=$1 nodes=$2 estuaryd=$3 dir=$WORK/$1
   mkdir -p "$dir"
-  "$BIN"/estuary-cluster start --nodes "$nodes" --storage memory --dir "$dir" --estuaryd "$estuaryd" \
+  local tls_flag=()
+  [[ ${CLUSTER_TLS:-1} == 0 ]] && tls_flag=(--no-cluster-tls)
+  "$BIN"/estuary-cluster start --nodes "$nodes" --storage memory --dir "$dir" --estuaryd "$estuaryd" "${tls_flag[@]}" \
     --ready-timeout 180000 --grace 120000 -- "${NODE_FLAGS[@]}" > "$dir/launcher.out" 2> "$dir/launcher.err" &
   LAUNCHER_PID=$!
   local waited=0

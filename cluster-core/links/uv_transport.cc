@@ -4,11 +4,14 @@
 
 #include <algorithm>
 
+#include "io/tls/tls_session.h"
+
 namespace estuary::cluster {
 namespace {
 
 enum class LinkState {
   kConnecting,  // dialled, TCP connect in progress
+  kTls,         // TLS handshake (config.tls)
   kAwaitHello,  // waiting for the peer's hello
   kAwaitAuth,   // hellos exchanged, waiting for the peer's MAC
   kUp,          // authenticated: cluster frames flow
@@ -16,10 +19,11 @@ enum class LinkState {
 };
 
 constexpr int64_t kLinkCloseTimeoutMs = 1000;
+constexpr size_t kEncryptNowBytes = 256 * 1024;  // TLS: plaintext frames waiting for the iteration's encryption
 
 }  // namespace
 
-struct UvTransport::Link {
+struct UvTransport::Link : std::enable_shared_from_this<Link> {
   uint64_t id = 0;
   std::shared_ptr<io::TcpConnection> connection;
   bool dialled = false;
@@ -38,6 +42,11 @@ struct UvTransport::Link {
   bool sent_since_tick = false;  // a frame was written since: the tick stamps last_sent_ms
   uint64_t writes_at_up = 0;
   bool want_writable = false;  // Send returned kFull
+  // config.tls: the session; frames wait in plaintext_out until one
+  // encryption per loop iteration (few records for a burst of frames).
+  std::unique_ptr<io::TlsSession> tls;
+  std::string plaintext_out;
+  bool encrypt_posted = false;
 };
 
 struct UvTransport::Dialer {
@@ -95,6 +104,12 @@ void UvTransport::Close() {
   dialers_.clear();
   for (auto& [id, link] : links_) {
     if (link->state == LinkState::kUp) WriteFrame(*link, wire::kError, "node shutting down");
+    if (link->tls && link->tls->open()) {
+      EncryptPending(*link);
+      link->tls->Shutdown();
+      link->tls->TakeOutput(link->connection->output_buffer());
+      link->connection->MarkDirty();
+    }
     link->state = LinkState::kClosed;
     link->connection->SetHandlers({});
     link->connection->Close();
@@ -159,6 +174,14 @@ void UvTransport::Dial(Dialer& dialer) {
       return;  // on_close follows and schedules the redial
     }
     self->remote = self->connection->peer_address();
+    if (config_.tls) {
+      self->tls = config_.tls->NewClientSession();
+      self->state = LinkState::kTls;
+      self->tls->Connect();
+      self->tls->TakeOutput(self->connection->output_buffer());
+      self->connection->MarkDirty();
+      return;
+    }
     self->state = LinkState::kAwaitHello;
     WriteFrame(*self, wire::kHello,
                wire::EncodeHello({.node = config_.self, .address = config_.advertised_address, .nonce = self->our_nonce}));
@@ -185,6 +208,10 @@ void UvTransport::Accept(int fd) {
   if (isolated_) return link->connection->Abort();  // SetIsolated: refused with a reset
   link->remote = link->connection->peer_address();
   link->state = LinkState::kAwaitHello;
+  if (config_.tls) {
+    link->tls = config_.tls->NewSession();
+    link->state = LinkState::kTls;
+  }
   StartLink(link);
 }
 
@@ -250,6 +277,11 @@ void UvTransport::ScheduleRedial(Dialer& dialer) {
 // frame split across reads is assembled in the link's reader.
 void UvTransport::OnData(const LinkPtr& link, std::string_view bytes) {
   link->last_received_ms = loop_.NowMs();
+  if (link->tls) return OnTlsData(link, bytes);
+  ReadFrames(link, bytes);
+}
+
+void UvTransport::ReadFrames(const LinkPtr& link, std::string_view bytes) {
   const auto status = link->reader.Read(bytes, [&](const wire::FrameReader::Frame& frame) {
     OnFrame(link, frame.type, frame.body);
     return link->state != LinkState::kClosed;
@@ -428,6 +460,68 @@ void UvTransport::MarkUp(const LinkPtr& link) {
   if (handler_ != nullptr) handler_->OnPeerUp({link->node, link->advertised, link->minor});
 }
 
+// ---- TLS (config.tls) ---------------------------------------------------------
+
+void UvTransport::OnTlsData(const LinkPtr& link, std::string_view ciphertext) {
+  // One scratch buffer per thread: frames are handled before it is reused.
+  thread_local std::string plaintext;
+  plaintext.clear();
+  io::TlsSession& session = *link->tls;
+  const bool ok = session.Receive(ciphertext, plaintext);
+  if (session.has_output()) {
+    session.TakeOutput(link->connection->output_buffer());
+    link->connection->MarkDirty();
+  }
+  if (link->state == LinkState::kTls) {
+    if (!ok) return RefuseTls(link, session.error());
+    if (!session.open()) return;
+    TlsEstablished(link);
+  }
+  if (!plaintext.empty() && link->state != LinkState::kClosed) ReadFrames(link, plaintext);
+  if (ok || link->state == LinkState::kClosed) return;
+  const bool failed = session.state() == io::TlsSession::State::kFailed;
+  // TLS 1.3: a client is open before the server checked its certificate;
+  // the server's alert arrives after, and is a refusal like any other.
+  if (failed && link->state != LinkState::kUp) return RefuseTls(link, session.error());
+  // close_notify, or a record that does not decrypt: the link ends.
+  if (failed) {
+    ++refused_;
+    spdlog::warn("links: TLS record error from {} (node {}): {}", link->remote, link->node, session.error());
+  }
+  DropLink(link, false);
+}
+
+void UvTransport::TlsEstablished(const LinkPtr& link) {
+  spdlog::debug("links: TLS with {} up ({}, {})", link->remote, link->tls->protocol_version(),
+                link->dialled ? "dialled" : "accepted");
+  link->state = LinkState::kAwaitHello;
+  if (link->dialled) {
+    WriteFrame(*link, wire::kHello,
+               wire::EncodeHello({.node = config_.self, .address = config_.advertised_address, .nonce = link->our_nonce}));
+  }
+}
+
+// No error frame can pass before TLS is up: the alert OpenSSL queued (if
+// any) goes out before the FIN. The dialler's side tells membership.
+void UvTransport::RefuseTls(const LinkPtr& link, const std::string& reason) {
+  ++refused_;
+  spdlog::warn("links: refused {} ({}): TLS handshake failed: {}", link->remote,
+               link->dialled ? "dialled" : "accepted", reason);
+  if (link->dialled && handler_ != nullptr) handler_->OnRefusedBy(link->remote, "TLS: " + reason);
+  DropLink(link, false);
+}
+
+void UvTransport::EncryptPending(Link& link) {
+  link.encrypt_posted = false;
+  if (link.plaintext_out.empty() || !link.connection->is_open()) return;
+  if (link.tls->Send(link.plaintext_out)) {
+    link.tls->TakeOutput(link.connection->output_buffer());
+    link.connection->MarkDirty();
+  }
+  link.plaintext_out.clear();
+  if (link.plaintext_out.capacity() > 1024 * 1024) std::string().swap(link.plaintext_out);
+}
+
 // ---- closing -----------------------------------------------------------------
 
 void UvTransport::Refuse(const LinkPtr& link, const std::string& reason) {
@@ -445,6 +539,12 @@ void UvTransport::DropLink(const LinkPtr& link, bool abort) {
   if (link->state == LinkState::kClosed) return;
   LinkPtr keep = link;  // the caller's reference may live in links_
   keep->connection->SetHandlers({});
+  if (keep->tls && !abort && keep->tls->open()) {
+    EncryptPending(*keep);  // the last frames (an error saying why) go first
+    keep->tls->Shutdown();  // close_notify
+    keep->tls->TakeOutput(keep->connection->output_buffer());
+    keep->connection->MarkDirty();
+  }
   if (abort) {
     keep->connection->Abort();
   } else {
@@ -503,8 +603,24 @@ SendResult UvTransport::Send(NodeId to, uint8_t type, std::string_view body) {
 
 void UvTransport::WriteFrame(Link& link, uint8_t type, std::string_view body) {
   if (!link.connection->is_open()) return;
-  wire::AppendFrame(link.connection->output_buffer(), type, body);
-  link.connection->MarkDirty();
+  if (link.tls) {
+    if (!link.tls->open()) return;  // before TLS is up nothing but TLS passes
+    wire::AppendFrame(link.plaintext_out, type, body);
+    // A burst within one iteration is encrypted as it grows, so that the
+    // socket's queue (and its watermarks, which Send obeys) sees it: the
+    // plaintext waiting here stays under kEncryptNowBytes.
+    if (link.plaintext_out.size() >= kEncryptNowBytes) {
+      EncryptPending(link);
+    } else if (!link.encrypt_posted) {
+      link.encrypt_posted = true;
+      loop_.Post([this, weak = std::weak_ptr<Link>(link.shared_from_this())] {
+        if (LinkPtr self = weak.lock(); self && self->state != LinkState::kClosed) EncryptPending(*self);
+      });
+    }
+  } else {
+    wire::AppendFrame(link.connection->output_buffer(), type, body);
+    link.connection->MarkDirty();
+  }
   // No clock read per frame: the next tick, at most a tick interval later,
   // takes this as the time of the last send (heartbeats only need it to
   // within that).
@@ -601,7 +717,7 @@ std::vector<UvTransport::PeerStats> UvTransport::stats() const {
     size_t queued = 0;
     if (peer.link) {
       writes += peer.link->connection->writes_issued() - peer.link->writes_at_up;
-      queued = peer.link->connection->queued_bytes();
+      queued = peer.link->connection->queued_bytes() + peer.link->plaintext_out.size();
     }
     out.push_back({node, peer.address, peer.link != nullptr, peer.frames_in, peer.frames_out, peer.bytes_in,
                    peer.bytes_out, writes, peer.ups > 0 ? peer.ups - 1 : 0, queued});

@@ -9,6 +9,11 @@
 // queue_high_bytes Send returns kFull, and OnWritable follows once it fell
 // below queue_low_bytes.
 //
+// With config.tls, every link is TLS first (the dialler is the TLS
+// client, both sides present certificates of the cluster CA), then the
+// same hello and HMAC handshake inside it; a peer whose certificate does
+// not verify is refused with a log line saying why (refused() counts it).
+//
 // Threading: belongs to the loop's thread; every method and every handler
 // call happens there. The handler may call any method from inside a
 // callback (including Close), but must not destroy the UvTransport there.
@@ -30,6 +35,7 @@
 #include "base/expected.h"
 #include "cluster-core/links/frame.h"
 #include "cluster-core/links/transport.h"
+#include "io/tls/tls_context.h"
 #include "io/uv/tcp.h"
 #include "io/uv/uv_loop.h"
 
@@ -39,6 +45,10 @@ struct UvTransportConfig {
   NodeId self = 1;
   std::string advertised_address;  // this node's cluster "HOST:PORT", sent in the hello
   std::string secret;              // cluster secret; empty = refuse to start links (Listen returns an error)
+  // Mutual TLS under the handshake (--cluster-tls-*, docs/internode.md
+  // "TLS"): a TlsContext::CreatePeer context; null = clear text. Both ends
+  // must agree: a TLS node and a clear-text one never link.
+  std::shared_ptr<io::TlsContext> tls;
   uint32_t heartbeat_ms = 200;     // a heartbeat is sent when nothing else was sent for this long (to a tick, heartbeat_ms / 4)
   uint32_t dead_after_ms = 1500;   // nothing received for this long: the link is down
   uint32_t backoff_min_ms = 50, backoff_max_ms = 2000;  // redial backoff, doubling, with seeded jitter
@@ -107,6 +117,7 @@ class UvTransport final : public Transport {
   void ReportDialFailed(const Link& link, DialError error, const std::string& detail);
   void StartLink(const LinkPtr& link);
   void OnData(const LinkPtr& link, std::string_view bytes);
+  void ReadFrames(const LinkPtr& link, std::string_view plaintext);
   void OnFrame(const LinkPtr& link, uint8_t type, std::string_view body);
   void OnLinkFrame(const LinkPtr& link, uint8_t type, std::string_view body);
   void OnHello(const LinkPtr& link, std::string_view body);
@@ -118,6 +129,10 @@ class UvTransport final : public Transport {
   void Forget(const LinkPtr& link);
   void PeerDown(const LinkPtr& link);
   void WriteFrame(Link& link, uint8_t type, std::string_view body);
+  void OnTlsData(const LinkPtr& link, std::string_view ciphertext);
+  void TlsEstablished(const LinkPtr& link);
+  void EncryptPending(Link& link);  // the link's plaintext frames -> records -> the socket
+  void RefuseTls(const LinkPtr& link, const std::string& reason);
   void Tick();
 
   io::UvLoop& loop_;

@@ -3,10 +3,13 @@
 // takeover time is measured and printed; the old active, restarted, stays
 // standby. The virtual-IP mode runs in network namespaces when root.
 #include <signal.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <atomic>
 #include <condition_variable>
+#include <cstdio>
+#include <fstream>
 #include <mutex>
 #include <thread>
 
@@ -207,9 +210,19 @@ TEST(EstuaryLbPairTest, VirtualIpMovesToTheStandbyInANetworkNamespace) {
   NetnsLab lab;
   if (!lab.Build()) GTEST_SKIP() << "cannot build network namespaces here (" << lab.failed() << ")";
   std::string error;
+  // The node's admin address is not loopback: it needs a token, which the
+  // balancers send on their probes.
+  const std::string token = "/tmp/estuary-pair-failover-" + std::to_string(::getpid()) + ".token";
+  std::ofstream(token) << "pair-failover-token-0123456789\n";
+  ::chmod(token.c_str(), 0600);
+  struct RemoveToken {
+    std::string path;
+    ~RemoveToken() { std::remove(path.c_str()); }
+  } remove_token{token};
   auto node = LbProcess::Start({"--node-id", "1", "--shards", "1", "--sys-interval", "0", "--log-level", "warn",
                                 "--mqtt", "10.77.0.254:1883", "--amqp", "10.77.0.254:5672", "--admin",
-                                "10.77.0.254:8080", "--cluster", "10.77.0.254:0", "--proxy-from", "10.77.0.1,10.77.0.2"},
+                                "10.77.0.254:8080", "--admin-token-file", token, "--cluster", "10.77.0.254:0",
+                                "--proxy-from", "10.77.0.1,10.77.0.2"},
                                &error, seconds(10), lab.In("lan"), BrokerProcess::DefaultBinary());
   ASSERT_TRUE(node) << error;
   auto balancer = [&](const std::string& host, const std::string& me, const std::string& peer, const char* role) {
@@ -217,7 +230,7 @@ TEST(EstuaryLbPairTest, VirtualIpMovesToTheStandbyInANetworkNamespace) {
     auto process = LbProcess::Start({"--nodes", "10.77.0.254:8080", "--mqtt", "10.77.0.100:1883", "--amqp",
                                      "10.77.0.100:5672", "--vip", "10.77.0.100/24", "--vip-interface", "eth0",
                                      "--heartbeat", me + ":7946", "--peer", peer + ":7946", "--role", role,
-                                     "--log-level", "warn"},
+                                     "--admin-token-file", token, "--log-level", "warn"},
                                     &why, seconds(10), lab.In(host));
     EXPECT_TRUE(process) << why;
     return process;

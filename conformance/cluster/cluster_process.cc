@@ -151,6 +151,13 @@ std::unique_ptr<ClusterProcess> ClusterProcess::Start(const Options& options, st
   }
   cluster->dir_ = pattern;
   cluster->secret_file_ = cluster->WriteSecret("cluster.secret");
+  if (options.admin_token) {
+    cluster->token_file_ = cluster->WriteSecret("admin.token");
+    std::ifstream in(cluster->token_file_);
+    std::string token;
+    std::getline(in, token);
+    SetAdminToken(token);
+  }
   for (int id = 1; id <= options.nodes; ++id) {
     if (!cluster->AddNode(error, id)) return nullptr;
   }
@@ -159,6 +166,7 @@ std::unique_ptr<ClusterProcess> ClusterProcess::Start(const Options& options, st
 
 ClusterProcess::~ClusterProcess() {
   nodes_.clear();
+  if (!token_file_.empty()) SetAdminToken({});
   if (!dir_.empty() && !std::getenv("ESTUARY_KEEP_CLUSTER_DIR")) {
     std::error_code ignored;
     std::filesystem::remove_all(dir_, ignored);
@@ -173,6 +181,7 @@ NodeProcess::Options ClusterProcess::NodeOptions(int id) const {
   if (options_.durable) options.data_dir = dir_ + "/node-" + std::to_string(id);
   options.log_path = dir_ + "/node-" + std::to_string(id) + ".log";
   options.extra_flags = options_.extra_flags;
+  if (!token_file_.empty()) options.extra_flags.insert(options.extra_flags.end(), {"--admin-token-file", token_file_});
   return options;
 }
 

@@ -91,6 +91,10 @@ class ClusterProcess {
   struct Options {
     int nodes = 3;
     bool durable = false;  // bitcask data folders (--sync always) instead of memory
+    // Every node gets --admin-token-file with a random token, and every
+    // admin request of this process (AdminGet, HttpRequest) sends it while
+    // the cluster lives (SetAdminToken).
+    bool admin_token = false;
     std::vector<std::string> extra_flags = {"--shards", "1", "--log-level", "info"};
   };
   static std::unique_ptr<ClusterProcess> Start(const Options& options, std::string* error);
@@ -138,6 +142,7 @@ class ClusterProcess {
   Options options_;
   std::string dir_;
   std::string secret_file_;
+  std::string token_file_;  // Options::admin_token
   std::map<int, std::unique_ptr<NodeProcess>> nodes_;
   std::map<int, NodeProcess::Options> started_with_;
 };

@@ -6,6 +6,7 @@
 
 #include <cctype>
 #include <cstdio>
+#include <fstream>
 #include <sstream>
 
 #include "conformance/cluster/cluster_fixture.h"
@@ -86,6 +87,42 @@ TEST(ClusterSecretTest, NodeWithWrongSecretIsRefusedAndLogged) {
   auto good = testing::AdminGet(cluster->node(1).admin_port(), "/healthz");
   ASSERT_TRUE(good.has_value());
   EXPECT_EQ(good->status, 200) << good->body;
+}
+
+}  // namespace
+}  // namespace estuary::conformance
+
+namespace estuary::conformance {
+namespace {
+
+// --admin-token-file on every node (ClusterProcess::Options::admin_token):
+// the helpers send the token, so the cluster forms and is observed as
+// usual; a request without it is refused with 401, /healthz is not.
+TEST(ClusterSecretTest, ClusterWithAnAdminTokenFormsAndRefusesRequestsWithoutIt) {
+  ClusterProcess::Options options;
+  options.nodes = 2;
+  options.admin_token = true;
+  auto cluster = StartCluster(options);
+  ASSERT_NE(cluster, nullptr);
+  std::string why;
+  ASSERT_TRUE(cluster->WaitMembersUp(kConverge, &why)) << why;
+  auto with_token = testing::AdminGet(cluster->node(1).admin_port(), "/api/cluster/members");
+  ASSERT_TRUE(with_token.has_value());
+  EXPECT_EQ(with_token->status, 200);
+  std::ifstream in(cluster->dir() + "/admin.token");
+  std::string token;
+  std::getline(in, token);
+  testing::SetAdminToken({});
+  auto without = testing::AdminGet(cluster->node(1).admin_port(), "/api/cluster/members");
+  auto health = testing::AdminGet(cluster->node(1).admin_port(), "/healthz");
+  testing::SetAdminToken(token);
+  ASSERT_TRUE(without.has_value());
+  EXPECT_EQ(without->status, 401) << without->body;
+  ASSERT_TRUE(health.has_value());
+  EXPECT_EQ(health->status, 200) << health->body;
+  auto metrics = testing::AdminGet(cluster->node(1).admin_port(), "/metrics");
+  ASSERT_TRUE(metrics.has_value());
+  EXPECT_NE(metrics->body.find("estuary_admin_refused_total{node=\"1\"} 1\n"), std::string::npos);
 }
 
 }  // namespace

@@ -143,15 +143,24 @@ bool WholeReply(const std::string& received) {
   return received.size() - end - 4 >= std::strtoul(received.c_str() + field + 14, nullptr, 10);
 }
 
+std::string& AdminToken() {
+  static std::string token;
+  return token;
+}
+
 }  // namespace
+
+void SetAdminToken(std::string token) { AdminToken() = std::move(token); }
 
 HttpResult HttpRequest(const std::string& host, uint16_t port, const std::string& method, const std::string& path,
                        std::chrono::milliseconds timeout) {
   HttpResult result;
   const int fd = ConnectTcp(host, port);
   if (fd < 0) return result;
-  const std::string request = method + " " + path + " HTTP/1.1\r\nHost: " + host +
-                              "\r\nConnection: close\r\nContent-Length: 0\r\n\r\n";
+  std::string request = method + " " + path + " HTTP/1.1\r\nHost: " + host +
+                        "\r\nConnection: close\r\nContent-Length: 0\r\n";
+  if (!AdminToken().empty()) request += "Authorization: Bearer " + AdminToken() + "\r\n";
+  request += "\r\n";
   ::send(fd, request.data(), request.size(), MSG_NOSIGNAL);
   const auto deadline = std::chrono::steady_clock::now() + timeout;
   std::string received;

@@ -81,6 +81,18 @@ struct HttpResult {
 };
 HttpResult HttpRequest(const std::string& host, uint16_t port, const std::string& method, const std::string& path,
                        std::chrono::milliseconds timeout = std::chrono::seconds(5));
+// The admin token (estuaryd --admin-token-file) that HttpRequest, HttpGet
+// and AdminGet send as `Authorization: Bearer` from now on; "" (the
+// default) sends none. For the whole test process: a test that starts
+// nodes with a token sets it and clears it when done (AdminTokenScope).
+void SetAdminToken(std::string token);
+class AdminTokenScope {
+ public:
+  explicit AdminTokenScope(std::string token) { SetAdminToken(std::move(token)); }
+  ~AdminTokenScope() { SetAdminToken({}); }
+  AdminTokenScope(const AdminTokenScope&) = delete;
+  AdminTokenScope& operator=(const AdminTokenScope&) = delete;
+};
 inline HttpResult HttpGet(const std::string& host, uint16_t port, const std::string& path) {
   return HttpRequest(host, port, "GET", path);
 }

@@ -54,27 +54,35 @@ int VerifyCallback(int preverify_ok, X509_STORE_CTX* store) {
   return 0;
 }
 
-Expected<void, std::string> LoadFiles(SSL_CTX* context, const TlsSettings& settings) {
+Expected<void, std::string> LoadPair(SSL_CTX* context, const TlsSettings& settings) {
+  const std::string& flag = settings.flag_prefix;
   if (SSL_CTX_use_certificate_chain_file(context, settings.cert_file.c_str()) != 1) {
-    return MakeError("--tls-cert " + settings.cert_file + ": " + OpenSslErrors());
+    return MakeError(flag + "-cert " + settings.cert_file + ": " + OpenSslErrors());
   }
   if (SSL_CTX_use_PrivateKey_file(context, settings.key_file.c_str(), SSL_FILETYPE_PEM) != 1) {
-    return MakeError("--tls-key " + settings.key_file + ": " + OpenSslErrors());
+    return MakeError(flag + "-key " + settings.key_file + ": " + OpenSslErrors());
   }
   if (SSL_CTX_check_private_key(context) != 1) {
-    return MakeError("--tls-key " + settings.key_file + " does not match --tls-cert " + settings.cert_file);
+    return MakeError(flag + "-key " + settings.key_file + " does not match " + flag + "-cert " + settings.cert_file);
   }
+  return {};
+}
+
+Expected<void, std::string> LoadFiles(SSL_CTX* context, const TlsSettings& settings) {
+  if (auto pair = LoadPair(context, settings); !pair) return pair;
   if (settings.ca_file.empty()) return {};
   if (SSL_CTX_load_verify_locations(context, settings.ca_file.c_str(), nullptr) != 1) {
-    return MakeError("--tls-ca " + settings.ca_file + ": " + OpenSslErrors());
+    return MakeError(settings.flag_prefix + "-ca " + settings.ca_file + ": " + OpenSslErrors());
   }
   STACK_OF(X509_NAME)* names = SSL_load_client_CA_file(settings.ca_file.c_str());
-  if (names == nullptr) return MakeError("--tls-ca " + settings.ca_file + ": no certificate in it");
+  if (names == nullptr) return MakeError(settings.flag_prefix + "-ca " + settings.ca_file + ": no certificate in it");
   SSL_CTX_set_client_CA_list(context, names);
   const int mode = SSL_VERIFY_PEER | (settings.require_client_cert ? SSL_VERIFY_FAIL_IF_NO_PEER_CERT : 0);
   SSL_CTX_set_verify(context, mode, VerifyCallback);
   if (!settings.crl_file.empty()) {
-    if (auto crls = LoadCrls(context, settings.crl_file); !crls) return MakeError("--tls-crl " + crls.error());
+    if (auto crls = LoadCrls(context, settings.crl_file); !crls) {
+      return MakeError(settings.flag_prefix + "-crl " + crls.error());
+    }
   }
   return {};
 }
@@ -123,11 +131,39 @@ Expected<std::shared_ptr<ssl_ctx_st>, std::string> BuildClientContext(const std:
   return context;
 }
 
+Expected<std::shared_ptr<ssl_ctx_st>, std::string> BuildPeerClientContext(const TlsSettings& settings) {
+  std::shared_ptr<SSL_CTX> context(SSL_CTX_new(TLS_client_method()), SSL_CTX_free);
+  if (!context) return MakeError("TLS: " + OpenSslErrors());
+  SSL_CTX_set_min_proto_version(context.get(), settings.min_version == "1.3" ? TLS1_3_VERSION : TLS1_2_VERSION);
+  if (SSL_CTX_set_cipher_list(context.get(), kTls12Ciphers) != 1) return MakeError("TLS: " + OpenSslErrors());
+  SSL_CTX_set_options(context.get(), SSL_OP_NO_RENEGOTIATION | SSL_OP_NO_COMPRESSION);
+  SSL_CTX_set_mode(context.get(), SSL_MODE_RELEASE_BUFFERS);
+  if (auto pair = LoadPair(context.get(), settings); !pair) return MakeError(pair.error());
+  if (SSL_CTX_load_verify_locations(context.get(), settings.ca_file.c_str(), nullptr) != 1) {
+    return MakeError(settings.flag_prefix + "-ca " + settings.ca_file + ": " + OpenSslErrors());
+  }
+  SSL_CTX_set_verify(context.get(), SSL_VERIFY_PEER, VerifyCallback);
+  return context;
+}
+
 Expected<std::shared_ptr<TlsContext>, std::string> TlsContext::Create(const TlsSettings& settings) {
   auto built = BuildServerContext(settings);
   if (!built) return MakeError(built.error());
-  std::shared_ptr<TlsContext> context(new TlsContext(settings));
+  std::shared_ptr<TlsContext> context(new TlsContext(settings, /*peer=*/false));
   context->current_ = std::move(*built);
+  return context;
+}
+
+Expected<std::shared_ptr<TlsContext>, std::string> TlsContext::CreatePeer(TlsSettings settings) {
+  settings.require_client_cert = true;
+  if (settings.ca_file.empty()) return MakeError(settings.flag_prefix + "-ca is needed: peers verify each other");
+  auto server = BuildServerContext(settings);
+  if (!server) return MakeError(server.error());
+  auto client = BuildPeerClientContext(settings);
+  if (!client) return MakeError(client.error());
+  std::shared_ptr<TlsContext> context(new TlsContext(settings, /*peer=*/true));
+  context->current_ = std::move(*server);
+  context->client_ = std::move(*client);
   return context;
 }
 
@@ -136,7 +172,14 @@ TlsContext::~TlsContext() = default;
 Expected<void, std::string> TlsContext::Reload() {
   auto built = BuildServerContext(settings_);
   if (!built) return MakeError(built.error());
+  std::shared_ptr<SSL_CTX> client;
+  if (peer_) {
+    auto made = BuildPeerClientContext(settings_);
+    if (!made) return MakeError(made.error());
+    client = std::move(*made);
+  }
   std::lock_guard lock(mutex_);
+  if (peer_) client_ = std::move(client);
   // Tickets issued under the old pair still resume.
   std::array<unsigned char, 80> keys{};
   if (SSL_CTX_get_tlsext_ticket_keys(current_.get(), keys.data(), keys.size()) == 1) {
@@ -153,6 +196,16 @@ std::unique_ptr<TlsSession> TlsContext::NewSession() {
     context = current_;
   }
   return std::make_unique<TlsSession>(std::move(context), /*server=*/true);
+}
+
+std::unique_ptr<TlsSession> TlsContext::NewClientSession() {
+  std::shared_ptr<SSL_CTX> context;
+  {
+    std::lock_guard lock(mutex_);
+    context = client_;
+  }
+  if (!context) return nullptr;
+  return std::make_unique<TlsSession>(std::move(context), /*server=*/false);
 }
 
 }  // namespace estuary::io

@@ -179,7 +179,8 @@ bool TlsSession::ReadRecords(std::string& plaintext) {
 void TlsSession::Fail(int ssl_error) {
   state_ = State::kFailed;
   if (notes_.verify_error != 0) {
-    error_ = std::string("client certificate refused: ") + X509_verify_cert_error_string(notes_.verify_error) +
+    const char* whose = SSL_is_server(ssl_) == 1 ? "client" : "server";
+    error_ = std::string(whose) + " certificate refused: " + X509_verify_cert_error_string(notes_.verify_error) +
              " (" + CertificateRefusal(notes_.verify_error) + "), subject " + notes_.subject;
     ERR_clear_error();
     return;

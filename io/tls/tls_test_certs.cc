@@ -77,14 +77,14 @@ Cert ReadCert(const std::string& path) {
 
 }  // namespace
 
-TestCertificates::TestCertificates() {
+TestCertificates::TestCertificates(const std::string& ca_name) {
   std::string pattern = (std::filesystem::temp_directory_path() / "estuary-tls-XXXXXX").string();
   if (mkdtemp(pattern.data()) == nullptr) throw std::runtime_error("mkdtemp failed");
   folder_ = pattern;
   ca_file_ = folder_ + "/ca.pem";
   ca_key_file_ = folder_ + "/ca.key";
   Key ca_key = NewKey();
-  Cert ca = Make("Test CA", ca_key.get(), nullptr, nullptr, serial_++, -60, 86'400, true);
+  Cert ca = Make(ca_name, ca_key.get(), nullptr, nullptr, serial_++, -60, 86'400, true);
   Write(ca_file_, ca.get());
   Write(ca_key_file_, ca_key.get());
   server_ = Client("localhost");

@@ -16,7 +16,8 @@ struct CertificateFiles {
 
 class TestCertificates {
  public:
-  TestCertificates();  // makes the folder, the CA and the server pair
+  // Makes the folder, the CA (named `ca_name`) and the server pair.
+  explicit TestCertificates(const std::string& ca_name = "Test CA");
   ~TestCertificates();  // removes the folder
   TestCertificates(const TestCertificates&) = delete;
   TestCertificates& operator=(const TestCertificates&) = delete;

@@ -94,8 +94,8 @@ void ApplyConnection(std::string_view value, HttpRequest& request) {
   }
 }
 
-// The header fields, each ending in CRLF: Connection and Content-Length are
-// applied to `request` and `content_length`. Returns an error or "".
+// The header fields, each ending in CRLF: Connection, Authorization and
+// Content-Length are applied to `request` and `content_length`. Returns an error or "".
 std::string ParseFields(std::string_view fields, HttpRequest& request, std::optional<size_t>& content_length) {
   while (!fields.empty()) {
     size_t end = fields.find("\r\n");
@@ -108,6 +108,10 @@ std::string ParseFields(std::string_view fields, HttpRequest& request, std::opti
     if (!IsToken(name)) return "bad header name";  // also catches obs-fold and "Name :"
     if (!IsFieldValue(value)) return "bad header value";
     if (EqualsIgnoreCase(name, "connection")) ApplyConnection(value, request);
+    if (EqualsIgnoreCase(name, "authorization")) {
+      if (!request.authorization.empty()) return "more than one authorization field";
+      request.authorization = std::string(value);
+    }
     if (EqualsIgnoreCase(name, "transfer-encoding")) return "transfer-encoding not supported";
     if (EqualsIgnoreCase(name, "content-length")) {
       size_t length = 0;

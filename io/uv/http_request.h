@@ -2,7 +2,8 @@
 // Parsing of HTTP/1.x request heads for HttpServer: pure, no I/O. Enough
 // of RFC 9112 for GET probes and scrapes: the request line, headers (only
 // Connection and Content-Length interpreted), and a Content-Length body
-// that is skipped. Transfer-Encoding is refused.
+// that is skipped. Transfer-Encoding is refused. Authorization is kept
+// for the admin token check (io/uv/admin_token.h).
 #include <cstddef>
 #include <string>
 #include <string_view>
@@ -14,6 +15,7 @@ struct HttpRequest {
   std::string target;  // as sent: path and query
   int minor_version = 1;  // HTTP/1.minor_version
   bool keep_alive = true;
+  std::string authorization;  // the Authorization field's value, "" if absent
   size_t consumed = 0;  // bytes of the buffer this request used, body included
 };
 

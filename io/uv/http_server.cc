@@ -2,6 +2,8 @@
 
 #include <unordered_map>
 
+#include "io/tls/tls_context.h"
+#include "io/tls/tls_session.h"
 #include "io/uv/http_request.h"
 
 namespace estuary::io {
@@ -41,6 +43,12 @@ void AppendResponse(std::string& out, const HttpResponse& response, bool keep_al
   out += response.content_type;
   out += "\r\nContent-Length: ";
   out += std::to_string(response.body.size());
+  for (const auto& [name, value] : response.headers) {
+    out += "\r\n";
+    out += name;
+    out += ": ";
+    out += value;
+  }
   out += keep_alive ? "\r\nConnection: keep-alive\r\n\r\n" : "\r\nConnection: close\r\n\r\n";
   if (with_body) out += response.body;
 }
@@ -62,10 +70,17 @@ class HttpServer::State {
     std::shared_ptr<TcpConnection> connection;
     std::string buffer;
     TimerId idle_timer = 0;
+    std::unique_ptr<TlsSession> tls;  // set_tls
   };
+  // Writes `response` (through TLS when the session has it).
+  void Respond(Session& session, const HttpResponse& response, bool keep_alive, bool with_body);
+  // Closes after what was written (a TLS session sends close_notify first).
+  void CloseSession(Session& session);
 
   UvLoop& loop;
   Handler handler;
+  Gate gate;
+  std::shared_ptr<TlsContext> tls;
   std::unique_ptr<TcpListener> listener;
   uint16_t port = 0;
   int64_t idle_timeout_ms = kDefaultIdleTimeoutMs;
@@ -77,6 +92,7 @@ void HttpServer::State::OnAccept(int fd) {
   if (!connection) return;
   TcpConnection* key = connection.get();
   sessions[key].connection = connection;
+  if (tls) sessions[key].tls = tls->NewSession();
   // The handlers name the session by pointer only: the map owns it, and
   // CloseAll() drops the handlers before the State goes away.
   connection->SetHandlers({
@@ -90,6 +106,17 @@ void HttpServer::State::OnAccept(int fd) {
 // The handler may Close() the server, which empties `sessions`: nothing
 // from the session is used after the handler returns without a new lookup.
 void HttpServer::State::OnData(TcpConnection* connection, std::string_view bytes) {
+  std::string plaintext;
+  if (auto it = sessions.find(connection); it != sessions.end() && it->second.tls) {
+    TlsSession& session = *it->second.tls;
+    const bool ok = session.Receive(bytes, plaintext);
+    if (session.has_output()) {
+      session.TakeOutput(connection->output_buffer());
+      connection->MarkDirty();
+    }
+    if (!ok) return connection->Close();  // a failed handshake or close_notify
+    bytes = plaintext;
+  }
   for (;;) {
     auto it = sessions.find(connection);
     if (it == sessions.end()) return;
@@ -101,19 +128,41 @@ void HttpServer::State::OnData(TcpConnection* connection, std::string_view bytes
     if (parsed.status == HttpParseResult::Status::kBad) {
       buffer.clear();
       HttpResponse response{400, "text/plain; charset=utf-8", "bad request: " + parsed.error + "\n"};
-      AppendResponse(connection->output_buffer(), response, false, true);
-      connection->MarkDirty();
-      connection->Close();
-      return;
+      Respond(it->second, response, false, true);
+      return CloseSession(it->second);
     }
     const HttpRequest& request = parsed.request;
     buffer.erase(0, request.consumed);
-    HttpResponse response = handler(request.method, request.target);
-    AppendResponse(connection->output_buffer(), response, request.keep_alive, request.method != "HEAD");
-    connection->MarkDirty();
-    if (!request.keep_alive) return connection->Close();
+    std::optional<HttpResponse> refused;
+    if (gate) refused = gate(request.method, request.target, request.authorization);
+    HttpResponse response = refused ? std::move(*refused) : handler(request.method, request.target);
+    it = sessions.find(connection);  // the handler may have closed the server
+    if (it == sessions.end()) return;
+    Respond(it->second, response, request.keep_alive, request.method != "HEAD");
+    if (!request.keep_alive) return CloseSession(it->second);
     ArmIdleTimer(connection);
   }
+}
+
+void HttpServer::State::Respond(Session& session, const HttpResponse& response, bool keep_alive, bool with_body) {
+  TcpConnection& connection = *session.connection;
+  if (!session.tls) {
+    AppendResponse(connection.output_buffer(), response, keep_alive, with_body);
+  } else {
+    std::string plaintext;
+    AppendResponse(plaintext, response, keep_alive, with_body);
+    if (session.tls->Send(plaintext)) session.tls->TakeOutput(connection.output_buffer());
+  }
+  connection.MarkDirty();
+}
+
+void HttpServer::State::CloseSession(Session& session) {
+  if (session.tls) {
+    session.tls->Shutdown();
+    session.tls->TakeOutput(session.connection->output_buffer());
+    session.connection->MarkDirty();
+  }
+  session.connection->Close();
 }
 
 void HttpServer::State::ArmIdleTimer(TcpConnection* connection) {
@@ -162,6 +211,10 @@ Expected<std::unique_ptr<HttpServer>, std::string> HttpServer::Start(UvLoop& loo
 uint16_t HttpServer::port() const { return state_->port; }
 
 size_t HttpServer::connection_count() const { return state_->sessions.size(); }
+
+void HttpServer::set_gate(Gate gate) { state_->gate = std::move(gate); }
+
+void HttpServer::set_tls(std::shared_ptr<TlsContext> tls) { state_->tls = std::move(tls); }
 
 void HttpServer::set_idle_timeout(int64_t ms) { state_->idle_timeout_ms = ms; }
 

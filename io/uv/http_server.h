@@ -6,16 +6,25 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
 
 #include "io/uv/tcp.h"
 
 namespace estuary::io {
 
+class TlsContext;
+
 struct HttpResponse {
   int status = 200;
   std::string content_type = "text/plain; charset=utf-8";
   std::string body;
+  // Extra header fields ("WWW-Authenticate", "Bearer"); names and values
+  // are the handler's, written as given.
+  std::vector<std::pair<std::string, std::string>> headers = {};
 };
 
 // The handler sees every well-formed request, whatever its method, and
@@ -30,6 +39,16 @@ class HttpServer {
   static Expected<std::unique_ptr<HttpServer>, std::string> Start(UvLoop& loop,
                                                                        const Endpoint& at,
                                                                        Handler handler);
+  // Runs before the handler on every well-formed request: a response it
+  // returns is sent instead of calling the handler (the admin token check,
+  // io/uv/admin_token.h). Arguments: method, path, the Authorization value.
+  using Gate = std::function<std::optional<HttpResponse>(std::string_view method, std::string_view path,
+                                                         std::string_view authorization)>;
+  void set_gate(Gate gate);
+  // HTTPS: connections accepted from now on speak TLS with sessions of
+  // `tls` (estuaryd --admin-tls: the --tls-cert pair); null: plain HTTP.
+  // A handshake that does not finish within the idle timeout is closed.
+  void set_tls(std::shared_ptr<TlsContext> tls);
   uint16_t port() const;
   size_t connection_count() const;
   void set_idle_timeout(int64_t ms);

@@ -27,6 +27,14 @@ std::unique_ptr<LabCluster> LabCluster::Start(NetnsLab& lab, const LabClusterOpt
   const std::string secret = cluster->dir_ + "/cluster.secret";
   std::ofstream(secret) << RandomHex(32) << "\n";
   std::filesystem::permissions(secret, std::filesystem::perms::owner_read | std::filesystem::perms::owner_write);
+  // The nodes' admin listeners are on the lab's addresses, not loopback:
+  // estuaryd needs a token there, which every admin request here sends.
+  const std::string token = RandomHex(32);
+  const std::string token_file = cluster->dir_ + "/admin.token";
+  std::ofstream(token_file) << token << "\n";
+  std::filesystem::permissions(token_file, std::filesystem::perms::owner_read | std::filesystem::perms::owner_write);
+  estuary::testing::SetAdminToken(token);
+  cluster->sends_token_ = true;
   const char* binary = std::getenv("ESTUARY_ESTUARYD");
   const std::string estuaryd = binary != nullptr ? binary : std::string(ESTUARY_BIN_DIR) + "/estuaryd";
   for (int id = 1; id <= options.nodes; ++id) {
@@ -37,7 +45,8 @@ std::unique_ptr<LabCluster> LabCluster::Start(NetnsLab& lab, const LabClusterOpt
     std::vector<std::string> argv = lab.Exec(id);
     argv.insert(argv.end(), {estuaryd, "--node-id", std::to_string(id), "--data-dir",
                              cluster->dir_ + "/node-" + std::to_string(id), "--storage", "bitcask", "--sync", "always",
-                             "--cluster-secret-file", secret, "--max-queued-messages", "200000",
+                             "--cluster-secret-file", secret, "--admin-token-file", token_file,
+                             "--max-queued-messages", "200000",
                              "--mqtt", node.host + ":0", "--amqp", node.host + ":0", "--admin", node.host + ":0",
                              "--cluster", node.host + ":0"});
     if (id > 1) argv.insert(argv.end(), {"--seeds", cluster->nodes_.at(1).cluster_address});
@@ -59,6 +68,7 @@ std::unique_ptr<LabCluster> LabCluster::Start(NetnsLab& lab, const LabClusterOpt
 
 LabCluster::~LabCluster() {
   for (auto& [id, node] : nodes_) node.child->Kill();
+  if (sends_token_) estuary::testing::SetAdminToken({});
   if (!dir_.empty() && std::getenv("ESTUARY_KEEP_CLUSTER_DIR") == nullptr) {
     std::error_code ignored;
     std::filesystem::remove_all(dir_, ignored);

@@ -63,6 +63,7 @@ class LabCluster {
   LabCluster() = default;
 
   std::string dir_;
+  bool sends_token_ = false;  // SetAdminToken was called: cleared when the cluster goes
   std::map<int, Node> nodes_;
 };
 

@@ -10,11 +10,18 @@
 #include <cctype>
 #include <cerrno>
 #include <cstdlib>
+#include <string>
+#include <utility>
 
 namespace estuary::launcher {
 namespace {
 
 using Clock = std::chrono::steady_clock;
+
+std::string& BearerToken() {
+  static std::string token;
+  return token;
+}
 
 int MillisecondsLeft(Clock::time_point deadline) {
   const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
@@ -82,13 +89,16 @@ std::pair<std::string, uint16_t> SplitAddress(const std::string& address) {
   return {address.substr(0, colon), port > 0 && port < 65536 ? uint16_t(port) : uint16_t(0)};
 }
 
+void SetBearerToken(std::string token) { BearerToken() = std::move(token); }
+
 std::optional<HttpReply> HttpGet(const std::string& host, uint16_t port, const std::string& path,
                                  std::chrono::milliseconds timeout) {
   const auto deadline = Clock::now() + timeout;
   const int fd = Connect(host, port, deadline);
   if (fd < 0) return std::nullopt;
-  const std::string request =
-      "GET " + path + " HTTP/1.1\r\nHost: " + host + "\r\nConnection: close\r\n\r\n";
+  std::string request = "GET " + path + " HTTP/1.1\r\nHost: " + host + "\r\nConnection: close\r\n";
+  if (!BearerToken().empty()) request += "Authorization: Bearer " + BearerToken() + "\r\n";
+  request += "\r\n";
   size_t sent = 0;
   while (sent < request.size() && WaitFor(fd, POLLOUT, deadline)) {
     const ssize_t n = ::send(fd, request.data() + sent, request.size() - sent, MSG_NOSIGNAL);

@@ -14,6 +14,10 @@ struct HttpReply {
   std::string body;
 };
 
+// The admin token (the nodes' --admin-token-file) sent as `Authorization:
+// Bearer` on every GET from now on; "" sends none. One launcher per process.
+void SetBearerToken(std::string token);
+
 // nullopt when the connection fails or no complete reply came in `timeout`.
 std::optional<HttpReply> HttpGet(const std::string& host, uint16_t port, const std::string& path,
                                  std::chrono::milliseconds timeout);

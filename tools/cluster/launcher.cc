@@ -19,6 +19,7 @@
 #include <set>
 
 #include "tools/cluster/child.h"
+#include "tools/cluster/cluster_tls.h"
 #include "tools/cluster/http_get.h"
 #include "tools/cluster/signals.h"
 
@@ -111,6 +112,11 @@ class Launcher {
   std::string dir_;
   std::string secret_path_;
   bool secret_flag_ = false;      // estuaryd takes --cluster-secret-file
+  bool PrepareClusterTls();
+  bool PrepareAdminToken();
+  std::string tls_dir_;           // DIR/tls with the nodes' certificates; "" = links in clear text
+  std::string token_path_;        // the nodes' --admin-token-file; "" = none
+  bool lb_token_flag_ = false;    // estuary-lb takes --admin-token-file
   bool membership_api_ = true;    // /api/cluster/members answered (not 404)
   bool cluster_api_ = true;       // /api/cluster/routes answered
   std::vector<Node> nodes_;
@@ -155,6 +161,60 @@ bool Launcher::Prepare() {
     std::fprintf(stderr, "%s: warning: %s takes no --cluster-secret-file; nodes start without the secret\n",
                  kProgram, options_.estuaryd.c_str());
   }
+  return PrepareClusterTls() && PrepareAdminToken();
+}
+
+bool Launcher::PrepareClusterTls() {
+  if (!options_.cluster_tls || !secret_flag_) return true;
+  if (HelpText(options_.estuaryd).find("--cluster-tls-cert") == std::string::npos) {
+    std::fprintf(stderr, "%s: warning: %s takes no --cluster-tls-cert; the links run in clear text\n", kProgram,
+                 options_.estuaryd.c_str());
+    return true;
+  }
+  const std::string openssl = FindOpenssl();
+  if (openssl.empty()) {
+    std::fprintf(stderr, "%s: warning: no openssl command found; the links run in clear text\n", kProgram);
+    return true;
+  }
+  std::string error;
+  if (!MakeClusterCertificates(openssl, dir_ + "/tls", options_.nodes, &error)) {
+    std::fprintf(stderr, "%s: cluster TLS certificates: %s\n", kProgram, error.c_str());
+    return false;
+  }
+  tls_dir_ = dir_ + "/tls";
+  return true;
+}
+
+// The token the nodes require: ours (--admin-token), or one the caller gave
+// the nodes after `--`; either way our health checks send it.
+bool Launcher::PrepareAdminToken() {
+  const auto& flags = options_.estuaryd_flags;
+  for (size_t i = 0; i + 1 < flags.size(); ++i) {
+    if (flags[i] == "--admin-token-file") token_path_ = flags[i + 1];
+  }
+  std::string error;
+  if (options_.admin_token && token_path_.empty()) {
+    token_path_ = dir_ + "/admin.token";
+    if (!WriteSecret(token_path_, &error)) {
+      std::fprintf(stderr, "%s: %s\n", kProgram, error.c_str());
+      return false;
+    }
+  }
+  if (token_path_.empty()) return true;
+  std::ifstream in(token_path_);
+  std::string token;
+  std::getline(in, token);
+  const auto first = token.find_first_not_of(" \t\r");
+  const auto last = token.find_last_not_of(" \t\r");
+  token = first == std::string::npos ? "" : token.substr(first, last - first + 1);
+  if (token.empty()) {
+    std::fprintf(stderr, "%s: %s holds no admin token\n", kProgram, token_path_.c_str());
+    return false;
+  }
+  SetBearerToken(token);
+  if (options_.balancers) {
+    lb_token_flag_ = HelpText(options_.estuary_lb).find("--admin-token-file") != std::string::npos;
+  }
   return true;
 }
 
@@ -170,6 +230,14 @@ bool Launcher::StartNode(int id) {
   if (options_.storage != "memory") argv.insert(argv.end(), {"--data-dir", data_dir});
   if (!options_.sync.empty()) argv.insert(argv.end(), {"--sync", options_.sync});
   if (secret_flag_) argv.insert(argv.end(), {"--cluster-secret-file", secret_path_});
+  if (!tls_dir_.empty()) {
+    const NodeCertificate files = NodeCertificateIn(tls_dir_, id);
+    argv.insert(argv.end(), {"--cluster-tls-cert", files.cert, "--cluster-tls-key", files.key, "--cluster-tls-ca",
+                             tls_dir_ + "/ca.pem"});
+  }
+  if (options_.admin_token && token_path_ == dir_ + "/admin.token") {
+    argv.insert(argv.end(), {"--admin-token-file", token_path_});
+  }
   std::vector<std::string> seeds;
   for (const auto& node : nodes_) seeds.push_back(node.cluster);
   if (!seeds.empty()) argv.insert(argv.end(), {"--seeds", Join(seeds, ",")});
@@ -212,6 +280,7 @@ bool Launcher::StartBalancer(const std::string& role, uint16_t mqtt, uint16_t am
                                    "--heartbeat", Address(options_.lb_heartbeat, heartbeat_index),
                                    "--pair-secret-file", dir_ + "/lb-pair.secret"};
   if (!peer.empty()) argv.insert(argv.end(), {"--peer", peer});
+  if (lb_token_flag_) argv.insert(argv.end(), {"--admin-token-file", token_path_});
   Balancer balancer;
   balancer.role = role;
   std::string error;
@@ -336,6 +405,13 @@ void Launcher::PrintEndpoints() const {
     std::printf("clients: mqtt://%s amqp://%s (active balancer; the standby accepts once it has taken over)\n",
                 mqtt.c_str(), WordValue(balancers_[0].ready_line, "amqp").c_str());
     std::printf("  try: mosquitto_sub -h %s -p %u -t '#' -v\n", host.c_str(), unsigned(port));
+  }
+  if (!tls_dir_.empty()) {
+    std::printf("cluster links: mutual TLS, certificates and CA in %s (node-N.pem, ca.pem)\n", tls_dir_.c_str());
+  }
+  if (!token_path_.empty()) {
+    std::printf("admin API: needs the token in %s (estuaryctl --token-file %s --admin %s ...)\n",
+                token_path_.c_str(), token_path_.c_str(), nodes_.empty() ? "" : nodes_[0].admin.c_str());
   }
   std::printf("logs and data: %s (node-N.log, node-N/); stop: Ctrl-C or `%s stop --dir %s`\n", dir_.c_str(),
               kProgram, dir_.c_str());

@@ -18,6 +18,12 @@ struct LaunchOptions {
   std::string estuaryd;    // empty: next to this program
   std::string estuary_lb;  // empty: next to this program
   bool balancers = false;
+  // Mutual TLS on the inter-node links (cluster_tls.h) when estuaryd takes
+  // --cluster-tls-cert and `openssl` is found; --no-cluster-tls turns it off.
+  bool cluster_tls = true;
+  // --admin-token: DIR/admin.token (random, 0600) given to every node and
+  // balancer as --admin-token-file; the launcher's own checks send it.
+  bool admin_token = false;
   std::string storage = "bitcask";
   std::string sync;        // empty: estuaryd's default
   // Node k listens on base + k - 1; a base of 0 picks free ports.

@@ -21,6 +21,12 @@ void AddStartOptions(CLI::App& start, LaunchOptions& options) {
   start.add_option("--estuary-lb", options.estuary_lb, "estuary-lb binary (default: next to estuary-cluster)");
   start.add_flag("--balancers", options.balancers,
                  "Also start the estuary-lb pair (active, standby) in front; nodes then take --proxy-from 127.0.0.1");
+  start.add_flag("!--no-cluster-tls", options.cluster_tls,
+                 "Links between the nodes in clear text (default: mutual TLS with throwaway certificates made by "
+                 "`openssl` in DIR/tls, when estuaryd takes --cluster-tls-cert)");
+  start.add_flag("--admin-token", options.admin_token,
+                 "Write a random admin token to DIR/admin.token and give it to every node and balancer "
+                 "(--admin-token-file); use it with `estuaryctl --token-file DIR/admin.token`");
   start.add_option("--storage", options.storage, "Storage engine of the nodes")
       ->capture_default_str()
       ->check(CLI::IsMember({"bitcask", "rocksdb", "memory"}));

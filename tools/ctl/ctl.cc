@@ -8,6 +8,7 @@
 #include <iostream>
 #include <ostream>
 
+#include "io/uv/admin_token.h"
 #include "io/uv/cli_options.h"
 #include "tools/ctl/ctl_leadership.h"
 #include "tools/ctl/ctl_passwd.h"
@@ -193,6 +194,14 @@ int RunCtl(int argc, const char* const* argv, std::ostream& out, std::ostream& e
   int timeout_ms = 5000;
   io::AddEndpointOption(app, "--admin", admin, "the node's admin address HOST:PORT");
   app.add_flag("--json", json, "print the API's JSON as it came");
+  std::string token_file;
+  app.add_option("--token-file", token_file,
+                 "file whose first line is the admin token (the node's --admin-token-file): sent as "
+                 "'Authorization: Bearer TOKEN' on every request");
+  std::string admin_ca;
+  app.add_option("--admin-ca", admin_ca,
+                 "HTTPS to the node's --admin-tls listener: its certificate must verify against this PEM CA file "
+                 "and name the --admin host");
   app.add_option("--timeout-ms", timeout_ms, "connect and read timeout")->capture_default_str()->check(
       CLI::Range(1, 600'000));
   app.require_subcommand(1, 1);
@@ -249,6 +258,16 @@ int RunCtl(int argc, const char* const* argv, std::ostream& out, std::ostream& e
     return 2;
   }
   const std::string command = app.get_subcommands().at(0)->get_name();
+  SetBearerToken({});
+  SetAdminCa(admin_ca);
+  if (!token_file.empty() && command != "passwd") {
+    auto token = io::ReadAdminTokenFile(token_file);
+    if (!token) {
+      err << "estuaryctl: error: --token-file " << token.error() << "\n";
+      return 2;
+    }
+    SetBearerToken(std::move(*token));
+  }
   if (command == "passwd") return RunPasswd(passwd, std::cin, ::isatty(STDIN_FILENO) == 1, out, err);
   if (command == "transfer-leader" || command == "drain" || command == "undrain") {
     try {

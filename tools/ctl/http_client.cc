@@ -6,9 +6,16 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <openssl/ssl.h>
+#include <openssl/x509v3.h>
+
 #include <cerrno>
 #include <cstring>
+#include <memory>
 #include <string_view>
+
+#include "io/tls/tls_context.h"
+#include "io/tls/tls_session.h"
 
 namespace estuary::ctl {
 namespace {
@@ -119,24 +126,99 @@ Expected<ParsedReply, std::string> Parse(std::string_view raw) {
   return reply;
 }
 
+std::string& BearerToken() {
+  static std::string token;
+  return token;
+}
+
+std::string& AdminCa() {
+  static std::string ca;
+  return ca;
+}
+
+// The connection's byte stream: the socket, or TLS over it (--admin-ca).
+class Stream {
+ public:
+  explicit Stream(int fd) : fd_(fd) {}
+  ~Stream() {
+    if (ssl_ != nullptr) SSL_free(ssl_);
+  }
+  Stream(const Stream&) = delete;
+  Stream& operator=(const Stream&) = delete;
+
+  // A TLS handshake that verifies the node's certificate against `ca` and
+  // its name or IP address against `host`.
+  Expected<void, std::string> StartTls(const std::string& ca, const std::string& host) {
+    auto context = io::BuildClientContext(ca);
+    if (!context) return MakeError("--admin-ca " + context.error());
+    context_ = std::move(*context);
+    ssl_ = SSL_new(context_.get());
+    SSL_set_fd(ssl_, fd_);
+    X509_VERIFY_PARAM* param = SSL_get0_param(ssl_);
+    if (X509_VERIFY_PARAM_set1_ip_asc(param, host.c_str()) != 1) {
+      SSL_set_tlsext_host_name(ssl_, host.c_str());
+      SSL_set1_host(ssl_, host.c_str());
+    }
+    if (SSL_connect(ssl_) != 1) {
+      const long verified = SSL_get_verify_result(ssl_);
+      if (verified != X509_V_OK) {
+        return MakeError(std::string("TLS: the node's certificate: ") + X509_verify_cert_error_string(verified));
+      }
+      return MakeError("TLS: " + io::OpenSslErrors());
+    }
+    return {};
+  }
+  ssize_t Send(const char* data, size_t size) {
+    if (ssl_ == nullptr) return ::send(fd_, data, size, MSG_NOSIGNAL);
+    size_t written = 0;
+    return SSL_write_ex(ssl_, data, size, &written) == 1 ? ssize_t(written) : -1;
+  }
+  // 0 at the end of the stream, -1 on an error (errno set for sockets).
+  ssize_t Receive(char* data, size_t size) {
+    if (ssl_ == nullptr) return ::recv(fd_, data, size, 0);
+    size_t got = 0;
+    if (SSL_read_ex(ssl_, data, size, &got) == 1) return ssize_t(got);
+    const int error = SSL_get_error(ssl_, 0);
+    if (error == SSL_ERROR_ZERO_RETURN) return 0;
+    if (error == SSL_ERROR_SYSCALL && errno == 0) return 0;  // closed without close_notify
+    return -1;
+  }
+
+ private:
+  int fd_;
+  std::shared_ptr<ssl_ctx_st> context_;
+  SSL* ssl_ = nullptr;
+};
+
 }  // namespace
+
+void SetBearerToken(std::string token) { BearerToken() = std::move(token); }
+
+void SetAdminCa(std::string ca_file) { AdminCa() = std::move(ca_file); }
 
 Expected<HttpReply, std::string> HttpRequest(const std::string& host, uint16_t port, const std::string& method,
                                              const std::string& target, int timeout_ms) {
   auto fd = Dial(host, port, timeout_ms);
   if (!fd) return MakeError(fd.error());
   Socket socket(*fd);
-  const std::string request = method + " " + target + " HTTP/1.1\r\nHost: " + host + ":" + std::to_string(port) +
-                              "\r\nConnection: close\r\nContent-Length: 0\r\nUser-Agent: estuaryctl\r\n\r\n";
+  std::string request = method + " " + target + " HTTP/1.1\r\nHost: " + host + ":" + std::to_string(port) +
+                        "\r\nConnection: close\r\nContent-Length: 0\r\nUser-Agent: estuaryctl\r\n";
+  if (!BearerToken().empty()) request += "Authorization: Bearer " + BearerToken() + "\r\n";
+  request += "\r\n";
+  Stream stream(socket.fd());
+  if (!AdminCa().empty()) {
+    if (auto started = stream.StartTls(AdminCa(), host); !started) return MakeError(started.error());
+  }
   for (size_t sent = 0; sent < request.size();) {
-    const ssize_t n = ::send(socket.fd(), request.data() + sent, request.size() - sent, MSG_NOSIGNAL);
+    const ssize_t n = stream.Send(request.data() + sent, request.size() - sent);
     if (n <= 0) return MakeError(std::string("send: ") + std::strerror(errno));
     sent += static_cast<size_t>(n);
   }
   std::string raw;
   char buffer[16384];
   for (;;) {
-    const ssize_t n = ::recv(socket.fd(), buffer, sizeof(buffer), 0);
+    errno = 0;
+    const ssize_t n = stream.Receive(buffer, sizeof(buffer));
     if (n == 0) break;
     if (n < 0) {
       if (errno == EINTR) continue;
