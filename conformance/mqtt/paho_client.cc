@@ -54,6 +54,7 @@ paho::token_ptr PahoClient::StartConnect(const ConnectOptions& options) {
   connect.set_connect_timeout(5);
   connect.set_automatic_reconnect(false);
   if (options.will) connect.set_will(*options.will);
+  if (options.ssl) connect.set_ssl(*options.ssl);
   {
     std::lock_guard<std::mutex> lock(mutex_);
     gone_ = false;

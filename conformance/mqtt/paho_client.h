@@ -35,6 +35,7 @@ class PahoClient {
     paho::properties properties;
     std::optional<paho::will_options> will;
     int keep_alive_s = 60;
+    std::optional<paho::ssl_options> ssl;  // with an ssl:// uri
   };
   // Connects and returns the CONNACK; throws paho::exception on refusal.
   paho::connect_response Connect(const ConnectOptions& options);
