@@ -13,7 +13,10 @@
 #   - QoS 0 and QoS 1 throughput 1 -> 1, and p99 end-to-end latency, clear
 #     text and TLS;
 #   - full handshakes per second: TLS_BENCH_HANDSHAKES connections (default
-#     2000), 64 connecting at once, CONNECT and CONNACK included;
+#     2000), 64 connecting at once, CONNECT and CONNACK included; and
+#     resumed ones (estuary-bench --tls-resume: each connection offers the
+#     ticket its worker's previous connection got; the share that resumed
+#     is printed with it);
 #   - resident memory per idle connection: VmRSS of a fresh broker before
 #     and after TLS_BENCH_IDLE connections (default 5000), clear text and TLS.
 # Environment: BUILD_DIR (default ./build; estuaryd and estuary-bench must be built).
@@ -132,6 +135,10 @@ traffic() {  # BROKER
     bench "$1-$transport-qos0" --broker "$address" "${extra[@]}" -q 0 -P 1 -S 1 -d "$SECONDS_EACH" --drain-timeout 20
     bench "$1-$transport-qos1" --broker "$address" "${extra[@]}" -q 1 -P 1 -S 1 -d "$SECONDS_EACH"
     bench "$1-$transport-handshakes" --broker "$address" "${extra[@]}" --idle -c "$HANDSHAKES" --max-connecting 64 -d 1
+    if [[ $transport == tls ]]; then
+      bench "$1-$transport-resumed" --broker "$address" "${extra[@]}" --tls-resume --idle -c "$HANDSHAKES" \
+        --max-connecting 64 -d 1
+    fi
   done
 }
 
@@ -182,8 +189,9 @@ def load(name):
     except Exception:
         return None
 
-print("| broker | transport | QoS 0 msg/s | QoS 0 p99 ms | QoS 1 msg/s | QoS 1 p99 ms | full handshakes/s |")
-print("|---|---|---|---|---|---|---|")
+print("| broker | transport | QoS 0 msg/s | QoS 0 p99 ms | QoS 1 msg/s | QoS 1 p99 ms | full handshakes/s | "
+      "resumed handshakes/s (share resumed) |")
+print("|---|---|---|---|---|---|---|---|")
 for broker in ("estuaryd", "mosquitto"):
     for transport in ("plain", "tls"):
         cells = []
@@ -196,6 +204,12 @@ for broker in ("estuaryd", "mosquitto"):
             cells.append("%.2f" % (r["latency_ns"]["p99"] / 1e6))
         h = load("%s-%s-handshakes" % (broker, transport))
         cells.append("%d" % (h["connected"] / h["connect_seconds"]) if h and h["connect_seconds"] > 0 else "-")
+        r = load("%s-%s-resumed" % (broker, transport))
+        if r and r["connect_seconds"] > 0 and r["connected"] > 0:
+            cells.append("%d (%d%%)" % (r["connected"] / r["connect_seconds"],
+                                        100 * r.get("tls_resumed", 0) // r["connected"]))
+        else:
+            cells.append("-")
         if all(cell == "-" for cell in cells):
             continue
         print("| %s | %s | %s |" % (broker, "TLS 1.3" if transport == "tls" else "clear text", " | ".join(cells)))

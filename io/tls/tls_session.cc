@@ -131,6 +131,12 @@ void TlsSession::Connect(const std::string& server_name, const std::shared_ptr<s
 std::shared_ptr<ssl_session_st> TlsSession::TakeTicket() const {
   SSL_SESSION* session = SSL_get1_session(ssl_);
   if (session == nullptr) return nullptr;
+  // TLS 1.3: the session is resumable only once the server's ticket came
+  // (after the handshake); until then there is nothing to offer.
+  if (SSL_SESSION_is_resumable(session) != 1) {
+    SSL_SESSION_free(session);
+    return nullptr;
+  }
   return std::shared_ptr<ssl_session_st>(session, SSL_SESSION_free);
 }
 

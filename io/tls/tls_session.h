@@ -48,8 +48,9 @@ class TlsSession {
   // is set, and offering `resume` (a ticket from TakeTicket()) when given.
   // A server session waits for the client's first bytes instead.
   void Connect(const std::string& server_name = {}, const std::shared_ptr<ssl_session_st>& resume = nullptr);
-  // Client side: the session to resume later (TLS 1.3: once the server's
-  // ticket arrived, i.e. after the first bytes following the handshake).
+  // Client side: the session to resume later; null until it is resumable
+  // (TLS 1.3: once the server's ticket arrived, i.e. after the first bytes
+  // following the handshake).
   std::shared_ptr<ssl_session_st> TakeTicket() const;
   // Ciphertext from the peer. Appends what it decrypts to `plaintext`.
   // Returns false once the session failed or closed (see state()).

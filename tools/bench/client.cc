@@ -126,7 +126,7 @@ void MqttClient::OnConnected(int status) {
   connection_->StartReading();
   if (config_.tls) {
     tls_ = std::make_unique<io::TlsSession>(config_.tls, /*server=*/false);
-    tls_->Connect(config_.tls_server_name);
+    tls_->Connect(config_.tls_server_name, config_.tls_ticket != nullptr ? *config_.tls_ticket : nullptr);
     tls_->TakeOutput(connection_->output_buffer());
     connection_->MarkDirty();
     return;  // CONNECT once the handshake is done
@@ -147,7 +147,18 @@ void MqttClient::OnCiphertext(std::string_view bytes) {
     Fail("TLS: " + (tls_->error().empty() ? std::string("the broker closed the session") : tls_->error()));
     return;
   }
-  if (!was_open && tls_->open()) SendConnect();
+  if (!was_open && tls_->open()) {
+    if (config_.tls_resumed != nullptr && tls_->resumed()) config_.tls_resumed->fetch_add(1);
+    SendConnect();
+  }
+  if (config_.tls_ticket != nullptr && !ticket_taken_ && tls_->open()) {
+    // TLS 1.3: the ticket comes after the handshake, with the broker's
+    // first records.
+    if (auto ticket = tls_->TakeTicket()) {
+      *config_.tls_ticket = std::move(ticket);
+      ticket_taken_ = true;
+    }
+  }
   if (!plaintext.empty()) OnData(plaintext);
 }
 

@@ -13,6 +13,7 @@
 // io hold a weak_ptr, so a destroyed client is simply not called. Handlers
 // run on the loop thread; on_failed is called at most once, and never after
 // Disconnect() or destruction.
+#include <atomic>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -46,6 +47,11 @@ class MqttClient final : public BenchClient, public std::enable_shared_from_this
     std::shared_ptr<ssl_ctx_st> tls;
     std::string tls_error;  // set: the TLS context could not be built; Start() fails with it
     std::string tls_server_name;
+    // --tls-resume: the worker's ticket slot (offered, and refilled with
+    // each new ticket) and its count of resumed handshakes; null: full
+    // handshakes only.
+    std::shared_ptr<ssl_session_st>* tls_ticket = nullptr;
+    std::atomic<uint32_t>* tls_resumed = nullptr;
   };
   using Handlers = BenchClient::Handlers;
 
@@ -97,6 +103,7 @@ class MqttClient final : public BenchClient, public std::enable_shared_from_this
   Handlers handlers_;
   std::shared_ptr<io::TcpConnection> connection_;
   std::unique_ptr<io::TlsSession> tls_;
+  bool ticket_taken_ = false;  // --tls-resume: this connection's ticket is in the slot
   std::string plaintext_out_;  // TLS: encoded, not yet encrypted
   bool encrypt_posted_ = false;
   State state_ = State::kIdle;

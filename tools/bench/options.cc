@@ -83,6 +83,9 @@ void AddFlags(CLI::App& app, Options& o, RawFlags& raw) {
   app.add_option("--tls-key", o.tls_key, "MQTT over TLS: the key of --tls-cert")->check(CLI::ExistingFile);
   app.add_option("--tls-server-name", o.tls_server_name, "MQTT over TLS: the name the broker's certificate must carry")
       ->capture_default_str();
+  app.add_flag("--tls-resume", o.tls_resume,
+               "MQTT over TLS: each connection offers the session ticket its worker's previous connection got, so "
+               "handshakes after a worker's first ones resume (counted as tls_resumed)");
   app.add_option("--credit", o.credit, "AMQP: receiver link credit window (topped up at half)")
       ->capture_default_str();
   app.add_option("--amqp-target-prefix", o.amqp_target_prefix,

@@ -58,6 +58,8 @@ struct Options {
   std::string tls_cert;
   std::string tls_key;
   std::string tls_server_name = "localhost";
+  // --tls-resume: each connection offers the ticket the worker's last one got.
+  bool tls_resume = false;
 
   bool uses(Protocol protocol) const {
     return publish_protocol == protocol || (subscribers > 0 && !idle && subscribe_protocol == protocol);

@@ -123,6 +123,7 @@ nlohmann::json IdleToJson(const Options& options, const IdleSummary& s) {
           {"failed", s.failed},
           {"dropped", s.dropped},
           {"connect_seconds", s.connect_seconds},
+          {"tls_resumed", s.tls_resumed},
           {"first_error", s.first_error}};
 }
 

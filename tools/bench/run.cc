@@ -242,6 +242,7 @@ IdleSummary MeasureIdle(const Options& options, const io::Endpoint& broker,
   summary.connect_seconds = static_cast<double>(MonotonicNowNs() - start_ns) / 1e9;
   crew.ForEach([&](Worker& worker) {
     summary.connected += worker.connected();
+    summary.tls_resumed += worker.tls_resumed();
     summary.failed += worker.failed();
   });
   if (on_connected) on_connected(summary);

@@ -62,6 +62,7 @@ struct IdleSummary {
   uint32_t failed = 0;
   uint32_t dropped = 0;  // connected, then lost during the hold
   double connect_seconds = 0;  // until every attempt had an answer
+  uint32_t tls_resumed = 0;    // --tls-resume: handshakes that resumed a session
   std::string first_error;
 };
 

@@ -138,6 +138,10 @@ std::shared_ptr<BenchClient> Worker::MakeMqttClient(const io::Endpoint& broker, 
   config.tls = tls_context_;
   config.tls_error = tls_error_;
   config.tls_server_name = options_.tls_server_name;
+  if (options_.tls_resume) {
+    config.tls_ticket = &tls_ticket_;
+    config.tls_resumed = &tls_resumed_;
+  }
   return MqttClient::Create(*loop_, std::move(config), std::move(handlers));
 }
 

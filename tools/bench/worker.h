@@ -21,6 +21,7 @@
 #include "tools/bench/bench_client.h"
 #include "tools/bench/live_counters.h"
 #include "io/tls/tls_context.h"
+#include "io/tls/tls_session.h"
 #include "tools/bench/options.h"
 #include "tools/bench/publisher.h"
 #include "tools/bench/run_board.h"
@@ -61,6 +62,7 @@ class Worker {
 
   const LiveCounters& live() const { return live_; }
   uint32_t connected() const { return connected_.load(); }  // ready now
+  uint32_t tls_resumed() const { return tls_resumed_.load(); }  // --tls-resume: handshakes that resumed
   uint32_t failed() const { return failed_.load(); }        // never got ready
   uint32_t dropped() const { return dropped_.load(); }      // lost after being ready
   const WorkerResult& result() const { return result_; }   // after Join()
@@ -118,6 +120,8 @@ class Worker {
 
   LiveCounters live_;
   std::atomic<uint32_t> connected_{0};
+  std::shared_ptr<ssl_session_st> tls_ticket_;  // --tls-resume: the last ticket a connection got
+  std::atomic<uint32_t> tls_resumed_{0};
   std::atomic<uint32_t> failed_{0};
   std::atomic<uint32_t> dropped_{0};
 };
