@@ -125,6 +125,37 @@ TEST(TlsSession, ResumesFromATicketAcrossAReload) {
   EXPECT_TRUE(after_reload.server->resumed()) << "a reload keeps the ticket keys";
 }
 
+// TLS 1.3 sends its ticket after the handshake: a session taken before it
+// came does not resume, so TakeTicket offers nothing until then.
+TEST(TlsSession, ATicketIsOfferedOnlyOnceTheServersTicketCame) {
+  TestCertificates certs;
+  auto server = TlsContext::Create(certs.Server());
+  ASSERT_TRUE(server.has_value());
+  auto client_context = BuildClientContext(certs.ca_file(), {}, {});
+  ASSERT_TRUE(client_context.has_value());
+  TlsSession client(*client_context, /*server=*/false);
+  auto server_session = (*server)->NewSession();
+  std::string plaintext, bytes;
+  client.Connect("localhost");
+  client.TakeOutput(bytes);                       // ClientHello
+  server_session->Receive(bytes, plaintext);
+  bytes.clear();
+  server_session->TakeOutput(bytes);              // ServerHello .. Finished
+  client.Receive(bytes, plaintext);
+  ASSERT_TRUE(client.open()) << client.error();
+  EXPECT_EQ(client.TakeTicket(), nullptr) << "the handshake is done, the ticket has not come";
+  bytes.clear();
+  client.TakeOutput(bytes);                       // the client's Finished
+  server_session->Receive(bytes, plaintext);
+  bytes.clear();
+  server_session->TakeOutput(bytes);              // NewSessionTicket
+  client.Receive(bytes, plaintext);
+  std::shared_ptr<ssl_session_st> ticket = client.TakeTicket();
+  ASSERT_NE(ticket, nullptr);
+  Pair resumed = Connect(**server, certs.ca_file(), {}, ticket);
+  EXPECT_TRUE(resumed.server->resumed());
+}
+
 TEST(TlsSession, GarbageFailsTheSessionWithAReason) {
   TestCertificates certs;
   auto server = TlsContext::Create(certs.Server());
