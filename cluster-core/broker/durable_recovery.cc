@@ -154,6 +154,9 @@ void ShardBroker::RestoreSession(store::RecoveredSession& recovered, RecoveryCou
   }
   ShardMetrics::Add(metrics_.inflight_messages, recovered.inflight.size());
   counts.inflight += recovered.inflight.size();
+  for (const Session::Completed& completed : recovered.completed) {
+    session.RestoreCompleted(completed.packet_id, completed.id);
+  }
   for (uint16_t packet_id : recovered.inbound_qos2) session.inbound_qos2().insert(packet_id);
   counts.inbound_qos2 += recovered.inbound_qos2.size();
   session.set_store(store_.get());

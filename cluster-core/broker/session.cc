@@ -235,14 +235,53 @@ void Session::MarkReleased(uint16_t packet_id) {
   auto it = inflight_.find(packet_id);
   if (it == inflight_.end()) return;
   it->second.phase = InflightPhase::kAwaitingPubcomp;
+  if (it->second.delivery.message) it->second.released_id = it->second.delivery.message->id;
   it->second.delivery.message.reset();  // [MQTT-4.3.3-4]
   if (durable()) store_->PutInflight(client_id_, packet_id, it->second);
 }
 
 bool Session::RemoveInflight(uint16_t packet_id) {
-  if (inflight_.erase(packet_id) == 0) return false;
-  if (durable()) store_->DeleteInflight(client_id_, packet_id);
+  auto it = inflight_.find(packet_id);
+  if (it == inflight_.end()) return false;
+  const bool completed = it->second.phase == InflightPhase::kAwaitingPubcomp && it->second.released_id.timestamp != 0;
+  const MessageId id = it->second.released_id;
+  inflight_.erase(it);
+  if (!durable()) return true;
+  if (completed) {
+    KeepCompleted(packet_id, id);  // its marker replaces the in-flight record
+  } else {
+    store_->DeleteInflight(client_id_, packet_id);
+  }
   return true;
+}
+
+void Session::KeepCompleted(uint16_t packet_id, const MessageId& id) {
+  if (!completed_) completed_ = std::make_unique<std::deque<Completed>>();
+  store_->PutCompleted(client_id_, packet_id, id);
+  completed_->push_back(Completed{packet_id, id});
+  while (completed_->size() > kCompletedRemembered) {
+    const uint16_t oldest = completed_->front().packet_id;
+    completed_->pop_front();
+    // Its key holds the marker still unless the id went back into use.
+    if (inflight_.count(oldest) == 0 && reserved_.count(oldest) == 0) store_->DeleteInflight(client_id_, oldest);
+  }
+}
+
+void Session::ForgetCompleted(uint16_t packet_id) {
+  // The id is used again: the record about to be written under it replaces
+  // the marker.
+  auto& completed = *completed_;
+  for (auto it = completed.begin(); it != completed.end(); ++it) {
+    if (it->packet_id == packet_id) {
+      completed.erase(it);
+      return;
+    }
+  }
+}
+
+void Session::RestoreCompleted(uint16_t packet_id, const MessageId& id) {
+  if (!completed_) completed_ = std::make_unique<std::deque<Completed>>();
+  completed_->push_back(Completed{packet_id, id});
 }
 
 void Session::AddInboundQos2(uint16_t packet_id) {
@@ -261,6 +300,7 @@ void Session::set_expiry_interval(uint32_t seconds) {
   if (was_durable && !durable()) {
     DropUnclaimed();
     ResetStaging(queue_base_);  // nothing stored any more: not durable
+    completed_.reset();         // their markers go with the session's keys
     store_->DeleteSession(client_id_);
   } else if (!was_durable && durable()) {
     PersistAll();
@@ -379,6 +419,13 @@ void Session::RememberOffers(int64_t until_ms) {
   ForEachDelivery([this](Delivery& delivery) {
     if (delivery.message) offered_.insert(delivery.message->id);
   });
+  // What the client has had already: past PUBREC, and completed.
+  for (const auto& [packet_id, entry] : inflight_) {
+    if (!entry.delivery.message && entry.released_id.timestamp != 0) offered_.insert(entry.released_id);
+  }
+  if (completed_) {
+    for (const Completed& completed : *completed_) offered_.insert(completed.id);
+  }
 }
 
 bool Session::OfferedBefore(const MessageId& id, int64_t now_ms) {
@@ -432,6 +479,7 @@ uint16_t Session::FreshPacketId() {
   do {
     last_packet_id_ = static_cast<uint16_t>(last_packet_id_ == 65535 ? 1 : last_packet_id_ + 1);
   } while (inflight_.count(last_packet_id_) != 0 || reserved_.count(last_packet_id_) != 0);
+  if (completed_ && !completed_->empty()) ForgetCompleted(last_packet_id_);
   return last_packet_id_;
 }
 

@@ -91,6 +91,11 @@ struct InflightDelivery {
   Delivery delivery;
   InflightPhase phase = InflightPhase::kAwaitingPuback;
   uint64_t sent_order = 0;  // resends follow the original order across id wrap-around
+  // Past PUBREC, where the message itself is dropped: its id (all zero when
+  // not known: a record written before it was kept). A copy of the session
+  // taken over elsewhere knows by it that the message was delivered
+  // (Session::RememberOffers).
+  MessageId released_id{};
 };
 
 // Why a connection loses its session.
@@ -164,8 +169,23 @@ class Session {
   void AddInflight(uint16_t packet_id, InflightDelivery inflight);
   // PUBREC arrived: awaiting PUBCOMP, the message itself is no longer needed.
   void MarkReleased(uint16_t packet_id);
-  // PUBACK or PUBCOMP arrived (or the delivery was abandoned).
+  // PUBACK or PUBCOMP arrived (or the delivery was abandoned). On a durable
+  // session a completed QoS 2 delivery is remembered (completed()).
   bool RemoveInflight(uint16_t packet_id);
+  // The last kCompletedRemembered QoS 2 deliveries the client completed
+  // (PUBCOMP), by packet id and message id, oldest first; durable sessions
+  // only. Each is stored as a marker under its packet id's in-flight key
+  // (record_codec.h), replaced when the id is used again, so a copy of the
+  // session taken over elsewhere does not deliver one of them twice when
+  // its publisher's node sends it again (docs/partitions.md, "QoS 2 across
+  // a takeover").
+  static constexpr size_t kCompletedRemembered = 64;
+  struct Completed {
+    uint16_t packet_id = 0;
+    MessageId id;
+  };
+  const std::deque<Completed>* completed() const { return completed_.get(); }
+  void RestoreCompleted(uint16_t packet_id, const MessageId& id);
   // Inbound exactly-once: packet ids whose PUBLISH was taken and whose
   // PUBREL has not arrived.
   std::set<uint16_t>& inbound_qos2() { return inbound_qos2_; }
@@ -297,6 +317,9 @@ class Session {
   bool remembering_ = false;
   int64_t remember_until_ms_ = 0;
   std::unordered_set<MessageId, MessageIdHash> offered_;  // in the window only
+  std::unique_ptr<std::deque<Completed>> completed_;      // made on the first completion
+  void KeepCompleted(uint16_t packet_id, const MessageId& id);
+  void ForgetCompleted(uint16_t packet_id);
   store::ShardStore* store_ = nullptr;
   int64_t disconnected_at_ms_ = 0;
   uint64_t next_store_seq_ = 0;

@@ -175,6 +175,23 @@ std::shared_ptr<Message> ReadMessage(Reader& r) {
 // reject any record that has one (they want the record to end after the
 // message): docs/storage.md, "Delivery records".
 constexpr uint8_t kSharedKeyField = 1;  // the shared group's key (Delivery::shared_key)
+constexpr uint8_t kReleasedIdField = 2;  // in-flight only: InflightDelivery::released_id
+// The phase byte of a completed QoS 2 delivery's marker (EncodeCompleted).
+constexpr uint8_t kCompletedPhase = 3;
+
+template <typename W>
+void WriteMessageId(W& w, const MessageId& id) {
+  w.U16(id.node);
+  w.U64(id.timestamp);
+  w.U32(id.sequence);
+}
+
+bool ReadMessageId(Reader& r, MessageId& id) {
+  id.node = r.U16();
+  id.timestamp = r.U64();
+  id.sequence = r.U32();
+  return r.ok();
+}
 
 void WriteDeliveryFields(Writer& w, const Delivery& d, bool with_group_key) {
   w.U8(static_cast<uint8_t>(d.qos));
@@ -189,8 +206,10 @@ void WriteDeliveryFields(Writer& w, const Delivery& d, bool with_group_key) {
   }
 }
 
-// The trailing fields, to the end of the record.
-bool ReadTrailingFields(Reader& r, Delivery& d) {
+// The trailing fields, to the end of the record; `released` (in-flight
+// records only) takes kReleasedIdField.
+bool ReadTrailingFields(Reader& r, Delivery& d, MessageId* released) {
+  bool released_seen = false;
   while (r.ok() && !r.done()) {
     const uint8_t tag = r.U8();
     const std::string_view value = r.Bytes();
@@ -198,13 +217,17 @@ bool ReadTrailingFields(Reader& r, Delivery& d) {
     if (tag == kSharedKeyField) {
       if (d.shared_key) return false;  // written once at most
       d.shared_key = std::make_shared<const std::string>(value);
+    } else if (tag == kReleasedIdField && released != nullptr) {
+      Reader field(value);
+      if (released_seen || !ReadMessageId(field, *released) || !field.done()) return false;
+      released_seen = true;
     }
   }
   return r.ok();
 }
 
 // Reads to the end of the record: the delivery fields come last.
-bool ReadDeliveryFields(Reader& r, Delivery& d) {
+bool ReadDeliveryFields(Reader& r, Delivery& d, MessageId* released = nullptr) {
   const uint8_t qos = r.U8();
   if (qos > 2) return false;
   d.qos = static_cast<QoS>(qos);
@@ -215,7 +238,7 @@ bool ReadDeliveryFields(Reader& r, Delivery& d) {
     d.message = ReadMessage(r);
     if (!d.message) return false;
   }
-  return ReadTrailingFields(r, d);
+  return ReadTrailingFields(r, d, released);
 }
 
 bool VersionOk(Reader& r) { return r.U8() == kFormatVersion && r.ok(); }
@@ -345,12 +368,18 @@ std::optional<Delivery> DecodeDelivery(std::string_view bytes) {
   return delivery;
 }
 
-std::string EncodeInflight(const InflightDelivery& inflight, bool with_group_key) {
+std::string EncodeInflight(const InflightDelivery& inflight, bool with_trailing) {
   Writer w;
   w.U8(kFormatVersion);
   w.U8(static_cast<uint8_t>(inflight.phase));
   w.U64(inflight.sent_order);
-  WriteDeliveryFields(w, inflight.delivery, with_group_key);
+  WriteDeliveryFields(w, inflight.delivery, with_trailing);
+  if (with_trailing && !inflight.delivery.message && inflight.released_id.timestamp != 0) {
+    Writer id;
+    WriteMessageId(id, inflight.released_id);
+    w.U8(kReleasedIdField);
+    w.Bytes(id.Take());
+  }
   return w.Take();
 }
 
@@ -362,10 +391,27 @@ std::optional<InflightDelivery> DecodeInflight(std::string_view bytes) {
   if (phase > static_cast<uint8_t>(InflightPhase::kAwaitingPubcomp)) return std::nullopt;
   inflight.phase = static_cast<InflightPhase>(phase);
   inflight.sent_order = r.U64();
-  if (!ReadDeliveryFields(r, inflight.delivery)) return std::nullopt;
+  if (!ReadDeliveryFields(r, inflight.delivery, &inflight.released_id)) return std::nullopt;
   // Only a QoS 2 delivery past PUBREC may have dropped its message.
   if (!inflight.delivery.message && inflight.phase != InflightPhase::kAwaitingPubcomp) return std::nullopt;
+  if (inflight.delivery.message) inflight.released_id = MessageId{};
   return inflight;
+}
+
+std::string EncodeCompleted(const MessageId& id) {
+  Writer w;
+  w.U8(kFormatVersion);
+  w.U8(kCompletedPhase);
+  WriteMessageId(w, id);
+  return w.Take();
+}
+
+std::optional<MessageId> DecodeCompleted(std::string_view bytes) {
+  Reader r(bytes);
+  if (!VersionOk(r) || r.U8() != kCompletedPhase) return std::nullopt;
+  MessageId id;
+  if (!ReadMessageId(r, id) || !r.done() || id.timestamp == 0) return std::nullopt;
+  return id;
 }
 
 std::string EncodeMessage(const Message& message) {

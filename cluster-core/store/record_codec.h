@@ -6,7 +6,8 @@
 //   's' L id                      session record (expiry, will, disconnect time)
 //   'b' L id filter               a subscription's options
 //   'q' L id seq(u64 BE)          a queued QoS 1/2 delivery, in queue order
-//   'f' L id packet-id(u16 BE)    an outbound delivery in flight
+//   'f' L id packet-id(u16 BE)    an outbound delivery in flight, or a
+//                                 completed QoS 2 one's marker
 //   'i' L id packet-id(u16 BE)    an inbound QoS 2 packet id awaiting PUBREL
 //   'r' topic                     a retained message (on the shard owning the topic)
 // where L is the client id's length as u16 big-endian, so one session's keys
@@ -78,9 +79,18 @@ std::optional<SubscriptionOptions> DecodeOptions(std::string_view bytes);
 std::string EncodeDelivery(const Delivery& delivery, bool with_group_key = true);
 std::optional<Delivery> DecodeDelivery(std::string_view bytes);
 
-// An in-flight delivery; after PUBREC the message is gone (null).
-std::string EncodeInflight(const InflightDelivery& inflight, bool with_group_key = true);
+// An in-flight delivery; after PUBREC the message is gone (null) and its
+// id is kept (InflightDelivery::released_id) in a trailing field.
+// `with_trailing` false leaves the trailing fields out (the record an older
+// binary reads: ShardStore::set_group_keys).
+std::string EncodeInflight(const InflightDelivery& inflight, bool with_trailing = true);
 std::optional<InflightDelivery> DecodeInflight(std::string_view bytes);
+
+// A completed QoS 2 delivery's marker under its packet id's 'f' key
+// (Session::completed()): the format version, phase byte 3 (which
+// DecodeInflight, and every older binary, refuses) and the message id.
+std::string EncodeCompleted(const MessageId& id);
+std::optional<MessageId> DecodeCompleted(std::string_view bytes);
 
 std::string EncodeMessage(const Message& message);
 // EncodeMessage's bytes appended to `out` (a frame under construction), so

@@ -110,9 +110,40 @@ TEST(RecordCodecTest, OptionsDeliveryAndInflightRoundTrip) {
   EXPECT_EQ(inflight->phase, InflightPhase::kAwaitingPubcomp);
   EXPECT_EQ(inflight->sent_order, 9u);
   EXPECT_EQ(inflight->delivery.message, nullptr);
+  EXPECT_EQ(inflight->released_id, MessageId{});  // not known: the record carries none
   // Before PUBREC the message is required.
   released.phase = InflightPhase::kAwaitingPubrec;
   EXPECT_FALSE(DecodeInflight(EncodeInflight(released)));
+}
+
+// Past PUBREC the message id stays (a trailing field), so a copy taken over
+// elsewhere knows the message was delivered; an older reader's record
+// (with_trailing false) leaves it out.
+TEST(RecordCodecTest, ReleasedInflightKeepsTheMessageId) {
+  const MessageId id{3, 0x0102030405060708ull, 77};
+  InflightDelivery released{Delivery{nullptr, QoS::kExactlyOnce, false, {}}, InflightPhase::kAwaitingPubcomp, 9, id};
+  auto inflight = DecodeInflight(EncodeInflight(released));
+  ASSERT_TRUE(inflight);
+  EXPECT_EQ(inflight->released_id, id);
+  EXPECT_EQ(inflight->delivery.message, nullptr);
+  auto plain = DecodeInflight(EncodeInflight(released, /*with_trailing=*/false));
+  ASSERT_TRUE(plain);
+  EXPECT_EQ(plain->released_id, MessageId{});
+  EXPECT_EQ(EncodeInflight(released, false), EncodeInflight(InflightDelivery{released.delivery, released.phase, 9}));
+}
+
+// A completed QoS 2 delivery's marker: its own phase byte, which the
+// in-flight decoder (and so every older binary) refuses.
+TEST(RecordCodecTest, CompletedMarkerRoundTripsAndIsNoInflightRecord) {
+  const MessageId id{2, 0x1122334455667788ull, 5};
+  const std::string bytes = EncodeCompleted(id);
+  EXPECT_EQ(DecodeCompleted(bytes), id);
+  EXPECT_FALSE(DecodeInflight(bytes));
+  EXPECT_FALSE(DecodeCompleted(bytes + "x"));
+  EXPECT_FALSE(DecodeCompleted(bytes.substr(0, bytes.size() - 1)));
+  EXPECT_FALSE(DecodeCompleted(EncodeCompleted(MessageId{})));
+  const InflightDelivery sent{Delivery{FullMessage(), QoS::kExactlyOnce, false, {}}, InflightPhase::kAwaitingPubrec, 4};
+  EXPECT_FALSE(DecodeCompleted(EncodeInflight(sent)));
 }
 
 TEST(RecordCodecTest, QueueKeysSortInSequenceOrderAndSessionsDoNotCollide) {
@@ -382,6 +413,10 @@ TEST(RecordCodecTest, SeedCorpus) {
   write("queued_keyed", '\0', EncodeDelivery(keyed));
   write("inflight", '\1', EncodeInflight(InflightDelivery{plain, InflightPhase::kAwaitingPuback, 4}));
   write("inflight_keyed", '\1', EncodeInflight(InflightDelivery{keyed, InflightPhase::kAwaitingPubrec, 5}));
+  write("inflight_released", '\1',
+        EncodeInflight(InflightDelivery{Delivery{nullptr, QoS::kExactlyOnce, false, {}},
+                                        InflightPhase::kAwaitingPubcomp, 6, MessageId{1, 99, 2}}));
+  write("completed", '\1', EncodeCompleted(MessageId{1, 100, 3}));
 }
 
 namespace {
@@ -400,6 +435,11 @@ TEST(RecordCodecTest, BytesArePinned) {
   EXPECT_EQ(base::PinnedBytes(EncodeDelivery(delivery)), "142 bytes fnv1a64=12e15647710738c4");
   EXPECT_EQ(base::PinnedBytes(EncodeInflight({delivery, InflightPhase::kAwaitingPuback, 9})),
             "151 bytes fnv1a64=d47b1254b2354141");
+  const InflightDelivery released{Delivery{nullptr, QoS::kExactlyOnce, false, {}}, InflightPhase::kAwaitingPubcomp, 9,
+                                  MessageId{3, 0x0102030405060708ULL, 77}};
+  EXPECT_EQ(base::PinnedBytes(EncodeInflight(released)), "36 bytes fnv1a64=3aacc91981f6e245");
+  EXPECT_EQ(base::PinnedBytes(EncodeCompleted(MessageId{3, 0x0102030405060708ULL, 77})),
+            "16 bytes fnv1a64=2839e0af580e5363");
   EXPECT_EQ(base::PinnedBytes(SessionKey("c") + SubscriptionKey("c", "a/#") + QueuedKey("c", 0x0102030405060708ULL) +
                               InflightKey("c", 513) + InboundKey("c", 258) + RetainedKey("t")),
             "37 bytes fnv1a64=0e7728fb2476291f");

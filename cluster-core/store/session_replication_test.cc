@@ -437,6 +437,108 @@ TEST_F(SessionReplicationTest, ASessionTakenFromAGoneNodeGetsEachReplayedMessage
   EXPECT_EQ(QueuedPayloads(brokers_[0]->FindSession("sub")), std::vector<std::string>{});
 }
 
+// QoS 2 across a takeover (docs/partitions.md): the gone node delivered two
+// messages its publisher's node never saw confirmed, the client PUBREC'd
+// one and completed the other. The partition's copy still knows both by
+// id, so their replays queue neither again; a third, sent and not yet
+// PUBREC'd, is held as in flight and not queued twice either.
+TEST_F(SessionReplicationTest, AQos2DeliveryTheClientReceivedIsNotDeliveredAgainByTheReplay) {
+  StartNode();
+  OfflineSubscriber("sub", "t", QoS::kExactlyOnce);
+  const MessagePtr completed = Make("t", "completed", QoS::kExactlyOnce);
+  const MessagePtr released = Make("t", "released", QoS::kExactlyOnce);
+  const MessagePtr sent = Make("t", "sent", QoS::kExactlyOnce);
+  const MessagePtr fresh = Make("t", "fresh", QoS::kExactlyOnce);
+  for (const MessagePtr& message : {completed, released, sent}) brokers_[0]->Publish(message, [] {});
+  Settle();
+  port_.ReleaseAll();
+  Session* session = brokers_[0]->Attach("sub", false, &sink_).session;
+  (void)session->HasQueued();  // stages the queue
+  Settle();
+  port_.ReleaseAll();
+  Settle();
+  std::vector<uint16_t> ids;
+  while (session->HasQueued()) {
+    Delivery delivery = session->PopQueued();
+    const uint16_t id = session->NextPacketId();
+    session->AddInflight(id, InflightDelivery{std::move(delivery), InflightPhase::kAwaitingPubrec,
+                                              session->NextSendOrder()});
+    ids.push_back(id);
+  }
+  ASSERT_EQ(ids.size(), 3u);
+  session->MarkReleased(ids[0]);
+  session->MarkReleased(ids[1]);
+  EXPECT_TRUE(session->RemoveInflight(ids[0]));  // PUBCOMP
+  ASSERT_NE(session->completed(), nullptr);
+  ASSERT_EQ(session->completed()->size(), 1u);
+  EXPECT_EQ(session->completed()->front().id, completed->id);
+  Settle();
+  port_.ReleaseAll();
+  Settle();
+  const auto keys = port_.Load("sub");
+
+  MoveToAnotherNode();
+  brokers_[0]->AdoptSession("sub", keys, /*taken_over=*/true, /*taken_from=*/9);
+  session = brokers_[0]->FindSession("sub");
+  ASSERT_NE(session, nullptr);
+  EXPECT_EQ(session->inflight().size(), 2u) << "the PUBREC'd one and the sent one";
+  ASSERT_NE(session->completed(), nullptr);
+  EXPECT_EQ(session->completed()->size(), 1u);
+  int done = 0;
+  for (const MessagePtr& message : {completed, released, sent, fresh}) {
+    brokers_[0]->DeliverReplayed(message, 9, [&] { ++done; });
+  }
+  Settle();
+  port_.ReleaseAll();
+  Settle();
+  EXPECT_EQ(done, 4);
+  EXPECT_EQ(QueuedPayloads(session), std::vector<std::string>{"fresh"});
+  EXPECT_EQ(metrics_[0].replayed_duplicates_skipped.load(), 3u);
+}
+
+// The completed deliveries remembered are bounded: past
+// kCompletedRemembered the oldest marker's key is deleted, and a packet id
+// used again replaces its marker.
+TEST_F(SessionReplicationTest, CompletedQos2MarkersAreBoundedAndGiveWayToTheirPacketId) {
+  StartNode();
+  OfflineSubscriber("sub", "t", QoS::kExactlyOnce);
+  port_.ReleaseAll();
+  Session* session = brokers_[0]->Attach("sub", false, &sink_).session;
+  const size_t rounds = Session::kCompletedRemembered + 5;
+  for (size_t i = 0; i < rounds; ++i) {
+    brokers_[0]->Publish(Make("t", "m" + std::to_string(i), QoS::kExactlyOnce), [] {});
+    Settle();
+    port_.ReleaseAll();
+    (void)session->HasQueued();
+    Settle();
+    port_.ReleaseAll();
+    Settle();
+    ASSERT_TRUE(session->HasQueued()) << i;
+    Delivery delivery = session->PopQueued();
+    const uint16_t id = session->NextPacketId();
+    session->AddInflight(id, InflightDelivery{std::move(delivery), InflightPhase::kAwaitingPubrec,
+                                              session->NextSendOrder()});
+    session->MarkReleased(id);
+    session->RemoveInflight(id);
+  }
+  Settle();
+  port_.ReleaseAll();
+  Settle();
+  ASSERT_NE(session->completed(), nullptr);
+  EXPECT_EQ(session->completed()->size(), Session::kCompletedRemembered);
+  size_t markers = 0;
+  for (const auto& [key, value] : port_.Load("sub")) {
+    if (key[0] == store::kInflightTag && store::DecodeCompleted(value)) ++markers;
+  }
+  EXPECT_EQ(markers, Session::kCompletedRemembered) << "the partition holds the same bound";
+  // A marker under the next fresh packet id gives way when the id is used.
+  const auto next = static_cast<uint16_t>(rounds + 1);
+  session->RestoreCompleted(next, MessageId{1, 5, 5});
+  EXPECT_EQ(session->NextPacketId(), next);
+  EXPECT_EQ(session->completed()->size(), Session::kCompletedRemembered);
+  for (const Session::Completed& kept : *session->completed()) EXPECT_NE(kept.packet_id, next);
+}
+
 // A move's refused writes (docs/partitions.md "Deliveries left behind by a
 // move"): the copy the old node drops gives up its plain QoS 1/2
 // deliveries, and the new node's session takes each message once: what it

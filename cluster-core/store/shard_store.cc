@@ -89,7 +89,11 @@ void ShardStore::DeleteQueued(const std::string& client_id, uint64_t seq) {
 
 void ShardStore::PutInflight(const std::string& client_id, uint16_t packet_id,
                              const InflightDelivery& inflight) {
-  Put(InflightKey(client_id, packet_id), EncodeInflight(inflight, WithGroupKey(inflight.delivery)));
+  Put(InflightKey(client_id, packet_id), EncodeInflight(inflight, TrailingFields()));
+}
+
+void ShardStore::PutCompleted(const std::string& client_id, uint16_t packet_id, const MessageId& id) {
+  Put(InflightKey(client_id, packet_id), EncodeCompleted(id));
 }
 
 void ShardStore::DeleteInflight(const std::string& client_id, uint16_t packet_id) {
@@ -279,9 +283,15 @@ bool SessionDecoder::Add(std::string_view key, std::string_view value) {
       return true;
     }
     case kInflightTag: {
-      auto inflight = DecodeInflight(value);
-      if (!inflight || rest.size() != 2 || DecodeBigEndian(rest) == 0) return false;
-      session.inflight.emplace_back(static_cast<uint16_t>(DecodeBigEndian(rest)), std::move(*inflight));
+      if (rest.size() != 2 || DecodeBigEndian(rest) == 0) return false;
+      const auto packet_id = static_cast<uint16_t>(DecodeBigEndian(rest));
+      if (auto inflight = DecodeInflight(value)) {
+        session.inflight.emplace_back(packet_id, std::move(*inflight));
+        return true;
+      }
+      auto completed = DecodeCompleted(value);
+      if (!completed) return false;
+      session.completed.push_back(Session::Completed{packet_id, *completed});
       return true;
     }
     case kInboundTag:

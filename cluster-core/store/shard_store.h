@@ -51,6 +51,7 @@ struct RecoveredSession {
   std::vector<std::pair<std::string, SubscriptionOptions>> subscriptions;
   std::vector<Delivery> queued;  // in queue order, store_seq set
   std::vector<std::pair<uint16_t, InflightDelivery>> inflight;
+  std::vector<Session::Completed> completed;  // markers (Session::completed()), by packet id
   std::vector<uint16_t> inbound_qos2;
 };
 
@@ -99,6 +100,8 @@ class ShardStore {
   void DeleteQueued(const std::string& client_id, uint64_t seq);
   void PutInflight(const std::string& client_id, uint16_t packet_id, const InflightDelivery& inflight);
   void DeleteInflight(const std::string& client_id, uint16_t packet_id);
+  // A completed QoS 2 delivery's marker, under its packet id's in-flight key.
+  void PutCompleted(const std::string& client_id, uint16_t packet_id, const MessageId& id);
   void PutInboundQos2(const std::string& client_id, uint16_t packet_id);
   void DeleteInboundQos2(const std::string& client_id, uint16_t packet_id);
   // Writes a key to the engine only, not to the replication (a session
@@ -147,7 +150,9 @@ class ShardStore {
     std::vector<std::function<void()>> own_waiters;  // WhenOwnWritesDurable
   };
   void Put(std::string key, std::string value, bool fresh = false);
-  bool WithGroupKey(const Delivery& delivery) const { return delivery.shared_key && (!group_keys_ || group_keys_()); }
+  bool WithGroupKey(const Delivery& delivery) const { return delivery.shared_key && TrailingFields(); }
+  // Every reader of the records knows trailing fields (set_group_keys).
+  bool TrailingFields() const { return !group_keys_ || group_keys_(); }
   void Delete(std::string key);
   void ScheduleFlush();
   void Flush();
