@@ -19,6 +19,8 @@ PACKAGES=(
   curl procps iproute2 iputils-arping nftables
   python3-uamqp python3-qpid-proton
   haproxy rabbitmq-server
+  # WebSocket framing (io/ws/, issue 25 point 3).
+  libwslay-dev
 )
 
 missing=()
