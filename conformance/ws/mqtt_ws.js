@@ -6,7 +6,9 @@
 // ws/out/<id> (retained, QoS 1) and one publishes a 100,000-byte ws/big
 // (retained, QoS 1: many WebSocket frames' worth), then prints SENT and
 // exits 0 after a clean disconnect. Any error or 20 s without progress: exit 1.
+// With ESTUARY_WS_CA=ca.pem (wss://): the server certificate must verify against it.
 'use strict';
+const fs = require('fs');
 const mqtt = require('mqtt');
 
 const url = process.argv[2];
@@ -41,6 +43,7 @@ function publishAll() {
 ids.forEach((id, index) => {
   const client = mqtt.connect(url, {
     clientId: id, protocolVersion: index % 2 === 0 ? 5 : 4, clean: true, reconnectPeriod: 0, connectTimeout: 10000,
+    ...(process.env.ESTUARY_WS_CA ? { ca: fs.readFileSync(process.env.ESTUARY_WS_CA), rejectUnauthorized: true } : {}),
   });
   clients.set(id, client);
   client.on('error', (error) => fail(id, error));

@@ -23,6 +23,9 @@ Checks, each printed as "ok: ..." or "FAIL: ...":
     a frame over --max-packet-size with 1009;
   - behind a balancer: with --proxy-from the WebSocket port wants a PROXY v2
     header, and --max-connections-per-ip counts the address it names;
+  - --mqtt-wss and --amqp-wss (certificates made now with openssl): MQTT.js
+    over wss:// verifying the server against the test CA, an AMQP upgrade
+    over TLS;
   - through estuary-lb --mqtt-ws (when its path is given): MQTT.js reaches
     the node's WebSocket port through the balancer (PROXY v2 header in
     front) and exchanges messages with mosquitto clients over TCP.
@@ -32,15 +35,20 @@ usage: /usr/bin/python3 ws_process.py path/to/estuaryd [path/to/estuary-lb]
 
 import base64
 import os
+import shutil
 import socket
+import ssl
 import struct
 import subprocess
 import sys
+import tempfile
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "support"))
+sys.path.insert(0, os.path.join(HERE, "..", "security"))
 from estuary_process import Estuaryd  # noqa: E402
+from tls_certs import TlsCerts  # noqa: E402
 
 DEADLINE = 20.0
 failures = []
@@ -224,9 +232,10 @@ def node_lines(process, want, deadline=DEADLINE):
     return lines
 
 
-def mqtt_js(tcp_port, ws_port, how="directly"):
-    client = subprocess.Popen(["node", os.path.join(HERE, "mqtt_ws.js"), "ws://127.0.0.1:%d/mqtt" % ws_port],
-                              stdout=subprocess.PIPE, cwd=HERE)
+def mqtt_js(tcp_port, ws_port, how="directly", url="ws://127.0.0.1:%d/mqtt", ca=None):
+    env = dict(os.environ, ESTUARY_WS_CA=ca) if ca else None
+    client = subprocess.Popen(["node", os.path.join(HERE, "mqtt_ws.js"), url % ws_port],
+                              stdout=subprocess.PIPE, cwd=HERE, env=env)
     lines = node_lines(client, "READY")
     check(lines[-1:] == ["READY"], "MQTT.js (%s): four clients connected and subscribed over WebSocket (%s)" % (how, lines))
     ids = ["ws-a", "ws-b", "ws-c", "ws-d"]
@@ -321,6 +330,31 @@ def through_balancer(binary, balancer):
         broker.stop()
 
 
+def secure(binary):
+    folder = tempfile.mkdtemp(prefix="estuary-wss-")
+    try:
+        certs = TlsCerts(folder)
+        broker = Estuaryd(binary, "--shards", "2", "--mqtt-wss", "127.0.0.1:0", "--amqp-wss", "127.0.0.1:0",
+                          "--tls-cert", certs.server_cert, "--tls-key", certs.server_key)
+        try:
+            check("mqtt_wss" in broker.fields and "amqp_wss" in broker.fields,
+                  "the ready line names mqtt_wss= and amqp_wss= (%s)" % broker.ready_line)
+            context = ssl.create_default_context(cafile=certs.ca)
+            raw = socket.create_connection(("127.0.0.1", port_of(broker.fields["amqp_wss"])), timeout=5)
+            sock = context.wrap_socket(raw, server_hostname="localhost")
+            sock.sendall(upgrade_request("/", "amqp"))
+            head = recv_until(sock, lambda d: b"\r\n\r\n" in d)
+            check(head.startswith(b"HTTP/1.1 101") and b"Sec-WebSocket-Protocol: amqp\r\n" in head,
+                  "--amqp-wss: TLS, then 101 selecting amqp")
+            sock.close()
+            mqtt_js(broker.mqtt_port, port_of(broker.fields["mqtt_wss"]), "over TLS, --mqtt-wss",
+                    url="wss://localhost:%d/mqtt", ca=certs.ca)
+        finally:
+            broker.stop()
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+
+
 def main():
     binary = sys.argv[1]
     broker = Estuaryd(binary, "--shards", "2", "--mqtt-ws", "127.0.0.1:0", "--amqp-ws", "127.0.0.1:0",
@@ -338,6 +372,7 @@ def main():
     finally:
         check(broker.stop() == 0, "estuaryd stopped cleanly on SIGTERM")
     behind_balancer(binary)
+    secure(binary)
     if len(sys.argv) > 2:
         through_balancer(binary, sys.argv[2])
     if failures:
