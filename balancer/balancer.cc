@@ -119,6 +119,7 @@ Balancer::~Balancer() {
   CloseListeners();
   if (mqtt_reserved_ >= 0) ::close(mqtt_reserved_);
   if (amqp_reserved_ >= 0) ::close(amqp_reserved_);
+  CloseReservedPorts();
   for (io::TimerId timer : {poll_timer_, heartbeat_timer_, tick_timer_}) {
     if (timer != 0) loop_.CancelTimer(timer);
   }
@@ -141,6 +142,12 @@ Expected<void, std::string> Balancer::Start() {
   if (config_.vip.empty()) {
     if (auto reserved = Reserve(config_.mqtt, mqtt_reserved_); !reserved) return reserved;
     if (auto reserved = Reserve(config_.amqp, amqp_reserved_); !reserved) return reserved;
+    if (config_.mqtt_ws) {
+      if (auto reserved = Reserve(*config_.mqtt_ws, mqtt_ws_reserved_); !reserved) return reserved;
+    }
+    if (config_.amqp_ws) {
+      if (auto reserved = Reserve(*config_.amqp_ws, amqp_ws_reserved_); !reserved) return reserved;
+    }
   }
   if (auto admin = StartAdmin(); !admin) return admin;
   StartWorkers();
@@ -172,8 +179,26 @@ Expected<void, std::string> Balancer::Reserve(io::Endpoint& at, int& fd) {
   return {};
 }
 
+bool Balancer::AllListening() const {
+  return mqtt_listener_ && amqp_listener_ && (!config_.mqtt_ws || mqtt_ws_listener_) &&
+         (!config_.amqp_ws || amqp_ws_listener_);
+}
+
+// The WebSocket ports: reserved while standby, as the two others.
+void Balancer::ReserveServicePorts() {
+  if (config_.mqtt_ws) Reserve(*config_.mqtt_ws, mqtt_ws_reserved_);
+  if (config_.amqp_ws) Reserve(*config_.amqp_ws, amqp_ws_reserved_);
+}
+
+void Balancer::CloseReservedPorts() {
+  for (int* fd : {&mqtt_ws_reserved_, &amqp_ws_reserved_}) {
+    if (*fd >= 0) ::close(*fd);
+    *fd = -1;
+  }
+}
+
 bool Balancer::OpenListeners() {
-  if (mqtt_listener_ && amqp_listener_) return true;
+  if (AllListening()) return true;
   if (!config_.vip.empty()) RunVipCommand(true);
   auto listen = [this](const io::Endpoint& at, Service service, std::unique_ptr<io::TcpListener>& out) {
     if (out) return true;
@@ -185,12 +210,16 @@ bool Balancer::OpenListeners() {
     out = std::move(*listener);
     return true;
   };
-  return listen(config_.mqtt, Service::kMqtt, mqtt_listener_) && listen(config_.amqp, Service::kAmqp, amqp_listener_);
+  return listen(config_.mqtt, Service::kMqtt, mqtt_listener_) && listen(config_.amqp, Service::kAmqp, amqp_listener_) &&
+         (!config_.mqtt_ws || listen(*config_.mqtt_ws, Service::kMqttWs, mqtt_ws_listener_)) &&
+         (!config_.amqp_ws || listen(*config_.amqp_ws, Service::kAmqpWs, amqp_ws_listener_));
 }
 
 void Balancer::CloseListeners() {
   mqtt_listener_.reset();
   amqp_listener_.reset();
+  mqtt_ws_listener_.reset();
+  amqp_ws_listener_.reset();
 }
 
 void Balancer::RunVipCommand(bool add) {
@@ -213,7 +242,7 @@ void Balancer::Accept(int fd, Service service) {
   }
   ++accepted_total_;
   ProxyOptions options = config_.proxy;
-  const std::string name = service == Service::kMqtt ? "mqtt" : "amqp";
+  const std::string name = ServiceName(service);
   options.send_proxy_header =
       std::find(config_.proxy_header.begin(), config_.proxy_header.end(), name) != config_.proxy_header.end();
   LeastBusyWorker().Adopt(fd, service, options);
@@ -436,9 +465,9 @@ void Balancer::TickPair() {
   if (stopping_) return;
   const bool changed = pair_->Tick(loop_.NowMs());
   if (changed || (!ready_announced_ && !pair_->deciding())) OnRoleChange();
-  if (pair_->role() == Role::kActive && !(mqtt_listener_ && amqp_listener_)) OpenListeners();
+  if (pair_->role() == Role::kActive && !AllListening()) OpenListeners();
   int64_t delay = std::max<int64_t>(1, pair_->NextDeadline(loop_.NowMs()));
-  if (pair_->role() == Role::kActive && !(mqtt_listener_ && amqp_listener_)) delay = std::min(delay, kPairTickMs);
+  if (pair_->role() == Role::kActive && !AllListening()) delay = std::min(delay, kPairTickMs);
   tick_timer_ = loop_.AddTimer(delay, [this] { TickPair(); });
 }
 
@@ -448,12 +477,14 @@ void Balancer::OnRoleChange() {
     if (mqtt_reserved_ >= 0) ::close(mqtt_reserved_);
     if (amqp_reserved_ >= 0) ::close(amqp_reserved_);
     mqtt_reserved_ = amqp_reserved_ = -1;
-  } else if (mqtt_listener_ || amqp_listener_) {
+    CloseReservedPorts();
+  } else if (listening()) {
     CloseListeners();
     if (!config_.vip.empty()) RunVipCommand(false);
     if (config_.vip.empty()) {
       Reserve(config_.mqtt, mqtt_reserved_);
       Reserve(config_.amqp, amqp_reserved_);
+      ReserveServicePorts();
     }
   }
   spdlog::info("role {} at epoch {}", ToString(pair_->role()), pair_->epoch());
@@ -471,6 +502,8 @@ void Balancer::OnRoleChange() {
 std::string Balancer::ReadyLine() const {
   std::string line = fmt::format("estuary-lb ready role={} mqtt={} amqp={} heartbeat={}", ToString(pair_->role()),
                                  config_.mqtt.ToString(), config_.amqp.ToString(), config_.heartbeat.ToString());
+  if (config_.mqtt_ws) line += " mqtt_ws=" + config_.mqtt_ws->ToString();
+  if (config_.amqp_ws) line += " amqp_ws=" + config_.amqp_ws->ToString();
   if (admin_) line += fmt::format(" admin={}", io::ParseEndpoint(config_.admin)->host + ":" + std::to_string(admin_port_));
   return line;
 }
@@ -478,7 +511,7 @@ std::string Balancer::ReadyLine() const {
 void Balancer::Stop(std::function<void()> done) {
   if (stopping_) return;
   stopping_ = true;
-  const bool was_active = mqtt_listener_ || amqp_listener_;
+  const bool was_active = listening();
   CloseListeners();
   if (admin_) admin_->Close();
   if (was_active && !config_.vip.empty()) RunVipCommand(false);

@@ -53,7 +53,7 @@ class Balancer {
   size_t connection_count() const;
   size_t thread_count() const { return workers_.size(); }
   const ProxyWorker& worker(size_t i) const { return *workers_[i]; }
-  bool listening() const { return mqtt_listener_ || amqp_listener_; }
+  bool listening() const { return mqtt_listener_ || amqp_listener_ || mqtt_ws_listener_ || amqp_ws_listener_; }
 
  private:
   Expected<void, std::string> BindHeartbeat();
@@ -110,6 +110,14 @@ class Balancer {
   std::unique_ptr<io::TcpListener> amqp_listener_;
   int mqtt_reserved_ = -1;
   int amqp_reserved_ = -1;
+  // --mqtt-ws, --amqp-ws (when set): the same life as the two above.
+  std::unique_ptr<io::TcpListener> mqtt_ws_listener_;
+  std::unique_ptr<io::TcpListener> amqp_ws_listener_;
+  int mqtt_ws_reserved_ = -1;
+  int amqp_ws_reserved_ = -1;
+  bool AllListening() const;
+  void ReserveServicePorts();
+  void CloseReservedPorts();
   uv_udp_t* udp_ = nullptr;  // freed in its close callback
   std::string peer_;         // where heartbeats go
   io::TimerId poll_timer_ = 0;

@@ -77,10 +77,10 @@ void AddProxy(CLI::App& app, BalancerConfig& config) {
       ->capture_default_str()
       ->check(CLI::Range(1u, 64u));
   app.add_option("--proxy-protocol", config.proxy_header,
-                 "Services whose node connections start with a PROXY v2 header (mqtt,amqp or none)")
+                 "Services whose node connections start with a PROXY v2 header (mqtt,amqp,mqtt-ws,amqp-ws or none)")
       ->delimiter(',')
-      ->check(CLI::IsMember({"mqtt", "amqp", "none"}))
-      ->default_str("mqtt,amqp");
+      ->check(CLI::IsMember({"mqtt", "amqp", "mqtt-ws", "amqp-ws", "none"}))
+      ->default_str("mqtt,amqp,mqtt-ws,amqp-ws");
 }
 
 void BuildApp(CLI::App& app, BalancerConfig& config) {
@@ -88,6 +88,15 @@ void BuildApp(CLI::App& app, BalancerConfig& config) {
   app.allow_config_extras(CLI::config_extras_mode::error);
   AddEndpointOption(app, "--mqtt", config.mqtt, "MQTT service address HOST:PORT (port 0 picks a free port)");
   AddEndpointOption(app, "--amqp", config.amqp, "AMQP service address HOST:PORT");
+  // WebSocket (issue 25 point 3; docs/balancer.md "WebSocket").
+  app.add_option_function<std::string>(
+         "--mqtt-ws", [&config](const std::string& text) { config.mqtt_ws = *io::ParseEndpoint(text); },
+         "MQTT over WebSocket service address HOST:PORT, forwarded to the nodes' --mqtt-ws ports by load")
+      ->check([](const std::string& text) { return io::ParseEndpoint(text) ? std::string() : io::ParseEndpoint(text).error(); });
+  app.add_option_function<std::string>(
+         "--amqp-ws", [&config](const std::string& text) { config.amqp_ws = *io::ParseEndpoint(text); },
+         "AMQP over WebSocket service address HOST:PORT, forwarded to the nodes' --amqp-ws ports by load")
+      ->check([](const std::string& text) { return io::ParseEndpoint(text) ? std::string() : io::ParseEndpoint(text).error(); });
   io::AddEndpointListOption(app, "--nodes", config.nodes, "The nodes' admin addresses HOST:PORT,...");
   AddEndpointOption(app, "--heartbeat", config.heartbeat, "This balancer's pair address (UDP) HOST:PORT");
   io::AddOptionalEndpointOption(app, "--peer", config.peer,
@@ -155,7 +164,7 @@ ParseOutcome ParseCommandLine(int argc, const char* const* argv) {
     }
   });
   if (std::holds_alternative<ExitRequest>(outcome)) return std::get<ExitRequest>(outcome);
-  if (app.count("--proxy-protocol") == 0) config.proxy_header = {"mqtt", "amqp"};
+  if (app.count("--proxy-protocol") == 0) config.proxy_header = {"mqtt", "amqp", "mqtt-ws", "amqp-ws"};
   config.proxy.low_watermark = std::min(config.proxy.low_watermark, config.proxy.high_watermark / 4);
   return config;
 }

@@ -2,6 +2,7 @@
 // estuary-lb's configuration: flags and a TOML file (--config) whose keys
 // are named like the flags, as for estuaryd (docs/balancer.md lists them).
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <variant>
 #include <vector>
@@ -17,6 +18,10 @@ namespace estuary::balancer {
 struct BalancerConfig {
   io::Endpoint mqtt{"127.0.0.1", 1883};
   io::Endpoint amqp{"127.0.0.1", 5672};
+  // WebSocket service addresses (--mqtt-ws, --amqp-ws), forwarded to the
+  // nodes' WebSocket ports; unset: none.
+  std::optional<io::Endpoint> mqtt_ws;
+  std::optional<io::Endpoint> amqp_ws;
   std::vector<io::Endpoint> nodes;  // admin addresses
   io::Endpoint heartbeat{"127.0.0.1", 7946};
   std::string peer;  // HOST:PORT, "" = learn it from the first heartbeat received

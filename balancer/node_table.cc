@@ -51,6 +51,8 @@ Expected<LoadReport, std::string> ParseLoadReport(std::string_view json) {
   number("memory_bytes", report.memory_bytes);
   text("mqtt", report.mqtt);
   text("amqp", report.amqp);
+  text("mqtt_ws", report.mqtt_ws);
+  text("amqp_ws", report.amqp_ws);
   if (auto it = parsed.find("draining"); it != parsed.end() && it->is_boolean()) report.draining = it->get<bool>();
   return report;
 }
@@ -62,9 +64,23 @@ double Score(const LoadReport& report, uint64_t sent_since_report, const ScoreWe
          double(report.memory_bytes) / kGiB * w.memory;
 }
 
+const char* ServiceName(Service service) {
+  switch (service) {
+    case Service::kMqtt: return "mqtt";
+    case Service::kAmqp: return "amqp";
+    case Service::kMqttWs: return "mqtt-ws";
+    case Service::kAmqpWs: return "amqp-ws";
+  }
+  return "?";
+}
+
 std::string ServiceAddress(const NodeState& node, Service service) {
   if (!node.report) return {};
-  const std::string& reported = service == Service::kMqtt ? node.report->mqtt : node.report->amqp;
+  const LoadReport& report = *node.report;
+  const std::string& reported = service == Service::kMqtt     ? report.mqtt
+                                : service == Service::kAmqp   ? report.amqp
+                                : service == Service::kMqttWs ? report.mqtt_ws
+                                                              : report.amqp_ws;
   if (reported.empty()) return {};
   const std::string host = HostOf(reported);
   if (host == "0.0.0.0" || host == "[::]" || host == "::") {

@@ -49,6 +49,8 @@ struct LoadReport {
   uint64_t memory_bytes = 0;
   std::string mqtt;  // "host:port" of the node's MQTT listener, "" if not reported
   std::string amqp;
+  std::string mqtt_ws;  // --mqtt-ws and --amqp-ws of the node, "" if not set there
+  std::string amqp_ws;
   bool draining = false;
 };
 Expected<LoadReport, std::string> ParseLoadReport(std::string_view json);
@@ -69,7 +71,11 @@ struct SelectionOptions {
   ring::RingOptions ring;
 };
 
-enum class Service { kMqtt, kAmqp };
+// kMqttWs, kAmqpWs: MQTT and AMQP over WebSocket, forwarded as bytes to
+// the nodes' --mqtt-ws/--amqp-ws ports (no CONNECT peek: least score).
+enum class Service { kMqtt, kAmqp, kMqttWs, kAmqpWs };
+// "mqtt", "amqp", "mqtt-ws", "amqp-ws" (the names --proxy-protocol takes).
+const char* ServiceName(Service service);
 
 // Connections sent to one node, shared by the master table and every snapshot
 // of it (relaxed atomics: counts, not synchronisation).

@@ -78,7 +78,7 @@ std::optional<Choice> ProxyWorker::Choose(Service service, std::string_view clie
                                           const std::vector<std::string>& exclude) {
   if (!nodes_) return std::nullopt;
   auto choice = nodes_->Pick(service, client_id, loop_->NowMs(), exclude, rotation_++);
-  if (!choice) spdlog::warn("no eligible node for a new {} connection", service == Service::kMqtt ? "MQTT" : "AMQP");
+  if (!choice) spdlog::warn("no eligible node for a new {} connection", ServiceName(service));
   return choice;
 }
 

@@ -19,7 +19,23 @@ PACKAGES=(
   curl procps iproute2 iputils-arping nftables
   python3-uamqp python3-qpid-proton
   haproxy rabbitmq-server
+  # WebSocket framing (io/ws/, issue 25 point 3).
+  libwslay-dev
 )
+
+# npm packages of the WebSocket tests (conformance/ws/: MQTT.js, rhea, ws),
+# installed from its package-lock.json; tests never fetch anything. Skipped
+# with a note when node or npm is missing (ws_process is then not registered).
+install_node_packages() {
+  local dir
+  dir="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)/conformance/ws"
+  if ! command -v npm >/dev/null 2>&1; then
+    echo "install-deps: npm not found: conformance/ws not installed (ws_process will not run)"
+    return 0
+  fi
+  echo "install-deps: npm ci in conformance/ws"
+  (cd "$dir" && npm ci --no-audit --no-fund --loglevel=error)
+}
 
 missing=()
 for pkg in "${PACKAGES[@]}"; do
@@ -30,6 +46,7 @@ done
 
 if ((${#missing[@]} == 0)); then
   echo "install-deps: all ${#PACKAGES[@]} packages present"
+  install_node_packages
   exit 0
 fi
 
@@ -44,3 +61,4 @@ DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y --no-install-recommends 
 # start. Estuary's tests, scripts and benchmarks start their own peer
 # brokers on free ports and stop them by PID, and estuaryd refuses a port
 # that is taken with a one-line error (use --mqtt/--amqp HOST:PORT).
+install_node_packages

@@ -230,6 +230,9 @@ std::string Node::LoadJson() const {
       // Where the balancers send clients, and whether they should.
       {"mqtt", io::Endpoint{config_.mqtt.host, mqtt_port_}.ToString()},
       {"amqp", io::Endpoint{config_.amqp.host, amqp_port_}.ToString()},
+      // WebSocket ports, for estuary-lb --mqtt-ws/--amqp-ws ("" = not served).
+      {"mqtt_ws", mqtt_ws_ ? mqtt_ws_->ToString() : std::string()},
+      {"amqp_ws", amqp_ws_ ? amqp_ws_->ToString() : std::string()},
       {"draining", draining_ || (agent_ && agent_->partitions() && agent_->partitions()->draining())},
   };
   previous = now;

@@ -1,6 +1,7 @@
 #pragma once
 // ClientStream: the io::Stream a frontend session writes to, over a client's
-// socket: TcpStream (clear text) or TlsStream (server/tls_stream.h). Besides
+// socket: TcpStream (clear text), TlsStream (server/tls_stream.h) or
+// WebSocketStream over either (server/ws_stream.h). Besides
 // io::Stream it carries what the shard needs to run and move a connection:
 // handlers for plaintext arriving, Abort, and Detach (the socket, and over
 // TLS the session, for another shard's loop). Owned by the shard that owns
@@ -12,6 +13,7 @@
 
 #include "io/stream.h"
 #include "io/tls/tls_session.h"
+#include "io/ws/websocket_session.h"
 #include "io/uv/tcp.h"
 #include "server/connection_guard.h"
 
@@ -25,10 +27,13 @@ class ClientStream : public io::Stream {
   // Closes at once with RST, dropping queued output.
   virtual void Abort() = 0;
   // The connection for another loop: the duplicated socket (-1: it could
-  // not be moved now, the stream is as it was) and, over TLS, the session.
+  // not be moved now, the stream is as it was) and the layers above it:
+  // over TLS its session, over WebSocket its framing state (both, in that
+  // order from the socket, for --mqtt-wss and --amqp-wss).
   struct Detached {
     int fd = -1;
     std::shared_ptr<io::TlsSession> tls;
+    std::shared_ptr<io::WebSocketSession> ws;
   };
   virtual Detached Detach() = 0;
   virtual bool encrypted() const { return false; }
@@ -65,7 +70,7 @@ class TcpStream final : public ClientStream {
   void ResumeReading() override { tcp_->StartReading(); }
   void SetHandlers(Handlers handlers) override { tcp_->SetHandlers(std::move(handlers)); }
   void Abort() override { tcp_->Abort(); }
-  Detached Detach() override { return {tcp_->Detach(), nullptr}; }
+  Detached Detach() override { return {tcp_->Detach(), nullptr, nullptr}; }
 
  protected:
   std::string socket_address() const override { return tcp_->peer_address(); }

@@ -116,6 +116,32 @@ void AddTlsOptions(CLI::App& app, NodeConfig& config) {
       ->check(CLI::Range(1u, 600'000u));
 }
 
+// WebSocket listeners (issue 25 point 3; docs/mqtt.md and docs/amqp.md
+// "WebSocket"), one block for their flags and TOML keys.
+void AddWebSocketOptions(CLI::App& app, NodeConfig& config) {
+  io::AddOptionalEndpointOption(app, "--mqtt-ws", config.mqtt_ws,
+                                "MQTT over WebSocket listener HOST:PORT (path /mqtt, subprotocol mqtt; "
+                                "conventionally 8083 or 9001)");
+  io::AddOptionalEndpointOption(app, "--amqp-ws", config.amqp_ws,
+                                "AMQP 1.0 over WebSocket listener HOST:PORT (subprotocol amqp)");
+  io::AddOptionalEndpointOption(app, "--mqtt-wss", config.mqtt_wss,
+                                "MQTT over secure WebSocket listener HOST:PORT (conventionally 8084); "
+                                "needs --tls-cert and --tls-key");
+  io::AddOptionalEndpointOption(app, "--amqp-wss", config.amqp_wss,
+                                "AMQP 1.0 over secure WebSocket listener HOST:PORT; needs --tls-cert and --tls-key");
+  app.add_option("--ws-handshake-timeout", config.ws_handshake_timeout_ms,
+                 "Milliseconds a WebSocket opening handshake (the HTTP Upgrade) may take before the socket is reset")
+      ->capture_default_str()
+      ->check(CLI::Range(1u, 600'000u));
+}
+
+void CheckWebSocket(const NodeConfig& config) {
+  if ((!config.mqtt_wss.empty() || !config.amqp_wss.empty()) &&
+      (config.tls.cert_file.empty() || config.tls.key_file.empty())) {
+    throw CLI::ValidationError(config.mqtt_wss.empty() ? "--amqp-wss" : "--mqtt-wss", "needs --tls-cert and --tls-key");
+  }
+}
+
 // Abuse limits (docs/security.md "Abuse limits"), one block for the flags
 // and TOML keys of issue 21 point 6.
 void AddAbuseLimits(CLI::App& app, NodeConfig& config) {
@@ -266,6 +292,7 @@ void BuildApp(CLI::App& app, NodeConfig& config) {
   app.add_flag("--fault-injection", config.fault_injection,
                "Enable test fault switches on the admin API (POST/DELETE /api/fault/isolate)");
   AddTlsOptions(app, config);
+  AddWebSocketOptions(app, config);
   AddClusterTlsOptions(app, config.cluster_tls);
   AddLimits(app, config.limits);
   AddAbuseLimits(app, config);
@@ -371,6 +398,7 @@ ParseOutcome ParseCommandLine(int argc, const char* const* argv) {
     CheckAdminToken(config);
     CheckClusterTls(config);
     CheckTls(config);
+    CheckWebSocket(config);
   });
   if (std::holds_alternative<ExitRequest>(outcome)) return std::get<ExitRequest>(outcome);
   if (config.shards == 0) {

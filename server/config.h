@@ -71,6 +71,13 @@ struct NodeConfig {
   io::TlsSettings tls;  // --tls-cert, --tls-key, --tls-ca, --tls-crl, --tls-min-version, --tls-require-client-cert
   bool tls_identity_as_username = false;  // the client certificate's CN is the MQTT user name
   uint32_t tls_handshake_timeout_ms = 10'000;
+  // WebSocket listeners (docs/mqtt.md and docs/amqp.md "WebSocket"): off
+  // unless a HOST:PORT is set; the -wss ones use the TLS settings above.
+  std::string mqtt_ws;   // --mqtt-ws, path /mqtt, subprotocol mqtt
+  std::string amqp_ws;   // --amqp-ws, subprotocol amqp
+  std::string mqtt_wss;  // --mqtt-wss
+  std::string amqp_wss;  // --amqp-wss
+  uint32_t ws_handshake_timeout_ms = 10'000;
   // Balancer addresses whose connections start with a PROXY v2 header
   // (--proxy-from, docs/balancer.md); empty: no header is accepted.
   std::vector<std::string> proxy_from;

@@ -52,6 +52,25 @@ TEST(ConfigTest, TlsListenersNeedACertificateAndItsRulesHold) {
   }
 }
 
+// Issue 25 point 3: the WebSocket listeners' flags.
+TEST(ConfigTest, WebSocketListenersParseAndSecureOnesNeedACertificate) {
+  auto outcome = Parse({"--mqtt-ws", "127.0.0.1:0", "--amqp-ws", "127.0.0.1:9001", "--ws-handshake-timeout", "500"});
+  ASSERT_TRUE(std::holds_alternative<NodeConfig>(outcome));
+  const NodeConfig& config = std::get<NodeConfig>(outcome);
+  EXPECT_EQ(config.mqtt_ws, "127.0.0.1:0");
+  EXPECT_EQ(config.amqp_ws, "127.0.0.1:9001");
+  EXPECT_EQ(config.ws_handshake_timeout_ms, 500u);
+  for (std::vector<const char*> args : std::vector<std::vector<const char*>>{
+           {"--mqtt-wss", "127.0.0.1:0"},  // no --tls-cert/--tls-key
+           {"--amqp-wss", "127.0.0.1:0"},
+           {"--mqtt-ws", "not-an-endpoint"},
+           {"--ws-handshake-timeout", "0"}}) {
+    auto refused = Parse(args);
+    ASSERT_TRUE(std::holds_alternative<ExitRequest>(refused)) << args[0];
+    EXPECT_EQ(std::get<ExitRequest>(refused).status, 2) << args[0];
+  }
+}
+
 TEST(ConfigTest, SeedsWithoutASecretExitTwo) {
   auto outcome = Parse({"--seeds", "10.0.0.1:7000"});
   ASSERT_TRUE(std::holds_alternative<ExitRequest>(outcome));

@@ -60,24 +60,24 @@ Node::Node(NodeConfig config) : config_(std::move(config)) {
     shards_.push_back(std::make_unique<ShardRuntime>(shard, *this, *metrics_.back(), shared_));
   }
   for (auto& shard : shards_) {
-    // A TLS session moves with its socket, as the Proton objects do: the
+    // A TLS session (and a WebSocket one) moves with its socket, as the Proton objects do: the
     // old shard no longer touches it once sent (the mailbox orders the
     // handover; docs/architecture.md "TLS connections and shards").
-    shard->set_handoff(
-        [this](uint16_t target, int fd, std::string received, std::shared_ptr<io::TlsSession> tls,
-               ConnectionGuard::TicketPtr admission) {
-          ShardRuntime* to = shards_[target].get();
-          to->loop().mailbox().Send([to, fd, received = std::move(received), tls = std::move(tls),
-                                     admission = std::move(admission)]() mutable {
-            to->AdoptMqtt(fd, std::move(received), std::move(tls), std::move(admission));
-          });
-        });
-    shard->set_amqp_handoff([this](uint16_t target, int fd, std::shared_ptr<amqp::AmqpConnection> connection,
-                                   std::shared_ptr<io::TlsSession> tls, ConnectionGuard::TicketPtr admission) {
+    shard->set_handoff([this](uint16_t target, ClientStream::Detached detached, std::string received,
+                              ConnectionGuard::TicketPtr admission) {
       ShardRuntime* to = shards_[target].get();
-      to->loop().mailbox().Send([to, fd, connection = std::move(connection), tls = std::move(tls),
+      to->loop().mailbox().Send([to, detached = std::move(detached), received = std::move(received),
                                  admission = std::move(admission)]() mutable {
-        to->AdoptAmqp(fd, std::move(connection), std::move(tls), std::move(admission));
+        to->AdoptMqtt(std::move(detached), std::move(received), std::move(admission));
+      });
+    });
+    shard->set_amqp_handoff([this](uint16_t target, ClientStream::Detached detached,
+                                   std::shared_ptr<amqp::AmqpConnection> connection,
+                                   ConnectionGuard::TicketPtr admission) {
+      ShardRuntime* to = shards_[target].get();
+      to->loop().mailbox().Send([to, detached = std::move(detached), connection = std::move(connection),
+                                 admission = std::move(admission)]() mutable {
+        to->AdoptAmqp(std::move(detached), std::move(connection), std::move(admission));
       });
     });
   }
@@ -153,6 +153,7 @@ Expected<void, std::string> Node::Start() {
   }
   amqp_port_ = amqp_endpoint.port;
   if (auto tls = StartTlsListeners(); !tls) return tls;
+  if (auto ws = StartWebSocketListeners(); !ws) return ws;
   auto admin = io::HttpServer::Start(shards_[0]->loop(), config_.admin,
                                      [this](const std::string& method, const std::string& path) {
                                        return ServeAdmin(method, path);
@@ -321,6 +322,36 @@ Expected<void, std::string> Node::StartTlsListeners() {
   return {};
 }
 
+// Every shard listens on each WebSocket port (docs/mqtt.md "WebSocket").
+Expected<void, std::string> Node::StartWebSocketListeners() {
+  shared_.ws_handshake_timeout_ms = config_.ws_handshake_timeout_ms;
+  shared_.ws_max_frame_bytes = config_.limits.max_packet_size;
+  struct Listener {
+    const std::string& text;
+    const char* name;
+    Expected<uint16_t, std::string> (ShardRuntime::*bind)(const io::Endpoint&);
+    std::optional<io::Endpoint>& bound;
+  };
+  const Listener listeners[] = {
+      {config_.mqtt_ws, "mqtt-ws", &ShardRuntime::ListenMqttWs, mqtt_ws_},
+      {config_.amqp_ws, "amqp-ws", &ShardRuntime::ListenAmqpWs, amqp_ws_},
+      {config_.mqtt_wss, "mqtt-wss", &ShardRuntime::ListenMqttWss, mqtt_wss_},
+      {config_.amqp_wss, "amqp-wss", &ShardRuntime::ListenAmqpWss, amqp_wss_},
+  };
+  for (const Listener& listener : listeners) {
+    if (listener.text.empty()) continue;
+    auto endpoint = io::ParseEndpoint(listener.text);
+    if (!endpoint) return MakeError(fmt::format("{} {}", listener.name, endpoint.error()));
+    for (auto& shard : shards_) {
+      auto port = ((*shard).*listener.bind)(*endpoint);
+      if (!port) return MakeError(fmt::format("{} listener {}: {}", listener.name, endpoint->ToString(), port.error()));
+      endpoint->port = *port;
+    }
+    listener.bound = *endpoint;
+  }
+  return {};
+}
+
 Expected<void, std::string> Node::StartAuxiliaryListeners() {
   if (transport_) return StartClusterLinks();
   // No secret, no links: the port is bound so the ready line is true and
@@ -341,6 +372,11 @@ std::string Node::ReadyLine() const {
                                  config_.admin.host, admin_port_, config_.cluster.host, cluster_port_);
   if (mqtts_) line += " mqtts=" + mqtts_->ToString();
   if (amqps_) line += " amqps=" + amqps_->ToString();
+  // WebSocket listeners (StartWebSocketListeners).
+  if (mqtt_ws_) line += " mqtt_ws=" + mqtt_ws_->ToString();
+  if (amqp_ws_) line += " amqp_ws=" + amqp_ws_->ToString();
+  if (mqtt_wss_) line += " mqtt_wss=" + mqtt_wss_->ToString();
+  if (amqp_wss_) line += " amqp_wss=" + amqp_wss_->ToString();
   return line;
 }
 

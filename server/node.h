@@ -58,6 +58,7 @@ class Node final : public core::ShardLink {
   io::HttpResponse ServeAdmin(const std::string& method, const std::string& path);
   Expected<void, std::string> StartAuxiliaryListeners();
   Expected<void, std::string> StartTlsListeners();
+  Expected<void, std::string> StartWebSocketListeners();  // --mqtt-ws, --amqp-ws, --mqtt-wss, --amqp-wss
   // Creates the transport and agent and hands every shard its port
   // (before storage recovery, so recovered routes reach the agent).
   void SetUpCluster();
@@ -110,6 +111,10 @@ class Node final : public core::ShardLink {
   uint16_t cluster_port_ = 0;
   std::optional<io::Endpoint> mqtts_;  // bound --mqtts
   std::optional<io::Endpoint> amqps_;  // bound --amqps
+  std::optional<io::Endpoint> mqtt_ws_;   // bound --mqtt-ws
+  std::optional<io::Endpoint> amqp_ws_;   // bound --amqp-ws
+  std::optional<io::Endpoint> mqtt_wss_;  // bound --mqtt-wss
+  std::optional<io::Endpoint> amqp_wss_;  // bound --amqp-wss
   int64_t started_ms_ = 0;
   uv_signal_t* sigterm_ = nullptr;
   uv_signal_t* sigint_ = nullptr;

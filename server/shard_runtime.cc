@@ -117,14 +117,14 @@ std::optional<ConnectionGuard::TicketPtr> ShardRuntime::Admit(int fd, const std:
   return ticket;
 }
 
-void ShardRuntime::AdoptMqtt(int fd, std::string received, std::shared_ptr<io::TlsSession> tls,
+void ShardRuntime::AdoptMqtt(ClientStream::Detached detached, std::string received,
                              ConnectionGuard::TicketPtr admission) {
   // Counted node-wide by the shard that accepted it.
-  if (!tls) {
-    Accept(fd, std::move(received), {}, std::move(admission));
+  if (!detached.tls && !detached.ws) {
+    Accept(detached.fd, std::move(received), {}, std::move(admission));
     return;
   }
-  AdoptTlsMqtt(fd, std::move(received), std::move(tls), std::move(admission));
+  AdoptLayeredMqtt(std::move(detached), std::move(received), std::move(admission));
 }
 
 void ShardRuntime::Accept(int fd, std::string received, std::string client_address,
@@ -253,7 +253,7 @@ void ShardRuntime::HandOff(MqttPeer* peer) {
     shared_.connections.fetch_sub(1);
     return;
   }
-  handoff_(owned->handoff_target, detached.fd, received, std::move(detached.tls), owned->stream->admission());
+  handoff_(owned->handoff_target, std::move(detached), received, owned->stream->admission());
 }
 
 void ShardRuntime::Remove(MqttPeer* peer) {
@@ -274,6 +274,8 @@ void ShardRuntime::BeginShutdown(uint32_t grace_ms, std::function<void()> on_sto
   on_stopped_ = std::move(on_stopped);
   if (mqtt_listener_) mqtt_listener_->Close();
   if (mqtts_listener_) mqtts_listener_->Close();
+  if (mqtt_ws_listener_) mqtt_ws_listener_->Close();
+  if (mqtt_wss_listener_) mqtt_wss_listener_->Close();
   AbortHandshakes();
   ShutdownAmqp();
   std::vector<MqttPeer*> peers;

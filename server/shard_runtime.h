@@ -36,6 +36,10 @@ struct NodeShared {
   // --mqtts/--amqps (docs/security.md "TLS"): null without a certificate.
   std::shared_ptr<io::TlsContext> tls;
   int64_t tls_handshake_timeout_ms = 10'000;
+  // WebSocket listeners (server/ws_stream.h): the opening handshake's
+  // deadline, and the largest frame a client may send (--max-packet-size).
+  int64_t ws_handshake_timeout_ms = 10'000;
+  uint64_t ws_max_frame_bytes = 1024 * 1024;
   bool tls_identity_as_username = false;
   // In a cluster (docs/cluster.md "One client id per cluster"): asks the
   // client-id registry for an id, from a shard's thread; `done` runs on the
@@ -64,31 +68,39 @@ class ShardRuntime {
   Expected<uint16_t, std::string> ListenMqtt(const io::Endpoint& at);
   // Binds the MQTT over TLS listener (--mqtts); returns the bound port.
   Expected<uint16_t, std::string> ListenMqtts(const io::Endpoint& at);
+  // MQTT over WebSocket (--mqtt-ws; --mqtt-wss: over TLS, needs the TLS settings).
+  Expected<uint16_t, std::string> ListenMqttWs(const io::Endpoint& at);
+  Expected<uint16_t, std::string> ListenMqttWss(const io::Endpoint& at);
   // Takes a socket another shard accepted, with the bytes it already read
-  // and, over TLS, the session (handshake done, CONNECT decrypted).
-  // `admission`: the abuse limits' ticket the accepting shard took.
-  void AdoptMqtt(int fd, std::string received, std::shared_ptr<io::TlsSession> tls = nullptr,
+  // (plaintext, the CONNECT among them) and the layers above the socket
+  // (TLS, WebSocket: handshakes done). `admission`: the abuse limits'
+  // ticket the accepting shard took.
+  void AdoptMqtt(ClientStream::Detached detached, std::string received,
                  ConnectionGuard::TicketPtr admission = nullptr);
   // Binds the AMQP 1.0 listener; returns the bound port.
   Expected<uint16_t, std::string> ListenAmqp(const io::Endpoint& at, amqp::AmqpSettings settings);
   // Binds the AMQP over TLS listener (--amqps; ListenAmqp first, for the settings).
   Expected<uint16_t, std::string> ListenAmqps(const io::Endpoint& at);
-  // Takes an AMQP connection (socket, Proton state and, over TLS, the TLS
-  // session) another shard accepted, once its open named a container-id
+  // AMQP over WebSocket (--amqp-ws, --amqp-wss; ListenAmqp first, for the settings).
+  Expected<uint16_t, std::string> ListenAmqpWs(const io::Endpoint& at);
+  Expected<uint16_t, std::string> ListenAmqpWss(const io::Endpoint& at);
+  // Takes an AMQP connection (socket, Proton state and the layers above
+  // the socket) another shard accepted, once its open named a container-id
   // this shard owns.
-  void AdoptAmqp(int fd, std::shared_ptr<amqp::AmqpConnection> connection,
-                 std::shared_ptr<io::TlsSession> tls = nullptr, ConnectionGuard::TicketPtr admission = nullptr);
+  void AdoptAmqp(ClientStream::Detached detached, std::shared_ptr<amqp::AmqpConnection> connection,
+                 ConnectionGuard::TicketPtr admission = nullptr);
   // Stops accepting, disconnects every client (MQTT 5: 0x8B Server shutting
   // down; AMQP: close with amqp:connection:forced), then stops the loop
   // once all are closed or `grace_ms` passed.
   void BeginShutdown(uint32_t grace_ms, std::function<void()> on_stopped = {});
 
   // How a socket reaches the shard owning its client id (set by the node).
-  using HandOffFn = std::function<void(uint16_t shard, int fd, std::string received, std::shared_ptr<io::TlsSession> tls,
+  using HandOffFn = std::function<void(uint16_t shard, ClientStream::Detached detached, std::string received,
                                        ConnectionGuard::TicketPtr admission)>;
   void set_handoff(HandOffFn handoff) { handoff_ = std::move(handoff); }
-  using AmqpHandOffFn = std::function<void(uint16_t shard, int fd, std::shared_ptr<amqp::AmqpConnection> connection,
-                                           std::shared_ptr<io::TlsSession> tls, ConnectionGuard::TicketPtr admission)>;
+  using AmqpHandOffFn = std::function<void(uint16_t shard, ClientStream::Detached detached,
+                                           std::shared_ptr<amqp::AmqpConnection> connection,
+                                           ConnectionGuard::TicketPtr admission)>;
   void set_amqp_handoff(AmqpHandOffFn handoff) { amqp_handoff_ = std::move(handoff); }
 
   // Hands the shard its storage engine; the broker writes to it from now on.
@@ -142,12 +154,17 @@ class ShardRuntime {
   void RemoveAmqp(AmqpPeer* peer);
   void ShutdownAmqp();
   void AbortAmqp();
-  // TLS (server/shard_runtime_tls.cc): the handshake, then the protocol.
-  void AcceptTls(int fd, std::string client_address, bool amqp);
-  void AdoptTlsMqtt(int fd, std::string received, std::shared_ptr<io::TlsSession> tls,
-                    ConnectionGuard::TicketPtr admission);
-  // A moved TLS connection's stream on this loop; null (fd closed) if it cannot be.
-  std::unique_ptr<ClientStream> AdoptTlsStream(int fd, std::shared_ptr<io::TlsSession> tls);
+  // TLS (server/shard_runtime_tls.cc): the handshake, then the protocol
+  // (`websocket`: then the WebSocket opening handshake).
+  void AcceptTls(int fd, std::string client_address, bool amqp, bool websocket = false);
+  void AdoptLayeredMqtt(ClientStream::Detached detached, std::string received, ConnectionGuard::TicketPtr admission);
+  // A moved connection's stream on this loop, its layers rebuilt on their
+  // sessions; null (fd closed) if it cannot be.
+  std::unique_ptr<ClientStream> AdoptStream(ClientStream::Detached detached);
+  // WebSocket (server/shard_runtime_ws.cc): the opening handshake on
+  // `inner` (clear text or TLS), then the protocol.
+  void AcceptWebSocket(int fd, std::string client_address, ConnectionGuard::TicketPtr admission, bool amqp);
+  void StartUpgrade(std::unique_ptr<ClientStream> inner, std::string received, bool amqp);
   std::unique_ptr<ClientStream> TakeHandshake(ClientStream* stream);
   void AbortHandshakes();
 
@@ -166,7 +183,11 @@ class ShardRuntime {
   AmqpHandOffFn amqp_handoff_;
   std::unique_ptr<io::TcpListener> mqtts_listener_;
   std::unique_ptr<io::TcpListener> amqps_listener_;
-  // TLS connections whose handshake is running (no protocol yet).
+  std::unique_ptr<io::TcpListener> mqtt_ws_listener_;
+  std::unique_ptr<io::TcpListener> mqtt_wss_listener_;
+  std::unique_ptr<io::TcpListener> amqp_ws_listener_;
+  std::unique_ptr<io::TcpListener> amqp_wss_listener_;
+  // TLS and WebSocket connections whose handshake is running (no protocol yet).
   std::unordered_map<ClientStream*, std::unique_ptr<ClientStream>> handshakes_;
   bool shutting_down_ = false;
   std::function<void()> on_stopped_;

@@ -31,16 +31,14 @@ void ShardRuntime::AcceptAmqp(int fd, std::string client_address, ConnectionGuar
   StartAmqpPeer(std::move(stream), nullptr);
 }
 
-void ShardRuntime::AdoptAmqp(int fd, std::shared_ptr<amqp::AmqpConnection> connection,
-                             std::shared_ptr<io::TlsSession> tls, ConnectionGuard::TicketPtr admission) {
+void ShardRuntime::AdoptAmqp(ClientStream::Detached detached, std::shared_ptr<amqp::AmqpConnection> connection,
+                             ConnectionGuard::TicketPtr admission) {
   // Counted node-wide by the shard that accepted it.
   std::unique_ptr<ClientStream> stream;
   if (shutting_down_) {
-    ::close(fd);
-  } else if (tls) {
-    stream = AdoptTlsStream(fd, std::move(tls));
-  } else if (auto tcp = io::TcpConnection::Adopt(loop_, fd)) {
-    stream = std::make_unique<TcpStream>(std::move(tcp));
+    ::close(detached.fd);
+  } else {
+    stream = AdoptStream(std::move(detached));
   }
   if (!stream) {
     shared_.connections.fetch_sub(1);
@@ -148,8 +146,7 @@ void ShardRuntime::HandOffAmqp(AmqpPeer* peer) {
     shared_.connections.fetch_sub(1);
     return;
   }
-  amqp_handoff_(owned->handoff_target, detached.fd, std::move(owned->amqp), std::move(detached.tls),
-                owned->stream->admission());
+  amqp_handoff_(owned->handoff_target, std::move(detached), std::move(owned->amqp), owned->stream->admission());
   // The TcpConnection is closed by Detach; the stream dies with `owned`.
   std::shared_ptr<AmqpPeer> doomed(std::move(owned));
   loop_.Post([doomed] {});
@@ -170,6 +167,8 @@ void ShardRuntime::RemoveAmqp(AmqpPeer* peer) {
 void ShardRuntime::ShutdownAmqp() {
   if (amqp_listener_) amqp_listener_->Close();
   if (amqps_listener_) amqps_listener_->Close();
+  if (amqp_ws_listener_) amqp_ws_listener_->Close();
+  if (amqp_wss_listener_) amqp_wss_listener_->Close();
   std::vector<AmqpPeer*> peers;
   for (auto& entry : amqp_peers_) peers.push_back(entry.first);
   for (AmqpPeer* peer : peers) {

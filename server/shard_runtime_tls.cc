@@ -12,6 +12,7 @@
 
 #include "server/shard_runtime.h"
 #include "server/tls_stream.h"
+#include "server/ws_stream.h"
 
 namespace estuary::server {
 
@@ -33,7 +34,7 @@ Expected<uint16_t, std::string> ShardRuntime::ListenAmqps(const io::Endpoint& at
   return amqps_listener_->port();
 }
 
-void ShardRuntime::AcceptTls(int fd, std::string client_address, bool amqp) {
+void ShardRuntime::AcceptTls(int fd, std::string client_address, bool amqp, bool websocket) {
   auto admission = Admit(fd, client_address);
   if (!admission) return;
   // Counted from the first byte: a handshake holds a socket too.
@@ -46,12 +47,14 @@ void ShardRuntime::AcceptTls(int fd, std::string client_address, bool amqp) {
   handshakes_.emplace(stream, std::move(owned));
   stream->Handshake(
       shared_.tls_handshake_timeout_ms,
-      [this, stream, amqp] {
+      [this, stream, amqp, websocket] {
         std::string received = stream->TakeReceived();
         std::unique_ptr<ClientStream> established = TakeHandshake(stream);
         spdlog::debug("tls {}: {} established{}", stream->peer_address(), stream->session().protocol_version(),
                       stream->session().resumed() ? " (resumed)" : "");
-        if (amqp) {
+        if (websocket) {
+          StartUpgrade(std::move(established), std::move(received), amqp);
+        } else if (amqp) {
           StartAmqpPeer(std::move(established), nullptr, std::move(received));
         } else {
           StartMqttPeer(std::move(established), std::move(received), /*counted=*/true);
@@ -89,22 +92,29 @@ void ShardRuntime::AbortHandshakes() {
   }
 }
 
-std::unique_ptr<ClientStream> ShardRuntime::AdoptTlsStream(int fd, std::shared_ptr<io::TlsSession> tls) {
-  auto tcp = io::TcpConnection::Adopt(loop_, fd);
+std::unique_ptr<ClientStream> ShardRuntime::AdoptStream(ClientStream::Detached detached) {
+  auto tcp = io::TcpConnection::Adopt(loop_, detached.fd);
   if (!tcp) return nullptr;
-  return std::make_unique<TlsStream>(loop_, std::move(tcp), std::move(tls));
+  std::unique_ptr<ClientStream> stream;
+  if (detached.tls) {
+    stream = std::make_unique<TlsStream>(loop_, std::move(tcp), std::move(detached.tls));
+  } else {
+    stream = std::make_unique<TcpStream>(std::move(tcp));
+  }
+  if (detached.ws) stream = std::make_unique<WebSocketStream>(loop_, std::move(stream), std::move(detached.ws));
+  return stream;
 }
 
-void ShardRuntime::AdoptTlsMqtt(int fd, std::string received, std::shared_ptr<io::TlsSession> tls,
-                                ConnectionGuard::TicketPtr admission) {
+void ShardRuntime::AdoptLayeredMqtt(ClientStream::Detached detached, std::string received,
+                                    ConnectionGuard::TicketPtr admission) {
   // The client address rides in front of the bytes, as for a plain socket.
   std::string client_address = TakeHandOffAddress(received);
   if (shutting_down_) {
-    ::close(fd);
+    ::close(detached.fd);
     shared_.connections.fetch_sub(1);
     return;
   }
-  auto stream = AdoptTlsStream(fd, std::move(tls));
+  auto stream = AdoptStream(std::move(detached));
   if (!stream) {
     shared_.connections.fetch_sub(1);
     return;

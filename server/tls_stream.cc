@@ -122,7 +122,7 @@ ClientStream::Detached TlsStream::Detach() {
   Encrypt();
   const int fd = tcp_->Detach();
   if (fd < 0) return {};
-  return {fd, session_};
+  return {fd, session_, nullptr};
 }
 
 }  // namespace estuary::server

@@ -41,16 +41,6 @@ bool IsFieldValue(std::string_view text) {
   return true;
 }
 
-bool EqualsIgnoreCase(std::string_view a, std::string_view b) {
-  if (a.size() != b.size()) return false;
-  for (size_t i = 0; i < a.size(); ++i) {
-    char x = a[i] >= 'A' && a[i] <= 'Z' ? static_cast<char>(a[i] + 32) : a[i];
-    char y = b[i] >= 'A' && b[i] <= 'Z' ? static_cast<char>(b[i] + 32) : b[i];
-    if (x != y) return false;
-  }
-  return true;
-}
-
 std::string_view Trim(std::string_view text) {
   while (!text.empty() && (text.front() == ' ' || text.front() == '\t')) text.remove_prefix(1);
   while (!text.empty() && (text.back() == ' ' || text.back() == '\t')) text.remove_suffix(1);
@@ -107,6 +97,7 @@ std::string ParseFields(std::string_view fields, HttpRequest& request, std::opti
     std::string_view value = Trim(field.substr(colon + 1));
     if (!IsToken(name)) return "bad header name";  // also catches obs-fold and "Name :"
     if (!IsFieldValue(value)) return "bad header value";
+    request.fields.emplace_back(std::string(name), std::string(value));
     if (EqualsIgnoreCase(name, "connection")) ApplyConnection(value, request);
     if (EqualsIgnoreCase(name, "authorization")) {
       if (!request.authorization.empty()) return "more than one authorization field";
@@ -127,6 +118,16 @@ std::string ParseFields(std::string_view fields, HttpRequest& request, std::opti
 }
 
 }  // namespace
+
+bool EqualsIgnoreCase(std::string_view a, std::string_view b) {
+  if (a.size() != b.size()) return false;
+  for (size_t i = 0; i < a.size(); ++i) {
+    char x = a[i] >= 'A' && a[i] <= 'Z' ? static_cast<char>(a[i] + 32) : a[i];
+    char y = b[i] >= 'A' && b[i] <= 'Z' ? static_cast<char>(b[i] + 32) : b[i];
+    if (x != y) return false;
+  }
+  return true;
+}
 
 HttpParseResult ParseHttpRequest(std::string_view buffer, size_t max_bytes) {
   // Refuse a bad request line as soon as it is complete, so garbage is not

@@ -7,6 +7,8 @@
 #include <cstddef>
 #include <string>
 #include <string_view>
+#include <utility>
+#include <vector>
 
 namespace estuary::io {
 
@@ -16,6 +18,9 @@ struct HttpRequest {
   int minor_version = 1;  // HTTP/1.minor_version
   bool keep_alive = true;
   std::string authorization;  // the Authorization field's value, "" if absent
+  // Every field as sent (name, trimmed value), in order: for the WebSocket
+  // upgrade (io/ws/websocket_handshake.h), which reads several.
+  std::vector<std::pair<std::string, std::string>> fields;
   size_t consumed = 0;  // bytes of the buffer this request used, body included
 };
 
@@ -29,6 +34,9 @@ struct HttpParseResult {
 inline constexpr size_t kMaxHttpRequestBytes = 8 * 1024;
 
 // Parses the request at the start of `buffer` (which may hold more).
+// Case-insensitive ASCII comparison of header names and tokens.
+bool EqualsIgnoreCase(std::string_view a, std::string_view b);
+
 HttpParseResult ParseHttpRequest(std::string_view buffer, size_t max_bytes = kMaxHttpRequestBytes);
 
 }  // namespace estuary::io
