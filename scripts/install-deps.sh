@@ -17,7 +17,7 @@ PACKAGES=(
   nlohmann-json3-dev libssl-dev openssl libxxhash-dev libexpected-dev
   mosquitto mosquitto-clients python3 python3-paho-mqtt
   curl procps iproute2 iputils-arping nftables
-  python3-uamqp python3-qpid-proton
+  python3-uamqp python3-qpid-proton libauthen-scram-perl
   haproxy rabbitmq-server
   # WebSocket framing (io/ws/, issue 25 point 3).
   libwslay-dev

@@ -8,6 +8,7 @@
 #include <cstdlib>
 #include <vector>
 
+#include "security/scram.h"
 #include "security/text_file.h"
 
 namespace estuary::security {
@@ -61,6 +62,40 @@ Expected<std::string, std::string> DecodeField(std::string_view text, const char
   return decoded;
 }
 
+constexpr std::string_view kScramPrefix = "SCRAM-SHA-256$";
+
+// "SCRAM-SHA-256$ITERATIONS:SALT$STOREDKEY:SERVERKEY".
+Expected<PasswordHash, std::string> ParseScramHash(std::string_view field) {
+  const std::string_view rest = field.substr(kScramPrefix.size());
+  const size_t dollar = rest.find('$');
+  const std::string_view left = rest.substr(0, dollar);
+  const std::string_view right = dollar == std::string_view::npos ? std::string_view() : rest.substr(dollar + 1);
+  const size_t left_colon = left.find(':');
+  const size_t right_colon = right.find(':');
+  if (dollar == std::string_view::npos || left_colon == std::string_view::npos ||
+      right_colon == std::string_view::npos) {
+    return MakeError(std::string("a SCRAM entry has the form SCRAM-SHA-256$ITERATIONS:SALT$STOREDKEY:SERVERKEY"));
+  }
+  PasswordHash hash;
+  hash.kind = HashKind::kScramSha256;
+  const std::string_view count = left.substr(0, left_colon);
+  const auto [end, error] = std::from_chars(count.data(), count.data() + count.size(), hash.iterations);
+  if (error != std::errc() || end != count.data() + count.size() || hash.iterations < 1 ||
+      hash.iterations > kScramMaxIterations) {
+    return MakeError("iterations must be a number from 1 to " + std::to_string(kScramMaxIterations));
+  }
+  auto salt = DecodeField(left.substr(left_colon + 1), "salt", 1, kMaxSaltBytes);
+  if (!salt) return MakeError(salt.error());
+  auto stored = DecodeField(right.substr(0, right_colon), "StoredKey", kScramKeyBytes, kScramKeyBytes);
+  if (!stored) return MakeError(stored.error());
+  auto server = DecodeField(right.substr(right_colon + 1), "ServerKey", kScramKeyBytes, kScramKeyBytes);
+  if (!server) return MakeError(server.error());
+  hash.salt = std::move(*salt);
+  hash.hash = std::move(*stored);
+  hash.server_key = std::move(*server);
+  return hash;
+}
+
 }  // namespace
 
 std::string Base64Encode(std::string_view bytes) {
@@ -89,10 +124,11 @@ Expected<std::string, std::string> Base64Decode(std::string_view text) {
 }
 
 Expected<PasswordHash, std::string> ParsePasswordHash(std::string_view field) {
+  if (field.substr(0, kScramPrefix.size()) == kScramPrefix) return ParseScramHash(field);
   const std::vector<std::string_view> parts = SplitDollar(field);
   // "$7$N$salt$hash" splits into "", "7", N, salt, hash; "$6$salt$hash" into four.
   if (parts.size() < 2 || !parts[0].empty() || (parts[1] != "6" && parts[1] != "7")) {
-    return MakeError(std::string("not a $6$ or $7$ hash (a clear-text password?)"));
+    return MakeError(std::string("not a $6$, $7$ or SCRAM-SHA-256$ hash (a clear-text password?)"));
   }
   PasswordHash hash;
   size_t next = 2;
@@ -120,6 +156,10 @@ Expected<PasswordHash, std::string> ParsePasswordHash(std::string_view field) {
 }
 
 std::string FormatPasswordHash(const PasswordHash& hash) {
+  if (hash.kind == HashKind::kScramSha256) {
+    return std::string(kScramPrefix) + std::to_string(hash.iterations) + ":" + Base64Encode(hash.salt) + "$" +
+           Base64Encode(hash.hash) + ":" + Base64Encode(hash.server_key);
+  }
   if (hash.kind == HashKind::kSha512) return "$6$" + Base64Encode(hash.salt) + "$" + Base64Encode(hash.hash);
   return "$7$" + std::to_string(hash.iterations) + "$" + Base64Encode(hash.salt) + "$" + Base64Encode(hash.hash);
 }
@@ -150,6 +190,12 @@ Expected<PasswordTable, std::string> LoadPasswordFile(const std::string& path) {
 }
 
 bool VerifyPassword(const PasswordHash& stored, std::string_view password) {
+  if (stored.kind == HashKind::kScramSha256) {
+    // PLAIN against a SCRAM entry: derive the StoredKey and compare it.
+    const ScramCredential derived = DeriveScramCredential(password, stored.salt, stored.iterations);
+    return derived.stored_key.size() == stored.hash.size() &&
+           CRYPTO_memcmp(derived.stored_key.data(), stored.hash.data(), stored.hash.size()) == 0;
+  }
   const std::string computed = Digest(stored, password);
   return computed.size() == stored.hash.size() && !computed.empty() &&
          CRYPTO_memcmp(computed.data(), stored.hash.data(), computed.size()) == 0;
@@ -165,6 +211,19 @@ PasswordHash HashPassword(std::string_view password, uint32_t iterations) {
     std::abort();
   }
   hash.hash = Digest(hash, password);
+  return hash;
+}
+
+PasswordHash HashPasswordScram(std::string_view password, uint32_t iterations) {
+  std::string salt(kScramSaltBytes, '\0');
+  if (RAND_bytes(reinterpret_cast<unsigned char*>(salt.data()), static_cast<int>(salt.size())) != 1) std::abort();
+  const ScramCredential credential = DeriveScramCredential(password, salt, iterations);
+  PasswordHash hash;
+  hash.kind = HashKind::kScramSha256;
+  hash.iterations = iterations;
+  hash.salt = credential.salt;
+  hash.hash = credential.stored_key;
+  hash.server_key = credential.server_key;
   return hash;
 }
 

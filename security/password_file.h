@@ -3,6 +3,9 @@
 // `user:hash` a line ('#' starts a comment line, blank lines are skipped):
 //   $7$ITERATIONS$SALT$HASH  PBKDF2-HMAC-SHA512, 64-byte hash (mosquitto 2's default)
 //   $6$SALT$HASH             SHA-512 of password then salt (mosquitto 1.6 and earlier)
+//   SCRAM-SHA-256$ITERATIONS:SALT$STOREDKEY:SERVERKEY
+//                            SCRAM (RFC 5802/7677) keys from PBKDF2-HMAC-SHA256,
+//                            PostgreSQL's layout; serves SCRAM-SHA-256 and PLAIN
 // SALT and HASH are standard base64 with padding. A line whose password is
 // not one of these (clear text) is refused with the file name and line.
 // Pure functions and immutable values: any thread may use them at once.
@@ -16,13 +19,14 @@
 
 namespace estuary::security {
 
-enum class HashKind : uint8_t { kSha512, kPbkdf2Sha512 };
+enum class HashKind : uint8_t { kSha512, kPbkdf2Sha512, kScramSha256 };
 
 struct PasswordHash {
   HashKind kind = HashKind::kPbkdf2Sha512;
-  uint32_t iterations = 0;  // kPbkdf2Sha512 only
+  uint32_t iterations = 0;  // kPbkdf2Sha512 and kScramSha256
   std::string salt;         // raw bytes
-  std::string hash;         // raw bytes (64)
+  std::string hash;         // raw bytes (64); kScramSha256: the StoredKey (32)
+  std::string server_key;   // kScramSha256 only: the ServerKey (32)
 };
 
 // Mosquitto 2.0's mosquitto_passwd writes 101 iterations and a 12-byte salt.
@@ -50,6 +54,9 @@ bool VerifyPassword(const PasswordHash& stored, std::string_view password);
 
 // A new PBKDF2-SHA512 hash of `password` with a random salt (RAND_bytes).
 PasswordHash HashPassword(std::string_view password, uint32_t iterations = kMosquittoIterations);
+// New SCRAM-SHA-256 keys for `password` with a random 16-byte salt
+// (security/scram.h; 4096 iterations unless told).
+PasswordHash HashPasswordScram(std::string_view password, uint32_t iterations = 4096);
 
 // `text` (a password file) with USER's line set to `hash`: replaced where it
 // was, appended otherwise; other lines, comments included, stay as they were.

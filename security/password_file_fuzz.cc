@@ -22,7 +22,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     if (user.empty()) std::abort();
     auto again = ParsePasswordHash(FormatPasswordHash(hash));
     if (!again || again->kind != hash.kind || again->iterations != hash.iterations || again->salt != hash.salt ||
-        again->hash != hash.hash) {
+        again->hash != hash.hash || again->server_key != hash.server_key) {
       std::fprintf(stderr, "password_file_fuzz: %s does not round-trip\n", user.c_str());
       std::abort();
     }

@@ -11,6 +11,8 @@ namespace estuary::security {
 PasswordStore::PasswordStore(PasswordTable table)
     : table_(std::make_shared<const PasswordTable>(std::move(table))), dummy_(HashPassword("")) {
   if (RAND_bytes(cache_key_.data(), static_cast<int>(cache_key_.size())) != 1) std::abort();
+  unknown_user_key_.resize(32);
+  if (RAND_bytes(reinterpret_cast<unsigned char*>(unknown_user_key_.data()), 32) != 1) std::abort();
 }
 
 Expected<std::unique_ptr<PasswordStore>, std::string> PasswordStore::Load(const std::string& path) {
@@ -68,6 +70,22 @@ PasswordCheck PasswordStore::Check(std::string_view user, std::string_view passw
   if (verified_.size() >= kMaxCached) verified_.clear();
   verified_.insert(key);
   return PasswordCheck::kAccepted;
+}
+
+std::optional<ScramCredential> PasswordStore::ScramCredentialFor(std::string_view user) const {
+  std::shared_ptr<const PasswordTable> table;
+  {
+    std::lock_guard lock(mutex_);
+    table = table_;
+  }
+  auto it = table->find(std::string(user));
+  if (it == table->end() || it->second.kind != HashKind::kScramSha256) return std::nullopt;
+  return ScramCredential{it->second.iterations, it->second.salt, it->second.hash, it->second.server_key};
+}
+
+bool PasswordStore::HasUser(std::string_view user) const {
+  std::lock_guard lock(mutex_);
+  return table_->count(std::string(user)) != 0;
 }
 
 size_t PasswordStore::user_count() const {

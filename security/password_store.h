@@ -25,6 +25,7 @@
 
 #include "base/expected.h"
 #include "security/password_file.h"
+#include "security/scram.h"
 
 namespace estuary::security {
 
@@ -42,6 +43,12 @@ class PasswordStore {
   Expected<void, std::string> Reload(const std::string& path);
 
   PasswordCheck Check(std::string_view user, std::string_view password);
+  // The SCRAM-SHA-256 keys of `user`; nullopt when the user is unknown or
+  // its line holds another hash ($7$ and $6$ cannot give SCRAM keys).
+  std::optional<ScramCredential> ScramCredentialFor(std::string_view user) const;
+  bool HasUser(std::string_view user) const;
+  // A random secret made at start-up: unknown users' fake SCRAM salts.
+  const std::string& unknown_user_key() const { return unknown_user_key_; }
   size_t user_count() const;
   size_t cached_count() const;
 
@@ -52,7 +59,8 @@ class PasswordStore {
   std::shared_ptr<const PasswordTable> table_;
   std::unordered_set<std::string> verified_;
   std::array<unsigned char, 32> cache_key_{};
-  PasswordHash dummy_;  // verified for unknown users, so they cost what known ones do
+  PasswordHash dummy_;
+  std::string unknown_user_key_;  // verified for unknown users, so they cost what known ones do
 };
 
 }  // namespace estuary::security

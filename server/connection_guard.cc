@@ -162,4 +162,33 @@ core::AuthDecision GuardedAuthenticator::Authenticate(const core::Credentials& c
   return decision;
 }
 
+namespace {
+
+class GuardedExchange final : public core::AuthExchange {
+ public:
+  GuardedExchange(std::unique_ptr<core::AuthExchange> inner, ConnectionGuard& guard, std::string peer_address)
+      : inner_(std::move(inner)), guard_(guard), peer_address_(std::move(peer_address)) {}
+
+  core::AuthStep Respond(std::string_view client_data) override {
+    core::AuthStep step = inner_->Respond(client_data);
+    if (step.kind == core::AuthStep::Kind::kSucceeded) guard_.AuthSucceeded(peer_address_);
+    if (step.kind == core::AuthStep::Kind::kFailed) guard_.AuthFailed(peer_address_);
+    return step;
+  }
+
+ private:
+  std::unique_ptr<core::AuthExchange> inner_;
+  ConnectionGuard& guard_;
+  std::string peer_address_;
+};
+
+}  // namespace
+
+std::unique_ptr<core::AuthExchange> GuardedAuthenticator::StartExchange(std::string_view mechanism,
+                                                                        const std::string& peer_address) {
+  auto inner = inner_.StartExchange(mechanism, peer_address);
+  if (!inner) return nullptr;
+  return std::make_unique<GuardedExchange>(std::move(inner), guard_, peer_address);
+}
+
 }  // namespace estuary::server

@@ -105,6 +105,10 @@ class GuardedAuthenticator final : public core::Authenticator {
  public:
   GuardedAuthenticator(core::Authenticator& inner, ConnectionGuard& guard) : inner_(inner), guard_(guard) {}
   core::AuthDecision Authenticate(const core::Credentials& credentials) override;
+  std::vector<std::string> ExchangeMechanisms() const override { return inner_.ExchangeMechanisms(); }
+  // The inner exchange, its end told to the guard (a failure is a guess).
+  std::unique_ptr<core::AuthExchange> StartExchange(std::string_view mechanism,
+                                                    const std::string& peer_address) override;
 
  private:
   core::Authenticator& inner_;

@@ -5,7 +5,10 @@
 
 #include <fstream>
 
+#include "io/clock.h"
+#include "security/password_file.h"
 #include "server/acl_authorizer.h"
+#include "server/connection_guard.h"
 
 namespace estuary::server {
 namespace {
@@ -35,6 +38,43 @@ TEST(PasswordFileAuthenticator, AcceptsListedUsersWithTheirPasswords) {
   EXPECT_EQ(authenticator.Authenticate(User("alice", std::nullopt)), core::AuthDecision::kBadCredentials);
   EXPECT_EQ(authenticator.Authenticate(User("carol", "x")), core::AuthDecision::kBadCredentials);
   EXPECT_EQ(authenticator.Authenticate(User(std::nullopt, std::nullopt)), core::AuthDecision::kNotAuthorized);
+}
+
+// SCRAM-SHA-256 lines: a password still logs in (PLAIN); the exchange is
+// offered, a wrong proof fails with e=invalid-proof, and the abuse guard
+// counts it. (The RFC 7677 exchange itself: security/scram_test.cc; a whole
+// exchange with a real client: conformance/security/scram_process.py.)
+TEST(PasswordFileAuthenticator, ScramLinesServePasswordsAndExchanges) {
+  auto loaded = PasswordFileAuthenticator::Load(WriteFile(
+      "scram-users", "sam:" + security::FormatPasswordHash(security::HashPasswordScram("pencil")) + "\n" +
+                         Line("alice", "wonderland")));
+  ASSERT_TRUE(loaded.has_value()) << loaded.error();
+  auto& authenticator = **loaded;
+  EXPECT_EQ(authenticator.Authenticate(User("sam", "pencil")), core::AuthDecision::kAllow);
+  EXPECT_EQ(authenticator.Authenticate(User("sam", "crayon")), core::AuthDecision::kBadCredentials);
+  EXPECT_EQ(authenticator.ExchangeMechanisms(), std::vector<std::string>{"SCRAM-SHA-256"});
+  EXPECT_EQ(authenticator.StartExchange("SCRAM-SHA-1", "127.0.0.1:1"), nullptr);
+
+  io::ManualClock clock;
+  ConnectionGuardSettings settings;
+  settings.address.auth_backoff_ms = 1000;
+  settings.address.auth_failures_before_backoff = 5;
+  ConnectionGuard guard(settings, clock);
+  GuardedAuthenticator guarded(authenticator, guard);
+  for (const char* user : {"sam", "alice", "nobody"}) {
+    auto exchange = guarded.StartExchange("SCRAM-SHA-256", "10.0.0.1:1");
+    ASSERT_NE(exchange, nullptr);
+    const core::AuthStep first = exchange->Respond("n,,n=" + std::string(user) + ",r=abc");
+    ASSERT_EQ(first.kind, core::AuthStep::Kind::kContinue) << user;
+    ASSERT_EQ(first.data.rfind("r=abc", 0), 0u) << first.data;
+    const std::string nonce = first.data.substr(2, first.data.find(',') - 2);
+    const core::AuthStep last =
+        exchange->Respond("c=biws,r=" + nonce + ",p=" + security::Base64Encode(std::string(32, 'x')));
+    EXPECT_EQ(last.kind, core::AuthStep::Kind::kFailed) << user;
+    EXPECT_EQ(last.data, "e=invalid-proof");
+    EXPECT_FALSE(last.why.empty());
+  }
+  EXPECT_EQ(guard.auth_failures(), 3u);
 }
 
 TEST(PasswordFileAuthenticator, NamesTheBadLine) {

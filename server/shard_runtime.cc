@@ -218,8 +218,9 @@ void ShardRuntime::StartMqttPeer(std::unique_ptr<ClientStream> stream, std::stri
 void ShardRuntime::OnData(MqttPeer* peer, std::string_view bytes) {
   peer->mqtt->OnBytes(bytes);
   if (const auto& admission = peer->stream->admission();
-      admission && peer->mqtt->state() != mqtt::MqttConnection::State::kAwaitingConnect) {
-    admission->Established();  // the CONNECT is in: no longer pending
+      admission && peer->mqtt->state() != mqtt::MqttConnection::State::kAwaitingConnect &&
+      peer->mqtt->state() != mqtt::MqttConnection::State::kAuthenticating) {
+    admission->Established();  // the CONNECT is in and authenticated: no longer pending
   }
   if (peer->mqtt->handed_off()) {
     peer->stream->PauseReading();

@@ -245,9 +245,15 @@ int RunCtl(int argc, const char* const* argv, std::ostream& out, std::ostream& e
       "stdin when stdin is not a terminal");
   passwd_command->add_option("FILE", passwd.file, "the password file (created 0600 if missing)")->required();
   passwd_command->add_option("USER", passwd.user, "the user name")->required();
-  passwd_command->add_option("--iterations", passwd.iterations, "PBKDF2 iterations (each CONNECT pays for them)")
-      ->capture_default_str()
+  passwd_command
+      ->add_option("--iterations", passwd.iterations,
+                   "PBKDF2 iterations (default 101, mosquitto_passwd's; with --scram 4096, RFC 7677's minimum). "
+                   "A $7$ line costs them at each CONNECT; a SCRAM line costs the client, and PLAIN")
       ->check(CLI::Range(1u, 10'000'000u));
+  passwd_command->add_flag("--scram", passwd.scram,
+                           "write SCRAM-SHA-256 keys (salt, iterations, StoredKey, ServerKey) instead of a $7$ hash: "
+                           "the user can then log in with SCRAM-SHA-256 (AMQP SASL, MQTT 5 AUTH) and with a "
+                           "password; Mosquitto cannot read such a line");
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp&) {

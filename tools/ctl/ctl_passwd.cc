@@ -112,7 +112,10 @@ int RunPasswd(const PasswdOptions& options, std::istream& in, bool terminal, std
   }
   auto password = ReadPassword(in, terminal, err);
   if (!password) return 1;
-  const security::PasswordHash hash = security::HashPassword(*password, options.iterations);
+  const security::PasswordHash hash =
+      options.scram ? security::HashPasswordScram(*password, options.iterations != 0 ? options.iterations : 4096)
+                    : security::HashPassword(*password, options.iterations != 0 ? options.iterations
+                                                                                 : security::kMosquittoIterations);
   if (!ReplaceFile(options.file, security::SetPasswordLine(text, options.user, hash), err)) return 1;
   out << "estuaryctl: " << options.user << " set in " << options.file << "\n";
   return 0;

@@ -332,7 +332,7 @@ void AmqpConnection::AnswerOpen() {
   if (settings_.authorizer != nullptr) {
     // The SASL PLAIN or EXTERNAL user; ANONYMOUS or no SASL layer is an
     // anonymous client.
-    const bool named = sasl_.decision && (sasl_.mechanism == "PLAIN" || sasl_.mechanism == "EXTERNAL");
+    const bool named = sasl_.decision && sasl_.mechanism != "ANONYMOUS";  // PLAIN, EXTERNAL, SCRAM-SHA-256
     access_ = settings_.authorizer->ForClient(
         {container_id_, named ? std::optional<std::string>(sasl_.user) : std::nullopt});
   }

@@ -2,6 +2,7 @@
 
 #include <proton/sasl.h>
 #include <proton/sasl_plugin.h>
+#include <spdlog/spdlog.h>
 
 namespace estuary::amqp {
 namespace {
@@ -18,6 +19,38 @@ core::AuthDecision Decide(SaslState& state, std::optional<std::string> user,
   // SASL); the connection checks it again with the user at open.
   return authenticator.Authenticate(core::Credentials{"", std::move(user), std::move(password),
                                                       state.peer_address});
+}
+
+void PostOutcome(pn_transport_t* transport, SaslState& state, core::AuthDecision decision) {
+  state.decision = decision;
+  if (decision == core::AuthDecision::kAllow) {
+    pnx_sasl_set_succeeded(transport, state.user.c_str(), nullptr);
+  } else {
+    pnx_sasl_set_failed(transport);  // sasl-outcome code 1 (auth)
+  }
+  pnx_sasl_set_desired_state(transport, SASL_POSTED_OUTCOME);
+}
+
+// One client message of a multi-step mechanism: a challenge, or the outcome.
+void StepExchange(pn_transport_t* transport, SaslState& state, std::string_view response) {
+  core::AuthStep step = state.exchange->Respond(response);
+  state.bytes_out = std::move(step.data);
+  pnx_sasl_set_bytes_out(transport, pn_bytes(state.bytes_out.size(), state.bytes_out.data()));
+  if (step.kind == core::AuthStep::Kind::kContinue) {
+    pnx_sasl_set_desired_state(transport, SASL_POSTED_CHALLENGE);
+    return;
+  }
+  state.exchange.reset();
+  if (step.kind == core::AuthStep::Kind::kSucceeded) {
+    state.user = step.user;
+    PostOutcome(transport, state, core::AuthDecision::kAllow);
+    return;
+  }
+  spdlog::info("amqp {}: SASL {} failed: {}", state.peer_address, state.mechanism, step.why);
+  // The outcome of a failure carries no data (AMQP 1.0 section 5.3.3.6).
+  state.bytes_out.clear();
+  pnx_sasl_set_bytes_out(transport, pn_bytes(0, nullptr));
+  PostOutcome(transport, state, core::AuthDecision::kBadCredentials);
 }
 
 void ProcessInit(pn_transport_t* transport, const char* mechanism, const pn_bytes_t* received) {
@@ -42,14 +75,25 @@ void ProcessInit(pn_transport_t* transport, const char* mechanism, const pn_byte
       decision = Decide(*state, plain->user, plain->password);
       state->user = plain->user;
     }
+  } else if (state->authenticator != nullptr && !state->mechanism.empty()) {
+    state->exchange = state->authenticator->StartExchange(state->mechanism, state->peer_address);
+    if (state->exchange) {
+      StepExchange(transport, *state, response);
+      return;
+    }
   }
-  state->decision = decision;
-  if (decision == core::AuthDecision::kAllow) {
-    pnx_sasl_set_succeeded(transport, state->user.c_str(), nullptr);
-  } else {
-    pnx_sasl_set_failed(transport);
+  PostOutcome(transport, *state, decision);
+}
+
+void ProcessResponse(pn_transport_t* transport, const pn_bytes_t* received) {
+  SaslState* state = StateOf(transport);
+  if (!state->exchange) {
+    // No challenge was sent: a response is a protocol error.
+    PostOutcome(transport, *state, core::AuthDecision::kBadCredentials);
+    return;
   }
-  pnx_sasl_set_desired_state(transport, SASL_POSTED_OUTCOME);
+  StepExchange(transport, *state,
+               received && received->start ? std::string_view(received->start, received->size) : std::string_view());
 }
 
 bool InitServer(pn_transport_t* transport) {
@@ -61,19 +105,12 @@ bool InitServer(pn_transport_t* transport) {
 const pnx_sasl_implementation kImplementation = {
     /*free=*/[](pn_transport_t*) {},  // the state belongs to the connection
     /*list_mechanisms=*/
-    [](pn_transport_t* transport) {
-      return StateOf(transport)->external_identity ? kSaslMechanismsWithExternal : kSaslMechanisms;
-    },
+    [](pn_transport_t* transport) { return StateOf(transport)->mechanisms.c_str(); },
     /*init_server=*/InitServer,
     /*init_client=*/[](pn_transport_t*) { return false; },
     /*prepare_write=*/[](pn_transport_t*) {},
     /*process_init=*/ProcessInit,
-    /*process_response=*/
-    [](pn_transport_t* transport, const pn_bytes_t*) {
-      // Neither mechanism has a challenge: a response is a protocol error.
-      pnx_sasl_set_failed(transport);
-      pnx_sasl_set_desired_state(transport, SASL_POSTED_OUTCOME);
-    },
+    /*process_response=*/ProcessResponse,
     /*process_mechanisms=*/[](pn_transport_t*, const char*) { return false; },
     /*process_challenge=*/[](pn_transport_t*, const pn_bytes_t*) {},
     /*process_outcome=*/[](pn_transport_t*, const pn_bytes_t*) {},
@@ -99,6 +136,13 @@ std::optional<PlainCredentials> ParsePlain(std::string_view response) {
 }
 
 void InstallSasl(pn_transport_t* transport, SaslState* state) {
+  // EXTERNAL first (a certificate is the strongest proof), then the
+  // authenticator's multi-step mechanisms, then PLAIN ANONYMOUS.
+  state->mechanisms = state->external_identity ? "EXTERNAL " : "";
+  if (state->authenticator != nullptr) {
+    for (const std::string& mechanism : state->authenticator->ExchangeMechanisms()) state->mechanisms += mechanism + " ";
+  }
+  state->mechanisms += kSaslMechanisms;
   pn_sasl_t* sasl = pn_sasl(transport);
   pn_sasl_set_allow_insecure_mechs(sasl, true);  // PLAIN on plain TCP: TLS is the listener's job
   pnx_sasl_set_implementation(transport, &kImplementation, state);

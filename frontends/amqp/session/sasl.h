@@ -1,11 +1,15 @@
 #pragma once
 // SASL for the AMQP front end: ANONYMOUS and PLAIN, decided by the node's
-// core::Authenticator (the one MQTT uses), and EXTERNAL over TLS with a
-// verified client certificate (the user is its subject CN). Debian's Proton has no Cyrus
+// core::Authenticator (the one MQTT uses), the authenticator's multi-step
+// mechanisms (SCRAM-SHA-256 with --password-file: sasl-challenge and
+// sasl-response frames, the server-final in the outcome's additional-data),
+// and EXTERNAL over TLS with a verified client certificate (the user is its
+// subject CN). Debian's Proton has no Cyrus
 // SASL, so this is a Proton SASL implementation (sasl_plugin.h) installed
 // per transport. Runs on the thread that owns the connection.
 #include <proton/transport.h>
 
+#include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -24,12 +28,15 @@ struct SaslState {
   std::string mechanism;  // the one the client chose
   std::string user;       // the authenticated user ("anonymous" for ANONYMOUS)
   std::optional<core::AuthDecision> decision;
+  std::string mechanisms;  // offered, space separated; built at install (Proton keeps the pointer)
+  std::unique_ptr<core::AuthExchange> exchange;  // a multi-step mechanism running
+  std::string bytes_out;  // the challenge or outcome data being sent (Proton keeps the pointer)
 };
 
-// The mechanisms offered, space separated (with a client certificate:
-// kSaslMechanismsWithExternal).
+// The mechanisms offered, space separated: EXTERNAL first with a client
+// certificate, then the authenticator's multi-step ones (SCRAM-SHA-256),
+// then these two.
 inline constexpr const char* kSaslMechanisms = "PLAIN ANONYMOUS";
-inline constexpr const char* kSaslMechanismsWithExternal = "EXTERNAL PLAIN ANONYMOUS";
 
 struct PlainCredentials {
   std::string authzid;

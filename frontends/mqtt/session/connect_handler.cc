@@ -38,6 +38,15 @@ void MqttConnection::HandleConnect(ConnectPacket& connect) {
     connect.password.reset();
   }
   if (!CheckConnect(connect)) return;
+  if (connect.properties.authentication_method) {
+    StartEnhancedAuth(std::move(connect));
+    return;
+  }
+  if (!CheckCredentials(connect)) return;
+  ContinueConnect(connect);
+}
+
+void MqttConnection::ContinueConnect(ConnectPacket& connect) {
   client_id_ = connect.client_id;
   if (client_id_.empty()) {
     // Not claimed: built from this node's id, clock and sequence, so no
@@ -133,10 +142,6 @@ bool MqttConnection::CheckConnect(const ConnectPacket& connect) {
     RefuseConnect(ReasonCode::kClientIdentifierNotValid, "MQTT 3.1 needs a client id");
     return false;
   }
-  if (connect.properties.authentication_method) {
-    RefuseConnect(ReasonCode::kBadAuthenticationMethod, "enhanced authentication is not supported");
-    return false;
-  }
   if (connect.will) {
     if (!ValidateTopicName(connect.will->topic)) {
       RefuseConnect(ReasonCode::kTopicNameInvalid, "invalid will topic");
@@ -161,6 +166,10 @@ bool MqttConnection::CheckConnect(const ConnectPacket& connect) {
       return false;
     }
   }
+  return true;
+}
+
+bool MqttConnection::CheckCredentials(const ConnectPacket& connect) {
   if (settings_.certificate_username) {
     // The certificate authenticated the client (the handshake verified it).
     if (!settings_.certificate_username->empty()) return true;
@@ -268,6 +277,11 @@ void MqttConnection::SendConnack(const ConnectPacket& connect, bool session_pres
       p.response_information = "reply/" + client_id_;
     }
     if (settings_.server_reference) p.server_reference = settings_.server_reference;
+    if (!auth_method_.empty()) {
+      p.authentication_method = auth_method_;  // the same method as the CONNECT
+      if (!auth_final_.empty()) p.authentication_data = std::move(auth_final_);
+      auth_final_.clear();
+    }
   }
   Send(connack);
 }

@@ -45,6 +45,8 @@ void MqttConnection::Start() {
     self->keep_alive_timer_ = 0;
     if (self->state_ == State::kAwaitingConnect) {
       self->Fail(ReasonCode::kMaximumConnectTime, "no CONNECT within the connect timeout");
+    } else if (self->state_ == State::kAuthenticating) {
+      self->RefuseConnect(ReasonCode::kNotAuthorized, "authentication not finished within the connect timeout");
     } else if (self->state_ == State::kClaiming) {
       self->RefuseUnclaimed("client id claim not answered within the connect timeout");
     }
@@ -204,6 +206,16 @@ void MqttConnection::Dispatch(Packet& packet) {
     }
     return;
   }
+  if (state_ == State::kAuthenticating) {
+    if (auto* auth = std::get_if<AuthPacket>(&packet)) {
+      HandleAuth(*auth);
+    } else if (std::holds_alternative<DisconnectPacket>(packet)) {
+      CloseStream();
+    } else {
+      RefuseConnect(ReasonCode::kProtocolError, "only AUTH or DISCONNECT before CONNACK [MQTT-3.1.2-30]");
+    }
+    return;
+  }
   std::visit(
       [this](auto& p) {
         using T = std::decay_t<decltype(p)>;
@@ -227,7 +239,7 @@ void MqttConnection::Dispatch(Packet& packet) {
         } else if constexpr (std::is_same_v<T, ConnectPacket>) {
           Fail(ReasonCode::kProtocolError, "second CONNECT [MQTT-3.1.0-2]");
         } else if constexpr (std::is_same_v<T, AuthPacket>) {
-          Fail(ReasonCode::kProtocolError, "AUTH without an authentication method");
+          HandleAuth(p);
         } else {
           Fail(ReasonCode::kProtocolError, "packet a client must not send");
         }

@@ -80,8 +80,10 @@ class MqttConnection final : public core::SessionSink,
                              public core::PublisherFlow,
                              public std::enable_shared_from_this<MqttConnection> {
  public:
-  // kClaiming: a valid CONNECT waits for the cluster's client id claim.
-  enum class State : uint8_t { kAwaitingConnect, kClaiming, kConnected, kClosed };
+  // kAuthenticating: a CONNECT with an Authentication Method waits for its
+  // AUTH exchange (MQTT 5 section 4.12). kClaiming: a valid, authenticated
+  // CONNECT waits for the cluster's client id claim.
+  enum class State : uint8_t { kAwaitingConnect, kAuthenticating, kClaiming, kConnected, kClosed };
 
   MqttConnection(core::ShardBroker& broker, io::Stream& stream, ConnectionSettings settings);
   ~MqttConnection() override;
@@ -142,6 +144,9 @@ class MqttConnection final : public core::SessionSink,
   void OnKeepAliveTimer();
   // connect_handler.cc
   void HandleConnect(ConnectPacket& connect);
+  // After authentication: client id, rights, claim, then AcceptConnect.
+  void ContinueConnect(ConnectPacket& connect);
+  bool CheckCredentials(const ConnectPacket& connect);
   // Attaches the session and sends CONNACK: the CONNECT is accepted.
   void AcceptConnect(const ConnectPacket& connect);
   void ClaimClientId(ConnectPacket&& connect);
@@ -160,6 +165,13 @@ class MqttConnection final : public core::SessionSink,
   void SendConnack(const ConnectPacket& connect, bool session_present);
   void HandleDisconnect(const DisconnectPacket& disconnect);
   std::string AssignClientId();
+  // auth_handler.cc: enhanced authentication (CONNECT's Authentication
+  // Method, AUTH packets) and re-authentication (AUTH 0x19).
+  void StartEnhancedAuth(ConnectPacket&& connect);
+  void HandleAuth(const AuthPacket& auth);
+  void StepConnectAuth(std::string_view client_data);
+  void StepReauth(std::string_view client_data);
+  void SendAuth(ReasonCode reason, std::string data);
   // publish_in.cc: client -> server
   void HandlePublish(PublishPacket& publish);
   bool ResolveTopicAlias(PublishPacket& publish);
@@ -213,8 +225,12 @@ class MqttConnection final : public core::SessionSink,
   io::TimerId throttle_timer_ = 0;
   uint32_t connect_expiry_interval_ = 0;  // v5: CONNECT's value, checked at DISCONNECT
 
-  // Client id claim (settings_.claim_client_id).
-  std::unique_ptr<ConnectPacket> pending_connect_;  // held while kClaiming
+  // Client id claim (settings_.claim_client_id) and enhanced authentication.
+  std::unique_ptr<ConnectPacket> pending_connect_;  // held while kAuthenticating or kClaiming
+  std::unique_ptr<core::AuthExchange> auth_exchange_;  // the exchange running, if any
+  std::string auth_method_;  // CONNECT's Authentication Method ("" = none)
+  std::string auth_user_;    // who the exchange authenticated
+  std::string auth_final_;   // the mechanism's last message, for CONNACK's Authentication Data
   bool claim_call_on_stack_ = false;  // the hook answered from inside itself
   bool claim_granted_ = false;        // ours to release when the session ends
   bool release_on_close_ = false;     // decided as the session ends
