@@ -19,6 +19,9 @@ PACKAGES=(
   curl procps iproute2 iputils-arping nftables
   python3-uamqp python3-qpid-proton
   haproxy rabbitmq-server
+  # Monitoring kit and plots (issue 25 points 7, 8): promtool checks the
+  # metrics and alert rules, gnuplot draws estuary-bench --plot.
+  prometheus gnuplot-nox
 )
 
 missing=()
