@@ -49,7 +49,7 @@ void ShardRuntime::AcceptTls(int fd, std::string client_address, bool amqp) {
       [this, stream, amqp] {
         std::string received = stream->TakeReceived();
         std::unique_ptr<ClientStream> established = TakeHandshake(stream);
-        spdlog::debug("tls {}: {} established{}", stream->peer_address(), stream->session().protocol_version(),
+        spdlog::debug("tls: address={} {} established{}", stream->peer_address(), stream->session().protocol_version(),
                       stream->session().resumed() ? " (resumed)" : "");
         if (amqp) {
           StartAmqpPeer(std::move(established), nullptr, std::move(received));
