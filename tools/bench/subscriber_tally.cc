@@ -30,7 +30,9 @@ void SubscriberTally::OnMessage(std::string_view payload, int64_t arrival_ns) {
       break;
   }
   live_.unique_received.fetch_add(1, std::memory_order_relaxed);
-  result_.latency.Record(static_cast<uint64_t>(std::max<int64_t>(0, arrival_ns - header->sent_ns)));
+  const auto latency = static_cast<uint64_t>(std::max<int64_t>(0, arrival_ns - header->sent_ns));
+  result_.latency.Record(latency);
+  if (result_.keep_timeline) result_.latency_by_second[arrival_ns / 1'000'000'000].Record(latency);
 }
 
 SubscriberResult SubscriberTally::Result() const {

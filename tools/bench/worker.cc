@@ -21,6 +21,7 @@ Worker::Worker(const Options& options, const TopicPlan& plan, BrokerEndpoints br
       brokers_(std::move(brokers)),
       assignment_(std::move(assignment)),
       board_(board) {
+  result_.keep_timeline = !options_.plot.empty();
   if (options_.tls_ca.empty()) return;
   auto context = io::BuildClientContext(options_.tls_ca, options_.tls_cert, options_.tls_key);
   if (context) {
