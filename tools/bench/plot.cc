@@ -36,12 +36,12 @@ std::string PlotScript(const std::string& image, const std::string& data_file, c
                 : "set terminal pngcairo size 900,700 font 'sans,10'\n";
   script += "set output " + Quoted(image) + "\n";
   script += "set multiplot layout 2,1 title " + Quoted(title) + "\n";
-  script += "set grid\nset key outside right\nset xlabel 'seconds since the start'\n";
+  script += "set grid\nset key outside right\nset xlabel 'second of the run (from the start of publishing)'\n";
   script += "set ylabel 'latency (ms)'\nset logscale y\n";
   const std::string data = Quoted(data_file);
   script += "plot " + data + " using 1:3 with linespoints title 'p50', " + data +
             " using 1:4 with linespoints title 'p90', " + data + " using 1:5 with linespoints title 'p99', " +
-            data + " using 1:6 with linespoints title 'p99.9', " + data + " using 1:7 with lines dt 2 title 'max'\n";
+            data + " using 1:6 with linespoints title 'p99.9', " + data + " using 1:7 with points pt 6 title 'max'\n";
   script += "unset logscale y\nset ylabel 'messages received / s'\nset yrange [0:*]\n";
   script += "plot " + data + " using 1:2 with boxes fill solid 0.5 title 'received/s'\n";
   script += "unset multiplot\n";

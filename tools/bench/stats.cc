@@ -44,7 +44,7 @@ double Seconds(int64_t from_ns, int64_t to_ns) {
 }  // namespace
 
 // Every worker's histograms of one second merged, a point per second.
-static std::vector<Summary::Second> Timeline(const std::vector<WorkerResult>& workers, int64_t start_ns) {
+static std::vector<Summary::Second> Timeline(const std::vector<WorkerResult>& workers) {
   std::map<int64_t, LatencyHistogram> merged;
   for (const WorkerResult& worker : workers) {
     for (const auto& [second, histogram] : worker.latency_by_second) merged[second].Merge(histogram);
@@ -52,7 +52,7 @@ static std::vector<Summary::Second> Timeline(const std::vector<WorkerResult>& wo
   std::vector<Summary::Second> timeline;
   for (const auto& [second, histogram] : merged) {
     Summary::Second point;
-    point.at_s = (static_cast<double>(second) * 1e9 + 5e8 - static_cast<double>(start_ns)) / 1e9;
+    point.at_s = static_cast<double>(second) + 0.5;
     point.received = histogram.count();
     point.p50_ns = histogram.ValueAtPercentile(50);
     point.p90_ns = histogram.ValueAtPercentile(90);
@@ -75,7 +75,7 @@ Summary Summarize(const std::vector<WorkerResult>& workers, const TopicPlan& pla
     last_receive = std::max(last_receive, worker.last_receive_ns);
   }
   CountExpectedAndLost(workers, plan, publishers, summary);
-  summary.timeline = Timeline(workers, start_ns);
+  summary.timeline = Timeline(workers);
   summary.publish_seconds = Seconds(start_ns, publish_end);
   summary.receive_seconds = Seconds(start_ns, last_receive);
   const auto bytes = static_cast<double>(payload_size);

@@ -37,8 +37,10 @@ struct WorkerResult {
   int64_t last_receive_ns = 0;
   LatencyHistogram latency;      // publisher send -> subscriber receive
   LatencyHistogram ack_latency;  // publisher send -> PUBACK / PUBCOMP
-  // --plot: end-to-end latency by the second (CLOCK_MONOTONIC) it arrived in.
+  // --plot: end-to-end latency by the second of the run it arrived in
+  // (from timeline_start_ns, the start of publishing; -1: before it).
   bool keep_timeline = false;
+  int64_t timeline_start_ns = 0;
   std::map<int64_t, LatencyHistogram> latency_by_second;
   std::vector<PublisherResult> publishers;
   std::vector<SubscriberResult> subscribers;

@@ -44,6 +44,7 @@ void Worker::Join() {
 
 void Worker::StartPublishing(int64_t start_ns) {
   loop_->mailbox().Send([this, start_ns] {
+    result_.timeline_start_ns = start_ns;  // --plot: seconds counted from here
     for (auto& publisher : publishers_) publisher->Begin(start_ns);
     if (publishers_.empty()) OnPublisherStopped();
   });
