@@ -45,6 +45,14 @@ class Balancer {
   // main loop once all are closed. The destructor joins the workers.
   void Stop(std::function<void()> done);
 
+  // SIGHUP (docs/balancer.md "Reload"): `fresh` is the command line parsed
+  // again (its --config read again). Applies --log-level and the admin
+  // token (--admin-token-file read again: the probes send the new one and
+  // the admin listener wants it); every other key is logged as needing a
+  // restart when it changed. Returns false, logging why, when the token
+  // could not be read (the old one is kept). Main loop.
+  bool Reload(const BalancerConfig& fresh);
+
   std::string ReadyLine() const;
   const NodeTable& nodes() const { return table_; }
   Role role() const { return pair_->role(); }

@@ -1,6 +1,7 @@
 // estuary-lb's admin pages: /healthz, /api/nodes (the node table as the
 // balancer sees it, JSON) and /metrics (Prometheus text).
 #include <fmt/format.h>
+#include <spdlog/spdlog.h>
 
 #include <nlohmann/json.hpp>
 
@@ -126,6 +127,65 @@ std::string Balancer::MetricsText() const {
                    worker->index(), worker->adopted_total());
   }
   return out;
+}
+
+}  // namespace estuary::balancer
+
+// ---- reload (SIGHUP; issue 25 point 4) ---------------------------------------
+
+namespace estuary::balancer {
+namespace {
+
+// The keys a running balancer reads once; a change is logged as needing a restart.
+std::vector<std::string> RestartKeysChanged(const BalancerConfig& running, const BalancerConfig& fresh) {
+  std::vector<std::string> keys;
+  auto check = [&keys](const char* key, bool changed) {
+    if (changed) keys.emplace_back(key);
+  };
+  auto endpoints = [](const std::vector<io::Endpoint>& list) {
+    std::string text;
+    for (const io::Endpoint& endpoint : list) text += endpoint.ToString() + ",";
+    return text;
+  };
+  check("mqtt", running.mqtt.ToString() != fresh.mqtt.ToString());
+  check("amqp", running.amqp.ToString() != fresh.amqp.ToString());
+  check("nodes", endpoints(running.nodes) != endpoints(fresh.nodes));
+  check("heartbeat", running.heartbeat.ToString() != fresh.heartbeat.ToString());
+  check("peer", running.peer != fresh.peer);
+  check("admin", running.admin != fresh.admin);
+  check("admin-token-file", running.admin_token_file != fresh.admin_token_file);
+  check("pair-secret-file", running.pair_secret_file != fresh.pair_secret_file);
+  check("poll-interval", running.poll_interval_ms != fresh.poll_interval_ms);
+  check("probe-timeout", running.probe_timeout_ms != fresh.probe_timeout_ms);
+  check("heartbeat-interval", running.heartbeat_interval_ms != fresh.heartbeat_interval_ms);
+  check("threads", running.threads != fresh.threads);
+  check("vip", running.vip != fresh.vip);
+  check("log-file", running.log.file != fresh.log.file);
+  check("log-format", running.log.format != fresh.log.format);
+  return keys;
+}
+
+}  // namespace
+
+bool Balancer::Reload(const BalancerConfig& fresh) {
+  for (const std::string& key : RestartKeysChanged(config_, fresh)) {
+    spdlog::warn("reload: {} changed: needs a restart (read once at start); the running value is kept", key);
+  }
+  if (fresh.log_level != config_.log_level) {
+    spdlog::info("reload: log-level: {} -> {} (applied)", config_.log_level, fresh.log_level);
+    config_.log_level = fresh.log_level;
+    spdlog::set_level(spdlog::level::from_str(config_.log_level));
+  }
+  if (config_.admin_token_file.empty() || fresh.admin_token_file != config_.admin_token_file) return true;
+  if (admin_token_) {
+    if (auto done = admin_token_->Reload(); !done) {
+      spdlog::error("reload: admin token kept as it was: {}", done.error());
+      return false;
+    }
+  }
+  config_.admin_token = fresh.admin_token;  // what the probes send
+  spdlog::info("reload: admin token file {} read again", config_.admin_token_file);
+  return true;
 }
 
 }  // namespace estuary::balancer

@@ -107,6 +107,7 @@ void BuildApp(CLI::App& app, BalancerConfig& config) {
       ->check(CLI::IsMember({"active", "standby"}))
       ->default_str("active");
   io::AddLogLevelOption(app, config.log_level);
+  io::AddLogOptions(app, config.log);
   app.add_option("--poll-interval", config.poll_interval_ms, "Milliseconds between probes of each node")
       ->capture_default_str()
       ->check(CLI::Range(int64_t(10), int64_t(60000)));
@@ -140,32 +141,60 @@ void BuildApp(CLI::App& app, BalancerConfig& config) {
 
 }  // namespace
 
-ParseOutcome ParseCommandLine(int argc, const char* const* argv) {
-  BalancerConfig config;
-  CLI::App app{"estuary-lb: the Estuary load balancer (active/standby pair in front of estuaryd nodes)",
-               "estuary-lb"};
-  BuildApp(app, config);
-  auto outcome = io::ParseOrExit(app, config, argc, argv, [&config] {
-    if (!config.vip.empty() && config.vip_interface.empty()) {
-      throw CLI::ValidationError("--vip", "needs --vip-interface");
-    }
-    if (!config.vip.empty() && (config.mqtt.port == 0 || config.amqp.port == 0)) {
-      throw CLI::ValidationError("--vip", "needs fixed --mqtt and --amqp ports");
-    }
-    if (!config.admin_token_file.empty()) {
-      auto token = io::ReadAdminTokenFile(config.admin_token_file);
-      if (!token) throw CLI::ValidationError("--admin-token-file", token.error());
-      config.admin_token = std::move(*token);
-    }
-    if (!config.pair_secret_file.empty()) {
-      auto secret = ReadPairSecret(config.pair_secret_file);
-      if (!secret) throw CLI::ValidationError("--pair-secret-file", secret.error());
-      config.pair_secret = std::move(*secret);
-    }
-  });
-  if (std::holds_alternative<ExitRequest>(outcome)) return std::get<ExitRequest>(outcome);
+namespace {
+
+// The rules that need more than one flag, and the files read once here.
+void Validate(BalancerConfig& config) {
+  if (!config.vip.empty() && config.vip_interface.empty()) {
+    throw CLI::ValidationError("--vip", "needs --vip-interface");
+  }
+  if (!config.vip.empty() && (config.mqtt.port == 0 || config.amqp.port == 0)) {
+    throw CLI::ValidationError("--vip", "needs fixed --mqtt and --amqp ports");
+  }
+  if (!config.admin_token_file.empty()) {
+    auto token = io::ReadAdminTokenFile(config.admin_token_file);
+    if (!token) throw CLI::ValidationError("--admin-token-file", token.error());
+    config.admin_token = std::move(*token);
+  }
+  if (!config.pair_secret_file.empty()) {
+    auto secret = ReadPairSecret(config.pair_secret_file);
+    if (!secret) throw CLI::ValidationError("--pair-secret-file", secret.error());
+    config.pair_secret = std::move(*secret);
+  }
+}
+
+void Finish(const CLI::App& app, BalancerConfig& config) {
   if (app.count("--proxy-protocol") == 0) config.proxy_header = {"mqtt", "amqp", "mqtt-ws", "amqp-ws"};
   config.proxy.low_watermark = std::min(config.proxy.low_watermark, config.proxy.high_watermark / 4);
+}
+
+const char* kDescription = "estuary-lb: the Estuary load balancer (active/standby pair in front of estuaryd nodes)";
+
+}  // namespace
+
+ParseOutcome ParseCommandLine(int argc, const char* const* argv) {
+  BalancerConfig config;
+  CLI::App app{kDescription, "estuary-lb"};
+  BuildApp(app, config);
+  auto outcome = io::ParseOrExit(app, config, argc, argv, [&config] { Validate(config); });
+  if (std::holds_alternative<ExitRequest>(outcome)) return std::get<ExitRequest>(outcome);
+  Finish(app, config);
+  return config;
+}
+
+Expected<BalancerConfig, std::string> ParseConfigForReload(const std::vector<std::string>& args) {
+  BalancerConfig config;
+  CLI::App app{kDescription, "estuary-lb"};
+  BuildApp(app, config);
+  std::vector<const char*> argv;
+  for (const std::string& arg : args) argv.push_back(arg.c_str());
+  try {
+    app.parse(int(argv.size()), argv.data());
+    Validate(config);
+  } catch (const CLI::ParseError& error) {
+    return MakeError(std::string(error.what()));
+  }
+  Finish(app, config);
   return config;
 }
 

@@ -11,6 +11,7 @@
 #include "balancer/pair_state.h"
 #include "balancer/proxy_connection.h"
 #include "io/uv/cli_options.h"
+#include "io/uv/log_setup.h"
 #include "io/uv/tcp.h"
 
 namespace estuary::balancer {
@@ -26,7 +27,8 @@ struct BalancerConfig {
   io::Endpoint heartbeat{"127.0.0.1", 7946};
   std::string peer;  // HOST:PORT, "" = learn it from the first heartbeat received
   Role role = Role::kActive;
-  std::string log_level = "info";
+  std::string log_level = "info";  // live on SIGHUP
+  io::LogOptions log;  // --log-file, --log-max-size, --log-max-files, --log-format (as estuaryd's)
   int64_t poll_interval_ms = 250;
   int64_t probe_timeout_ms = 500;
   int64_t heartbeat_interval_ms = 100;
@@ -59,5 +61,8 @@ Expected<std::string, std::string> ReadPairSecret(const std::string& path);
 using ExitRequest = io::ExitRequest;
 using ParseOutcome = std::variant<BalancerConfig, ExitRequest>;
 ParseOutcome ParseCommandLine(int argc, const char* const* argv);
+// SIGHUP: the same command line parsed again with nothing printed; a bad
+// flag, key or file is the error's one line.
+Expected<BalancerConfig, std::string> ParseConfigForReload(const std::vector<std::string>& args);
 
 }  // namespace estuary::balancer

@@ -21,6 +21,9 @@ PACKAGES=(
   haproxy rabbitmq-server
   # WebSocket framing (io/ws/, issue 25 point 3).
   libwslay-dev
+  # Monitoring kit and plots (issue 25 points 7, 8): promtool checks the
+  # metrics and alert rules, gnuplot draws estuary-bench --plot.
+  prometheus gnuplot-nox
 )
 
 # npm packages of the WebSocket tests (conformance/ws/: MQTT.js, rhea, ws),

@@ -111,6 +111,17 @@ void AddressLimits::AuthSucceeded(std::string_view address, int64_t now_ms) {
   if (entry != nullptr) entry->failures = 0;
 }
 
+void AddressLimits::SetConnectionLimits(uint32_t max_connections_per_address, double connect_rate_per_address,
+                                        int64_t now_ms) {
+  settings_.max_connections_per_address = max_connections_per_address;
+  settings_.connect_rate_per_address = connect_rate_per_address;
+  for (auto& [address, entry] : entries_) {
+    entry.connects = connect_rate_per_address > 0
+                         ? base::TokenBucket(connect_rate_per_address, std::max(1.0, connect_rate_per_address), now_ms)
+                         : base::TokenBucket();
+  }
+}
+
 uint32_t AddressLimits::open(std::string_view address) const {
   auto it = entries_.find(std::string(address));
   return it == entries_.end() ? 0 : it->second.open;

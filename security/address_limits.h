@@ -62,6 +62,10 @@ class AddressLimits {
 
   size_t size() const { return entries_.size(); }
   const AddressLimitSettings& settings() const { return settings_; }
+  // A configuration reload (docs/configuration.md "Reload"): the new cap
+  // and rate apply from now on to every address, counts of open
+  // connections kept; each address's rate bucket starts full at the new rate.
+  void SetConnectionLimits(uint32_t max_connections_per_address, double connect_rate_per_address, int64_t now_ms);
   // Open connections counted for `address` (tests, diagnostics).
   uint32_t open(std::string_view address) const;
 

@@ -240,6 +240,8 @@ std::string Node::LoadJson() const {
 }
 
 io::HttpResponse Node::ServeAdmin(const std::string& method, const std::string& path) {
+  // Configuration reload, as SIGHUP (issue 25 point 4; server/node_reload.cc).
+  if (path == "/api/reload") return ServeReload(method);
   // Drain switch for the balancers (docs/balancer.md): POST turns it on,
   // DELETE off; /api/load reports it and estuary-lb sends no new clients.
   if (path == "/api/drain" && (method == "POST" || method == "DELETE")) {

@@ -253,6 +253,7 @@ void BuildApp(CLI::App& app, NodeConfig& config) {
       ->capture_default_str()
       ->check(CLI::IsMember({"always", "interval", "none"}));
   io::AddLogLevelOption(app, config.log_level);
+  io::AddLogOptions(app, config.log);
   app.add_option("--sys-interval", config.sys_interval_s, "Seconds between $SYS publications, 0 = off")
       ->capture_default_str();
   app.add_option("--shutdown-grace", config.shutdown_grace_ms,
@@ -401,6 +402,25 @@ ParseOutcome ParseCommandLine(int argc, const char* const* argv) {
     CheckWebSocket(config);
   });
   if (std::holds_alternative<ExitRequest>(outcome)) return std::get<ExitRequest>(outcome);
+  if (config.shards == 0) {
+    config.shards = static_cast<uint16_t>(std::max(1u, std::thread::hardware_concurrency()));
+  }
+  return config;
+}
+
+// Configuration reload (issue 25 point 4; server/reload.h).
+Expected<NodeConfig, std::string> ParseConfigForReload(const std::vector<std::string>& args) {
+  NodeConfig config;
+  CLI::App app{"estuaryd", "estuaryd"};
+  BuildApp(app, config);
+  std::vector<const char*> argv;
+  for (const std::string& arg : args) argv.push_back(arg.c_str());
+  try {
+    app.parse(int(argv.size()), argv.data());
+    LoadClusterSecret(config);
+  } catch (const CLI::ParseError& error) {
+    return MakeError(std::string(error.what()));
+  }
   if (config.shards == 0) {
     config.shards = static_cast<uint16_t>(std::max(1u, std::thread::hardware_concurrency()));
   }

@@ -11,6 +11,7 @@
 #include "cluster-core/broker/shared_strategy.h"
 #include "io/tls/tls_context.h"
 #include "io/uv/cli_options.h"
+#include "io/uv/log_setup.h"
 #include "io/uv/tcp.h"
 
 namespace estuary::server {
@@ -50,7 +51,8 @@ struct NodeConfig {
   uint16_t shards = 0;  // 0 = one per core
   std::string storage = "bitcask";  // bitcask | rocksdb | memory
   std::string sync = "interval";
-  std::string log_level = "info";
+  std::string log_level = "info";  // live on reload (server/reload.h)
+  io::LogOptions log;  // --log-file, --log-max-size, --log-max-files, --log-format (docs/configuration.md "Logs")
   uint32_t sys_interval_s = 10;  // $SYS/broker/... publication period, 0 = off
   uint32_t shutdown_grace_ms = 2000;
   // AMQP 1.0 (docs/amqp.md).
@@ -107,5 +109,13 @@ using ExitRequest = io::ExitRequest;
 using ParseOutcome = std::variant<NodeConfig, ExitRequest>;
 
 ParseOutcome ParseCommandLine(int argc, const char* const* argv);
+
+// Configuration reload (SIGHUP, POST /api/reload; server/reload.h): the
+// same command line parsed again, so the --config file is read again and
+// flags still win over it. Only the rules a reload needs run (the
+// password, ACL, token and certificate files are read by Node::Reload,
+// each keeping its old content if its new one is bad). Nothing is printed:
+// a bad file or value is the error's one line.
+Expected<NodeConfig, std::string> ParseConfigForReload(const std::vector<std::string>& args);
 
 }  // namespace estuary::server

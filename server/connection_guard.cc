@@ -25,6 +25,7 @@ constexpr ReasonInfo kReasonInfo[ConnectionGuard::kReasons] = {
 
 ConnectionGuard::ConnectionGuard(ConnectionGuardSettings settings, const io::Clock& clock)
     : settings_(settings),
+      max_pending_(settings.max_pending),
       clock_(clock),
       per_address_(settings.address.max_connections_per_address != 0 || settings.address.connect_rate_per_address > 0 ||
                    settings.address.auth_backoff_ms > 0),
@@ -48,7 +49,8 @@ ConnectionGuard::TicketPtr ConnectionGuard::Admit(const std::string& client_addr
   }
   // The pending slot first, without the lock: refused before the table is touched.
   const uint64_t pending_before = pending_.fetch_add(1, std::memory_order_relaxed);
-  if (settings_.max_pending != 0 && pending_before >= settings_.max_pending) {
+  const uint32_t max_pending = max_pending_.load(std::memory_order_relaxed);
+  if (max_pending != 0 && pending_before >= max_pending) {
     pending_.fetch_sub(1, std::memory_order_relaxed);
     Refuse(kPending, client_address);
     return nullptr;
@@ -72,6 +74,13 @@ ConnectionGuard::TicketPtr ConnectionGuard::Admit(const std::string& client_addr
     }
   }
   return TicketPtr(new Ticket(*this, std::move(key)));
+}
+
+void ConnectionGuard::SetLimits(uint32_t max_connections_per_ip, double connect_rate_per_ip, uint32_t max_pending) {
+  max_pending_.store(max_pending, std::memory_order_relaxed);
+  if (!per_address_) return;
+  std::lock_guard lock(mutex_);
+  addresses_.SetConnectionLimits(max_connections_per_ip, connect_rate_per_ip, clock_.NowMs());
 }
 
 void ConnectionGuard::Release(Ticket& ticket) {

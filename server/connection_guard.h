@@ -69,6 +69,12 @@ class ConnectionGuard {
   // A new connection from `client_address` ("ip:port" or "[ip]:port").
   // Null: refused (counted and logged); close the socket.
   TicketPtr Admit(const std::string& client_address);
+  // A configuration reload (docs/configuration.md "Reload"): new caps from
+  // now on; open connections are counted as before and none is closed.
+  // The per-address ones apply only when per_address() (the guard counts
+  // addresses only if a per-address limit was set at start).
+  void SetLimits(uint32_t max_connections_per_ip, double connect_rate_per_ip, uint32_t max_pending);
+
   // The guard's view of an authentication result from `client_address`.
   void AuthFailed(const std::string& client_address);
   void AuthSucceeded(const std::string& client_address);
@@ -83,7 +89,8 @@ class ConnectionGuard {
   void Refuse(Reason reason, const std::string& client_address);
   void Release(Ticket& ticket);
 
-  const ConnectionGuardSettings settings_;
+  const ConnectionGuardSettings settings_;  // as at start; the reloadable caps below
+  std::atomic<uint32_t> max_pending_;
   const io::Clock& clock_;
   const bool per_address_;
   const bool enabled_;

@@ -400,49 +400,12 @@ void Node::InstallSignalHandlers() {
   uv_signal_init(shards_[0]->loop().raw(), sighup_);
   sighup_->data = this;
   uv_signal_start(
-      sighup_, [](uv_signal_t* h, int) { static_cast<Node*>(h->data)->Reload(); }, SIGHUP);
-}
-
-bool Node::Reload() {
-  bool ok = true;
-  auto reload = [&ok](const char* what, const std::string& path, auto& target) {
-    if (!target) return;
-    if (auto done = target->Reload(path); !done) {
-      spdlog::error("reload: {} kept as it was: {}", what, done.error());
-      ok = false;
-      return;
-    }
-    spdlog::info("reload: {} {} read again", what, path);
-  };
-  reload("password file", config_.password_file, authenticator_);
-  reload("ACL file", config_.acl_file, authorizer_);
-  if (admin_token_) {
-    if (auto done = admin_token_->Reload(); !done) {
-      spdlog::error("reload: admin token kept as it was: {}", done.error());
-      ok = false;
-    } else {
-      spdlog::info("reload: admin token file {} read again", config_.admin_token_file);
-    }
-  }
-  if (cluster_tls_) {
-    // New links use the new pair; links already up keep theirs.
-    if (auto done = cluster_tls_->Reload(); !done) {
-      spdlog::error("reload: cluster TLS certificate kept as it was: {}", done.error());
-      ok = false;
-    } else {
-      spdlog::info("reload: cluster TLS certificate {} read again", config_.cluster_tls.cert_file);
-    }
-  }
-  if (shared_.tls) {
-    // New handshakes use the new pair; connections already up keep theirs.
-    if (auto done = shared_.tls->Reload(); !done) {
-      spdlog::error("reload: TLS certificate kept as it was: {}", done.error());
-      ok = false;
-    } else {
-      spdlog::info("reload: TLS certificate {} and key {} read again", config_.tls.cert_file, config_.tls.key_file);
-    }
-  }
-  return ok;
+      sighup_,
+      [](uv_signal_t* h, int) {
+        spdlog::info("received SIGHUP; reloading");
+        static_cast<Node*>(h->data)->Reload();
+      },
+      SIGHUP);
 }
 
 void Node::RequestShutdown() {

@@ -8,6 +8,7 @@
 // UvTransport on --cluster, dialling --seeds) and the ClusterAgent, which
 // every shard reaches through its ClusterPort (a post to shard 0's loop).
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -22,6 +23,7 @@
 #include "server/acl_authorizer.h"
 #include "server/config.h"
 #include "server/password_authenticator.h"
+#include "server/reload.h"
 #include "server/shard_runtime.h"
 
 namespace estuary::server {
@@ -39,13 +41,21 @@ class Node final : public core::ShardLink {
   void Run();
   // Thread-safe: asks the node to shut down (as SIGTERM does).
   void RequestShutdown();
-  // SIGHUP: reads the files that may change under a running node again
-  // (--password-file, --acl-file, --tls-cert/--tls-key/--tls-ca/--tls-crl,
-  // --admin-token-file, --cluster-tls-cert/--cluster-tls-key/--cluster-tls-ca).
-  // New connections and operations use the new content; a file
-  // that fails to parse keeps the old content and is logged as an error.
-  // Returns false if any file failed. Shard 0's thread.
-  bool Reload();
+  // SIGHUP and POST /api/reload (docs/configuration.md "Reload"): reads the
+  // configuration again through the config source (when set) and applies
+  // what may change live (server/reload.h: log level, limits), logging each
+  // changed key and, for one that needs a restart, that it does; a config
+  // that fails to parse changes nothing. Then reads the files that may
+  // change under a running node again (--password-file, --acl-file,
+  // --tls-cert/--tls-key/--tls-ca/--tls-crl, --admin-token-file,
+  // --cluster-tls-cert/--cluster-tls-key/--cluster-tls-ca): new connections
+  // and operations use the new content; a file that fails to parse keeps
+  // the old content. No connection is closed. Shard 0's thread.
+  ReloadReport Reload();
+  // How Reload reads the configuration again (estuaryd's main: its command
+  // line parsed again, so --config is read again). Before Start().
+  using ConfigSource = std::function<Expected<NodeConfig, std::string>()>;
+  void set_config_source(ConfigSource source) { config_source_ = std::move(source); }
 
   // core::ShardLink
   void Post(uint16_t shard, std::function<void(core::ShardBroker&)> work) override;
@@ -68,6 +78,11 @@ class Node final : public core::ShardLink {
   // Opens each shard's engine and recovers its state (server/storage.cc).
   Expected<void, std::string> OpenStorage();
   void InstallSignalHandlers();
+  // Reload's parts (server/node_reload.cc).
+  void ReloadConfig(ReloadReport& report);
+  void ReloadFiles(ReloadReport& report);
+  void ApplyLimits(const NodeConfig& before);
+  io::HttpResponse ServeReload(const std::string& method);
   void StartSysTimer();
   void PublishSys();
   void Shutdown();
@@ -121,6 +136,7 @@ class Node final : public core::ShardLink {
   uv_signal_t* sighup_ = nullptr;
   bool shutting_down_ = false;
   bool draining_ = false;  // POST /api/drain; admin loop (shard 0) only
+  ConfigSource config_source_;  // Reload; unset: the files only
 };
 
 }  // namespace estuary::server

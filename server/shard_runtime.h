@@ -29,7 +29,7 @@ namespace estuary::server {
 // State every shard of a node shares (read-mostly, atomics only).
 struct NodeShared {
   std::atomic<uint64_t> connections{0};  // node-wide, for max-connections
-  uint32_t max_connections = 0;
+  std::atomic<uint32_t> max_connections{0};  // --max-connections; a reload stores a new one
   core::Authenticator* authenticator = nullptr;
   core::Authorizer* authorizer = nullptr;  // --acl-file; null: everything allowed
   std::vector<std::string> proxy_from;  // --proxy-from

@@ -50,7 +50,7 @@ void ShardRuntime::AcceptTls(int fd, std::string client_address, bool amqp, bool
       [this, stream, amqp, websocket] {
         std::string received = stream->TakeReceived();
         std::unique_ptr<ClientStream> established = TakeHandshake(stream);
-        spdlog::debug("tls {}: {} established{}", stream->peer_address(), stream->session().protocol_version(),
+        spdlog::debug("tls: address={} {} established{}", stream->peer_address(), stream->session().protocol_version(),
                       stream->session().resumed() ? " (resumed)" : "");
         if (websocket) {
           StartUpgrade(std::move(established), std::move(received), amqp);

@@ -85,7 +85,7 @@ void TlsStream::OnCiphertext(std::string_view bytes) {
   if (!ok) {
     // close_notify from the peer, or a bad record: the connection ends.
     if (session_->state() == io::TlsSession::State::kFailed) {
-      spdlog::debug("tls {}: {}", peer_address(), session_->error());
+      spdlog::debug("tls: address={} {}", peer_address(), session_->error());
     }
     tcp_->Close();
   }

@@ -429,3 +429,10 @@ done
 ((${#BROKERS[@]} > 0)) || { log "no broker could be started"; exit 1; }
 
 report
+
+# BENCH_CHARTS=DIR: the tables drawn as charts too (tools/bench-charts.py,
+# gnuplot), linked from the report; BENCH_CHARTS_FORMAT png or svg (default).
+if [[ -n ${BENCH_CHARTS:-} ]]; then
+  python3 "$ROOT/tools/bench-charts.py" "$RESULTS" "$BENCH_CHARTS" --format "${BENCH_CHARTS_FORMAT:-svg}" \
+    --title "Estuary vs RabbitMQ, AMQP 1.0" | while read -r image; do printf '\n![%s](%s)\n' "$(basename "$image")" "$image"; done
+fi

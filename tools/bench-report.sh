@@ -14,6 +14,7 @@
 # Environment: BUILD_DIR (default ./build), BENCH_SECONDS, BENCH_IDLE_CONNECTIONS,
 # BENCH_RATE_FRACTION, BENCH_THREADS (client threads, default 1),
 # BENCH_DRAIN_SECONDS (wait for deliveries after publishing, default 20),
+# BENCH_CHARTS=DIR (also draw the tables as charts there, tools/bench-charts.py),
 # BENCH_NO_BUILD=1 (use the binaries as they are), BENCH_BROKERS (default
 # "mosquitto estuaryd"). A broker that is not installed or not built is
 # skipped with a message. Brokers are started on free ports on 127.0.0.1
@@ -408,3 +409,10 @@ done
 for broker in "${BROKERS[@]}"; do stop_broker "$broker"; done
 
 report
+
+# BENCH_CHARTS=DIR: the tables drawn as charts too (tools/bench-charts.py,
+# gnuplot), linked from the report; BENCH_CHARTS_FORMAT png or svg (default).
+if [[ -n ${BENCH_CHARTS:-} ]]; then
+  python3 "$ROOT/tools/bench-charts.py" "$RESULTS" "$BENCH_CHARTS" --format "${BENCH_CHARTS_FORMAT:-svg}" \
+    --title "Estuary vs Mosquitto" | while read -r image; do printf '\n![%s](%s)\n' "$(basename "$image")" "$image"; done
+fi

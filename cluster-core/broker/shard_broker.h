@@ -313,6 +313,10 @@ class ShardBroker {
   void OnForwardSafe(uint64_t token, bool full = false);
 
   const ShardConfig& config() const { return config_; }
+  // A configuration reload (server/reload.h): the limits every later read
+  // of config().limits sees. This shard's thread only; the node decides
+  // which limits may change under connected clients.
+  void SetLimits(const BrokerLimits& limits) { config_.limits = limits; }
   const SessionLimits& session_limits() const { return config_.limits.session; }
   ShardMetrics& metrics() { return metrics_; }
   io::Loop& loop() { return loop_; }

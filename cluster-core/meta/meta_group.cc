@@ -305,28 +305,32 @@ std::string MetaGroup::MetricsText() const {
   const raft::Raft& raft = group_->raft();
   const GroupCounters& group = group_->counters();
   std::string out;
-  auto metric = [&](std::string_view name, std::string_view type, uint64_t value) {
-    out += fmt::format("# TYPE estuary_meta_{} {}\nestuary_meta_{}{{node=\"{}\"}} {}\n", name, type, name,
-                       config_.self, value);
+  // Every family has HELP and TYPE (promtool check metrics; docs/monitoring/).
+  auto metric = [&](std::string_view name, std::string_view type, std::string_view help, uint64_t value) {
+    out += fmt::format("# HELP estuary_meta_{} {}\n# TYPE estuary_meta_{} {}\nestuary_meta_{}{{node=\"{}\"}} {}\n", name,
+                       help, name, type, name, config_.self, value);
   };
-  metric("is_leader", "gauge", raft.role() == raft::Role::kLeader ? 1 : 0);
-  metric("term", "gauge", raft.term());
-  metric("commit_index", "gauge", raft.commit());
-  metric("applied_index", "gauge", group_->applied());
-  metric("voters", "gauge", raft.config().voters.size());
-  metric("learners", "gauge", raft.config().learners.size());
-  metric("members", "gauge", state_.members().size());
-  metric("routes", "gauge", state_.route_count());
-  metric("placement_epoch", "gauge", state_.placement().epoch);
-  metric("route_resets_total", "counter", counters_.route_resets);
-  metric("route_deltas_total", "counter", counters_.route_deltas);
-  metric("route_retries_total", "counter", counters_.route_retries);
-  metric("config_changes_total", "counter", counters_.config_changes);
-  metric("proposals_total", "counter", group.proposals);
-  metric("proposals_failed_total", "counter", group.proposals_failed);
-  metric("snapshots_taken_total", "counter", group.snapshots_taken);
-  metric("snapshots_installed_total", "counter", group.snapshots_installed);
-  metric("votes_refused_total", "counter", group.votes_refused);
+  metric("is_leader", "gauge", "1 when this node leads the metadata raft group.",
+         raft.role() == raft::Role::kLeader ? 1 : 0);
+  metric("term", "gauge", "The metadata group's raft term as this node knows it.", raft.term());
+  metric("commit_index", "gauge", "The metadata group's commit index on this node.", raft.commit());
+  metric("applied_index", "gauge", "The metadata group's last entry applied on this node.", group_->applied());
+  metric("voters", "gauge", "Voters of the metadata group.", raft.config().voters.size());
+  metric("learners", "gauge", "Learners (non-voting members) of the metadata group.", raft.config().learners.size());
+  metric("members", "gauge", "Cluster members in the metadata group's state.", state_.members().size());
+  metric("routes", "gauge", "Routes (filter -> node) in the metadata group's route table.", state_.route_count());
+  metric("placement_epoch", "gauge", "Epoch of the partition placement in force.", state_.placement().epoch);
+  metric("route_resets_total", "counter", "Full route-table resets this node proposed.", counters_.route_resets);
+  metric("route_deltas_total", "counter", "Route changes this node proposed.", counters_.route_deltas);
+  metric("route_retries_total", "counter", "Route proposals this node sent again.", counters_.route_retries);
+  metric("config_changes_total", "counter", "Metadata group membership changes proposed.", counters_.config_changes);
+  metric("proposals_total", "counter", "Entries proposed to the metadata group by this node.", group.proposals);
+  metric("proposals_failed_total", "counter", "Metadata proposals that failed (no leader, lost leadership).",
+         group.proposals_failed);
+  metric("snapshots_taken_total", "counter", "Metadata snapshots this node took.", group.snapshots_taken);
+  metric("snapshots_installed_total", "counter", "Metadata snapshots installed from the leader.",
+         group.snapshots_installed);
+  metric("votes_refused_total", "counter", "Metadata vote requests this node refused.", group.votes_refused);
   return out;
 }
 

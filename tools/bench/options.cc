@@ -70,6 +70,12 @@ void AddFlags(CLI::App& app, Options& o, RawFlags& raw) {
   app.add_option("--max-connecting", o.max_connecting, "Connection attempts in progress at once, per thread")
       ->capture_default_str();
   app.add_flag("--json", o.json, "Print one JSON object with every figure instead of text");
+  app.add_option("--plot", o.plot,
+                 "After the run, draw the end-to-end latency percentiles per second and the messages received per "
+                 "second into FILE.png or FILE.svg (gnuplot)")
+      ->check([](const std::string& path) {
+        return path.ends_with(".png") || path.ends_with(".svg") ? std::string() : "expected a .png or .svg file name";
+      });
   app.add_flag("--idle", o.idle, "Open --connections idle connections and hold them for --duration");
   app.add_option("-c,--connections", o.connections, "Idle mode: connections to open");
   app.add_option("--local-addresses", raw.local_addresses,

@@ -60,6 +60,9 @@ struct Options {
   std::string tls_server_name = "localhost";
   // --tls-resume: each connection offers the ticket the worker's last one got.
   bool tls_resume = false;
+  // --plot FILE.png|FILE.svg (tools/bench/plot.h): latency percentiles per
+  // second and throughput, drawn by gnuplot after the run.
+  std::string plot;
 
   bool uses(Protocol protocol) const {
     return publish_protocol == protocol || (subscribers > 0 && !idle && subscribe_protocol == protocol);

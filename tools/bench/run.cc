@@ -12,6 +12,7 @@
 #include <fmt/format.h>
 
 #include "tools/bench/payload.h"
+#include "tools/bench/plot.h"
 #include "tools/bench/report.h"
 #include "tools/bench/run_board.h"
 #include "tools/bench/worker.h"
@@ -226,6 +227,10 @@ int RunTraffic(const Options& options, const BrokerEndpoints& brokers) {
   // Without a single connection there is nothing to report but the error.
   if (outcome.summary.sent > 0 || !outcome.error) PrintTraffic(options, outcome.summary);
   if (outcome.error) return Fail(*outcome.error);
+  if (!options.plot.empty()) {
+    const std::string title = fmt::format("estuary-bench: {}", Describe(options));
+    if (auto drawn = WritePlot(options.plot, outcome.summary, title); !drawn) return Fail(drawn.error());
+  }
   return 0;
 }
 

@@ -43,6 +43,27 @@ double Seconds(int64_t from_ns, int64_t to_ns) {
 
 }  // namespace
 
+// Every worker's histograms of one second merged, a point per second.
+static std::vector<Summary::Second> Timeline(const std::vector<WorkerResult>& workers) {
+  std::map<int64_t, LatencyHistogram> merged;
+  for (const WorkerResult& worker : workers) {
+    for (const auto& [second, histogram] : worker.latency_by_second) merged[second].Merge(histogram);
+  }
+  std::vector<Summary::Second> timeline;
+  for (const auto& [second, histogram] : merged) {
+    Summary::Second point;
+    point.at_s = static_cast<double>(second) + 0.5;
+    point.received = histogram.count();
+    point.p50_ns = histogram.ValueAtPercentile(50);
+    point.p90_ns = histogram.ValueAtPercentile(90);
+    point.p99_ns = histogram.ValueAtPercentile(99);
+    point.p999_ns = histogram.ValueAtPercentile(99.9);
+    point.max_ns = histogram.max();
+    timeline.push_back(point);
+  }
+  return timeline;
+}
+
 Summary Summarize(const std::vector<WorkerResult>& workers, const TopicPlan& plan,
                   uint32_t publishers, size_t payload_size, int64_t start_ns) {
   Summary summary;
@@ -54,6 +75,7 @@ Summary Summarize(const std::vector<WorkerResult>& workers, const TopicPlan& pla
     last_receive = std::max(last_receive, worker.last_receive_ns);
   }
   CountExpectedAndLost(workers, plan, publishers, summary);
+  summary.timeline = Timeline(workers);
   summary.publish_seconds = Seconds(start_ns, publish_end);
   summary.receive_seconds = Seconds(start_ns, last_receive);
   const auto bytes = static_cast<double>(payload_size);

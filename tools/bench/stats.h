@@ -6,6 +6,7 @@
 // from per-publisher sent counts and per-(subscriber, publisher) distinct
 // receive counts, using the TopicPlan to know who expects what.
 #include <cstdint>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -36,6 +37,11 @@ struct WorkerResult {
   int64_t last_receive_ns = 0;
   LatencyHistogram latency;      // publisher send -> subscriber receive
   LatencyHistogram ack_latency;  // publisher send -> PUBACK / PUBCOMP
+  // --plot: end-to-end latency by the second of the run it arrived in
+  // (from timeline_start_ns, the start of publishing; -1: before it).
+  bool keep_timeline = false;
+  int64_t timeline_start_ns = 0;
+  std::map<int64_t, LatencyHistogram> latency_by_second;
   std::vector<PublisherResult> publishers;
   std::vector<SubscriberResult> subscribers;
 };
@@ -51,6 +57,13 @@ struct Summary {
   double send_mb_s = 0, receive_mb_s = 0;   // payload MB/s (10^6 bytes)
   LatencyHistogram latency;
   LatencyHistogram ack_latency;
+  // --plot: one point per second of the run that received messages.
+  struct Second {
+    double at_s = 0;  // the second's middle, from the start of publishing
+    uint64_t received = 0;
+    uint64_t p50_ns = 0, p90_ns = 0, p99_ns = 0, p999_ns = 0, max_ns = 0;
+  };
+  std::vector<Second> timeline;
 };
 
 Summary Summarize(const std::vector<WorkerResult>& workers, const TopicPlan& plan,

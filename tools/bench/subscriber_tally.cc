@@ -30,7 +30,13 @@ void SubscriberTally::OnMessage(std::string_view payload, int64_t arrival_ns) {
       break;
   }
   live_.unique_received.fetch_add(1, std::memory_order_relaxed);
-  result_.latency.Record(static_cast<uint64_t>(std::max<int64_t>(0, arrival_ns - header->sent_ns)));
+  const auto latency = static_cast<uint64_t>(std::max<int64_t>(0, arrival_ns - header->sent_ns));
+  result_.latency.Record(latency);
+  if (result_.keep_timeline) {
+    const int64_t since_start = arrival_ns - result_.timeline_start_ns;
+    const int64_t second = since_start >= 0 ? since_start / 1'000'000'000 : -1;
+    result_.latency_by_second[second].Record(latency);
+  }
 }
 
 SubscriberResult SubscriberTally::Result() const {

@@ -21,6 +21,7 @@ Worker::Worker(const Options& options, const TopicPlan& plan, BrokerEndpoints br
       brokers_(std::move(brokers)),
       assignment_(std::move(assignment)),
       board_(board) {
+  result_.keep_timeline = !options_.plot.empty();
   if (options_.tls_ca.empty()) return;
   auto context = io::BuildClientContext(options_.tls_ca, options_.tls_cert, options_.tls_key);
   if (context) {
@@ -43,6 +44,7 @@ void Worker::Join() {
 
 void Worker::StartPublishing(int64_t start_ns) {
   loop_->mailbox().Send([this, start_ns] {
+    result_.timeline_start_ns = start_ns;  // --plot: seconds counted from here
     for (auto& publisher : publishers_) publisher->Begin(start_ns);
     if (publishers_.empty()) OnPublisherStopped();
   });

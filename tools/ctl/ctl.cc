@@ -12,6 +12,7 @@
 #include "io/uv/cli_options.h"
 #include "tools/ctl/ctl_leadership.h"
 #include "tools/ctl/ctl_passwd.h"
+#include "tools/ctl/ctl_reload.h"
 #include "tools/ctl/http_client.h"
 
 namespace estuary::ctl {
@@ -237,6 +238,10 @@ int RunCtl(int argc, const char* const* argv, std::ostream& out, std::ostream& e
   app.add_subcommand("drain", "drain the node: no new clients, its partition leaderships move away (waits)")
       ->add_flag("--no-wait", no_wait, "do not wait until the node leads no partition");
   app.add_subcommand("undrain", "end the node's drain");
+  // estuaryctl reload (issue 25 point 4; ctl_reload.h).
+  app.add_subcommand("reload",
+                     "make the node read its configuration file and its password, ACL, token and certificate "
+                     "files again (as SIGHUP); prints what changed and what needs a restart");
   PasswdOptions passwd;
   auto* passwd_command = app.add_subcommand(
       "passwd",
@@ -274,6 +279,7 @@ int RunCtl(int argc, const char* const* argv, std::ostream& out, std::ostream& e
     }
     SetBearerToken(std::move(*token));
   }
+  if (command == "reload") return RunReload(admin, json, timeout_ms, out, err);
   if (command == "passwd") return RunPasswd(passwd, std::cin, ::isatty(STDIN_FILENO) == 1, out, err);
   if (command == "transfer-leader" || command == "drain" || command == "undrain") {
     try {

@@ -94,7 +94,7 @@ void AmqpConnection::OnBytes(std::string_view bytes) {
 
 void AmqpConnection::OnStreamClosed() {
   if (state_ == State::kClosed) return;
-  spdlog::debug("amqp {} '{}': network connection lost", sasl_.peer_address, container_id_);
+  spdlog::debug("amqp: client={} address={} network connection lost", ClientWord(), sasl_.peer_address);
   driver_.disconnected(proton::error_condition("amqp:connection:framing-error", "connection lost"));
   Process();
   CloseStream();
@@ -174,7 +174,7 @@ void AmqpConnection::RenameDecodeFailure() {
   if (name == nullptr || std::strcmp(name, "exception") != 0) return;
   const char* what = pn_condition_get_description(condition);
   const std::string description = what != nullptr ? what : "undecodable transfer";
-  spdlog::debug("amqp {} '{}': {}", sasl_.peer_address, container_id_, description);
+  spdlog::debug("amqp: client={} address={} {}", ClientWord(), sasl_.peer_address, description);
   pn_condition_clear(condition);
   ShardMetrics::Add(broker_->metrics().protocol_errors);
   driver_.connection().close(proton::error_condition(kDecodeError, description));
@@ -337,8 +337,7 @@ void AmqpConnection::AnswerOpen() {
         {container_id_, named ? std::optional<std::string>(sasl_.user) : std::nullopt});
   }
   flow_id_ = broker_->RegisterFlow(weak_from_this());
-  spdlog::debug("amqp {}: open from container '{}' (user '{}')", sasl_.peer_address, container_id_,
-                sasl_.user);
+  spdlog::debug("amqp: client={} address={} open (user '{}')", ClientWord(), sasl_.peer_address, sasl_.user);
 }
 
 void AmqpConnection::on_connection_close(proton::connection&) {
@@ -349,17 +348,19 @@ void AmqpConnection::on_connection_close(proton::connection&) {
 void AmqpConnection::on_transport_close(proton::transport&) { Teardown(); }
 
 void AmqpConnection::on_transport_error(proton::transport& transport) {
-  spdlog::debug("amqp {}: transport error: {}", sasl_.peer_address, transport.error().what());
+  spdlog::debug("amqp: client={} address={} transport error: {}", ClientWord(), sasl_.peer_address,
+                transport.error().what());
   ShardMetrics::Add(broker_->metrics().protocol_errors);
 }
 
 void AmqpConnection::on_connection_error(proton::connection& connection) {
-  spdlog::debug("amqp {}: connection error: {}", sasl_.peer_address, connection.error().what());
+  spdlog::debug("amqp: client={} address={} connection error: {}", ClientWord(), sasl_.peer_address,
+                connection.error().what());
 }
 
 void AmqpConnection::on_error(const proton::error_condition& condition) {
   // The default throws; errors here end the link or connection instead.
-  spdlog::debug("amqp {}: {}", sasl_.peer_address, condition.what());
+  spdlog::debug("amqp: client={} address={} {}", ClientWord(), sasl_.peer_address, condition.what());
 }
 
 void AmqpConnection::on_session_open(proton::session& session) {

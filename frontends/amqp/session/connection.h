@@ -161,6 +161,9 @@ class AmqpConnection final : public proton::messaging_handler,
   static constexpr size_t kOutputHighWatermark = 1024 * 1024;
 
  private:
+  // The `client=` word of a log line about this client (docs/configuration.md
+  // "Logs"): its container-id, "-" before its open.
+  std::string_view ClientWord() const { return container_id_.empty() ? std::string_view("-") : container_id_; }
   enum class State : uint8_t { kOpening, kOpen, kClosed };
   struct OutgoingLink;
   struct IncomingLink;

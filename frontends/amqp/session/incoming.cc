@@ -29,7 +29,7 @@ void AmqpConnection::on_receiver_open(proton::receiver& receiver) {
 }
 
 bool AmqpConnection::RefuseLink(proton::link link, const char* condition, const std::string& description) {
-  spdlog::debug("amqp {} '{}': link '{}' refused: {} ({})", sasl_.peer_address, container_id_, link.name(),
+  spdlog::debug("amqp: client={} address={} link '{}' refused: {} ({})", ClientWord(), sasl_.peer_address, link.name(),
                 condition, description);
   ShardMetrics::Add(broker_->metrics().protocol_errors);
   // Proton sends our attach, then the detach carrying the error (§2.6.3).

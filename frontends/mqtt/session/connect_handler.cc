@@ -81,8 +81,8 @@ void MqttConnection::AcceptConnect(const ConnectPacket& connect) {
   SetWill(connect);
   state_ = State::kConnected;
   SendConnack(connect, attached.session_present);
-  spdlog::debug("mqtt {} client '{}' connected (v{}, clean={}, present={})", stream_.peer_address(),
-                client_id_, static_cast<int>(version_), connect.clean_start,
+  spdlog::debug("mqtt: client={} address={} connected (v{}, clean={}, present={})", client_id_,
+                stream_.peer_address(), static_cast<int>(version_), connect.clean_start,
                 attached.session_present);
   if (keep_alive_s_ != 0) ArmKeepAlive(int64_t{keep_alive_s_} * 1500);
   if (attached.session_present) ResendInflight();
@@ -204,7 +204,8 @@ bool MqttConnection::CheckAccess(const ConnectPacket& connect) {
 }
 
 void MqttConnection::RefuseConnect(ReasonCode reason, std::string_view why) {
-  spdlog::debug("mqtt {}: CONNECT refused: {} ({})", stream_.peer_address(), ToString(reason), why);
+  spdlog::debug("mqtt: client={} address={} CONNECT refused: {} ({})", client_id_.empty() ? "-" : client_id_,
+                stream_.peer_address(), ToString(reason), why);
   core::ShardMetrics::Add(broker_.metrics().protocol_errors);
   if (v5() || V3CanCarry(reason)) {
     ConnackPacket connack;

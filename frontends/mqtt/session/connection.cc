@@ -255,7 +255,7 @@ void MqttConnection::Send(const Packet& packet) {
     // CONNACK properties) until it fits.
     Packet trimmed = packet;
     if (!TrimToFit(trimmed)) {
-      spdlog::debug("mqtt client '{}': {} too large for the client, not sent", client_id_,
+      spdlog::debug("mqtt: client={} address={} {} too large for the client, not sent", client_id_, stream_.peer_address(),
                     ToString(TypeOf(packet)));
       return;
     }
@@ -292,7 +292,7 @@ bool MqttConnection::TrimToFit(Packet& packet) const {
 
 void MqttConnection::Fail(ReasonCode reason, std::string_view why) {
   if (state_ == State::kClosed) return;
-  spdlog::debug("mqtt {} client '{}': closing: {} ({})", stream_.peer_address(), client_id_,
+  spdlog::debug("mqtt: client={} address={} closing: {} ({})", client_id_.empty() ? "-" : client_id_, stream_.peer_address(),
                 ToString(reason), why);
   ShardMetrics::Add(broker_.metrics().protocol_errors);
   if (state_ == State::kConnected && v5()) {
@@ -349,7 +349,8 @@ void MqttConnection::NoteSessionEnd(bool session_ends) {
 
 void MqttConnection::OnStreamClosed() {
   if (state_ == State::kClosed) return;
-  spdlog::debug("mqtt {} client '{}': network connection lost", stream_.peer_address(), client_id_);
+  spdlog::debug("mqtt: client={} address={} network connection lost", client_id_.empty() ? "-" : client_id_,
+                stream_.peer_address());
   CloseStream();
 }
 
@@ -362,7 +363,7 @@ void MqttConnection::OnDetached(core::DetachReason reason) {
   session_ = nullptr;  // the session is no longer ours: do not touch it
   const ReasonCode code = reason == core::DetachReason::kTakenOver ? ReasonCode::kSessionTakenOver
                                                                    : ReasonCode::kServerShuttingDown;
-  spdlog::debug("mqtt client '{}': {}", client_id_, ToString(code));
+  spdlog::debug("mqtt: client={} address={} {}", client_id_, stream_.peer_address(), ToString(code));
   Disconnect(code);
 }
 

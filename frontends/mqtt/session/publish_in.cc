@@ -143,7 +143,8 @@ void MqttConnection::AnswerQueueFull(PacketType reply, uint16_t packet_id, const
 }
 
 void MqttConnection::RefusePublish(const PublishPacket& publish) {
-  spdlog::debug("mqtt client '{}': PUBLISH to '{}' denied by the ACL", client_id_, publish.topic);
+  spdlog::debug("mqtt: client={} address={} PUBLISH to '{}' denied by the ACL", client_id_, stream_.peer_address(),
+                publish.topic);
   // 3.x has no refusal: acknowledged as usual (SendAck sends success), and a
   // QoS 2 PUBREL is answered with PUBCOMP as for any unknown packet id.
   if (publish.qos == 1) SendAck(PacketType::kPuback, publish.packet_id, ReasonCode::kNotAuthorized);
@@ -154,7 +155,8 @@ void MqttConnection::HandlePuback(const AckPacket& ack) {
   auto& inflight = session_->inflight();
   auto it = inflight.find(ack.packet_id);
   if (it == inflight.end() || it->second.phase != core::InflightPhase::kAwaitingPuback) {
-    spdlog::debug("mqtt client '{}': PUBACK for unknown packet id {}", client_id_, ack.packet_id);
+    spdlog::debug("mqtt: client={} address={} PUBACK for unknown packet id {}", client_id_, stream_.peer_address(),
+                  ack.packet_id);
     return;
   }
   session_->RemoveInflight(ack.packet_id);
@@ -189,7 +191,8 @@ void MqttConnection::HandlePubcomp(const AckPacket& ack) {
   auto& inflight = session_->inflight();
   auto it = inflight.find(ack.packet_id);
   if (it == inflight.end() || it->second.phase != core::InflightPhase::kAwaitingPubcomp) {
-    spdlog::debug("mqtt client '{}': PUBCOMP for unknown packet id {}", client_id_, ack.packet_id);
+    spdlog::debug("mqtt: client={} address={} PUBCOMP for unknown packet id {}", client_id_, stream_.peer_address(),
+                  ack.packet_id);
     return;
   }
   session_->RemoveInflight(ack.packet_id);

@@ -111,8 +111,8 @@ bool MqttConnection::SendDelivery(const core::Delivery& delivery, uint16_t packe
   const size_t size = EncodedPublishSize(header, payload.size(), version_);
   if (size > client_max_packet_size_) {
     // [MQTT-3.1.2-25] too large for the client: discard as if delivered.
-    spdlog::debug("mqtt client '{}': dropping a {} byte message over its maximum packet size",
-                  client_id_, size);
+    spdlog::debug("mqtt: client={} address={} dropping a {} byte message over its maximum packet size",
+                  client_id_, stream_.peer_address(), size);
     ShardMetrics::Add(broker_.metrics().messages_dropped);
     if (header.properties.topic_alias && !header.topic.empty()) outbound_aliases_.erase(message.topic);
     return false;
