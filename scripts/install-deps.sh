@@ -19,6 +19,8 @@ PACKAGES=(
   curl procps iproute2 iputils-arping nftables
   python3-uamqp python3-qpid-proton
   haproxy rabbitmq-server
+  # The admin dashboards' charts (embedded at build time) and their browser test (issue 25).
+  libjs-chart.js chromium chromium-driver
 )
 
 missing=()

@@ -71,6 +71,8 @@ void MqttConnection::AcceptConnect(const ConnectPacket& connect) {
       std::min(connect_expiry_interval_, broker_.config().limits.max_session_expiry));
   SetWill(connect);
   state_ = State::kConnected;
+  username_ = connect.username.value_or("");
+  connected_at_ms_ = broker_.loop().NowMs();
   SendConnack(connect, attached.session_present);
   spdlog::debug("mqtt {} client '{}' connected (v{}, clean={}, present={})", stream_.peer_address(),
                 client_id_, static_cast<int>(version_), connect.clean_start,
