@@ -11,6 +11,7 @@
 #include "io/uv/admin_token.h"
 #include "io/uv/cli_options.h"
 #include "tools/ctl/ctl_leadership.h"
+#include "tools/ctl/ctl_observe.h"
 #include "tools/ctl/ctl_passwd.h"
 #include "tools/ctl/http_client.h"
 
@@ -248,6 +249,8 @@ int RunCtl(int argc, const char* const* argv, std::ostream& out, std::ostream& e
   passwd_command->add_option("--iterations", passwd.iterations, "PBKDF2 iterations (each CONNECT pays for them)")
       ->capture_default_str()
       ->check(CLI::Range(1u, 10'000'000u));
+  ObserveOptions observe;  // status, clients, sessions, subscriptions, retained, shared, top (ctl_observe.h)
+  AddObserveCommands(app, observe);
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp&) {
@@ -268,6 +271,7 @@ int RunCtl(int argc, const char* const* argv, std::ostream& out, std::ostream& e
     }
     SetBearerToken(std::move(*token));
   }
+  if (IsObserveCommand(command)) return RunObserve(command, admin, observe, json, timeout_ms, out, err);
   if (command == "passwd") return RunPasswd(passwd, std::cin, ::isatty(STDIN_FILENO) == 1, out, err);
   if (command == "transfer-leader" || command == "drain" || command == "undrain") {
     try {
@@ -290,7 +294,7 @@ int RunCtl(int argc, const char* const* argv, std::ostream& out, std::ostream& e
 
   auto reply = HttpRequest(admin.host, admin.port, method, target, timeout_ms);
   if (!reply) {
-    err << "estuaryctl: cannot reach the admin API at " << admin.ToString() << ": " << reply.error() << "\n";
+    err << UnreachableMessage(admin, reply.error()) << "\n";
     return 1;
   }
   if (reply->status >= 400) {
