@@ -70,7 +70,7 @@ async function api(path, options) {
   let json = null;
   try { json = JSON.parse(body); } catch (e) { json = null; }
   if (!response.ok) {
-    const why = json && json.error ? json.error : body.trim();
+    const why = json && json.error ? json.error : body.trim().slice(0, 200);
     throw new Error("HTTP " + response.status + " for " + path + ": " + why);
   }
   return json;

@@ -201,7 +201,12 @@ def main():
             # A client on node 1, disconnected from the page.
             disconnects = []
             victim = mqtt.Client(client_id="dashboard-victim", protocol=mqtt.MQTTv5)
-            victim.on_disconnect = lambda _c, _u, rc, *rest: disconnects.append(rc)
+
+            def on_disconnect(c, _userdata, rc, *rest):
+                disconnects.append(rc)
+                c.disconnect()  # no automatic reconnect by paho's loop thread
+
+            victim.on_disconnect = on_disconnect
             victim.connect("127.0.0.1", nodes[0].mqtt_port)
             victim.loop_start()
             wait_for("the client connected", victim.is_connected)
