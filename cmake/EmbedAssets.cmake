@@ -3,7 +3,8 @@
 # run time.
 #
 # As a script (cmake -P): OUTPUT, NAMESPACE, and ASSETS, a list of
-# "URL_PATH|CONTENT_TYPE|FILE" entries (text/* types get "; charset=utf-8"). Writes a .cc defining
+# "URL_PATH|CONTENT_TYPE|FILE" entries joined by "::" (text/* types get
+# "; charset=utf-8"). Writes a .cc defining
 #   const estuary::EmbeddedAsset* NAMESPACE::FindAsset(std::string_view path);
 # (base/embedded_asset.h).
 #
@@ -23,10 +24,11 @@ function(estuary_embed_assets target output namespace)
     endif()
     list(APPEND files "${file}")
   endforeach()
-  string(REPLACE ";" "\\;" escaped "${entries}")
+  # "::" between entries: a ";" in a custom command's argument would split it.
+  string(REPLACE ";" "::" joined "${entries}")
   add_custom_command(
     OUTPUT "${output}"
-    COMMAND ${CMAKE_COMMAND} "-DOUTPUT=${output}" "-DNAMESPACE=${namespace}" "-DASSETS=${escaped}"
+    COMMAND ${CMAKE_COMMAND} "-DOUTPUT=${output}" "-DNAMESPACE=${namespace}" "-DASSETS=${joined}"
             -P "${PROJECT_SOURCE_DIR}/cmake/EmbedAssets.cmake"
     DEPENDS ${files} "${PROJECT_SOURCE_DIR}/cmake/EmbedAssets.cmake"
     COMMENT "Embedding ${namespace} assets"
@@ -35,6 +37,7 @@ function(estuary_embed_assets target output namespace)
 endfunction()
 
 if(CMAKE_SCRIPT_MODE_FILE AND DEFINED OUTPUT)
+  string(REPLACE "::" ";" ASSETS "${ASSETS}")
   set(body "")
   set(table "")
   set(index 0)
