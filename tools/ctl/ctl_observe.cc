@@ -219,9 +219,8 @@ int RunTop(const io::Endpoint& admin, const ObserveOptions& options, bool json, 
 
 std::string UnreachableMessage(const io::Endpoint& admin, const std::string& why) {
   return fmt::format(
-      "estuaryctl: cannot reach the admin API at {}: {}\n"
-      "  Is estuaryd running there? Give its admin address with --admin HOST:PORT (the admin= of its ready line; "
-      "default 127.0.0.1:8080){}",
+      "estuaryctl: cannot reach the admin API at {}: {}; is estuaryd running there? Give its admin address with "
+      "--admin HOST:PORT (the admin= of its ready line; default 127.0.0.1:8080){}",
       admin.ToString(), why,
       why.find("certificate") != std::string::npos || why.find("TLS") != std::string::npos
           ? "; for an --admin-tls listener pass --admin-ca CA.pem"

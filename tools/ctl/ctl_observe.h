@@ -30,8 +30,8 @@ bool IsObserveCommand(const std::string& command);
 int RunObserve(const std::string& command, const io::Endpoint& admin, const ObserveOptions& options, bool json,
                int timeout_ms, std::ostream& out, std::ostream& err);
 
-// The message for an admin API that cannot be reached: which address was
-// tried and which flag names another.
+// The one-line message for an admin API that cannot be reached: which
+// address was tried and which flag names another.
 std::string UnreachableMessage(const io::Endpoint& admin, const std::string& why);
 
 // The readable forms (exposed for tests).
