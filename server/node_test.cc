@@ -237,6 +237,8 @@ TEST_F(NodeTest, WithATokenTheDashboardLoadsAndItsApiAsksForTheToken) {
   config.admin = {"127.0.0.1", 0};
   config.cluster = {"127.0.0.1", 0};
   config.admin_token_file = file;
+  config.shards = 1;
+  config.sys_interval_s = 1;
   node_ = std::make_unique<Node>(config);
   auto started = node_->Start();
   ASSERT_TRUE(started.has_value()) << started.error();
