@@ -1,11 +1,13 @@
 // estuary-lb's admin pages: /healthz, /api/nodes (the node table as the
-// balancer sees it, JSON) and /metrics (Prometheus text).
+// balancer sees it, JSON), /metrics (Prometheus text) and the dashboard at
+// "/" (balancer/dashboard/index.html, compiled in; docs/admin-api.md).
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
 #include <nlohmann/json.hpp>
 
 #include "balancer/balancer.h"
+#include "balancer/dashboard_assets.h"
 
 namespace estuary::balancer {
 
@@ -24,7 +26,8 @@ Expected<void, std::string> Balancer::StartAdmin() {
     if (!token) return MakeError("--admin-token-file " + token.error());
     admin_token_ = std::move(*token);
     admin_->set_gate([token = admin_token_.get()](std::string_view method, std::string_view path,
-                                                  std::string_view authorization) {
+                                                  std::string_view authorization) -> std::optional<io::HttpResponse> {
+      if (dashboard::IsStaticRequest(method, path)) return std::nullopt;  // the page asks for the token itself
       return token->Check(method, path, authorization);
     });
   }
@@ -37,6 +40,9 @@ io::HttpResponse Balancer::ServeAdmin(const std::string& method, const std::stri
     return {200, "text/plain; charset=utf-8", fmt::format("ok {} epoch={}\n", ToString(role()), epoch())};
   }
   if (path == "/api/nodes") return {200, "application/json", NodesJson()};
+  if (const EmbeddedAsset* asset = dashboard::FindAsset(path.substr(0, path.find('?')))) {
+    return {200, std::string(asset->content_type), std::string(asset->body), {{"Cache-Control", "no-cache"}}};
+  }
   if (path == "/metrics") return {200, "text/plain; version=0.0.4; charset=utf-8", MetricsText()};
   return {404, "text/plain; charset=utf-8", "not found\n"};
 }
@@ -69,8 +75,15 @@ std::string Balancer::NodesJson() const {
   for (const auto& worker : workers_) {
     workers.push_back({{"connections", worker->connections()}, {"accepted_total", worker->adopted_total()}});
   }
+  // The pair as this balancer sees it (the dashboard's "pair" line).
+  const int64_t heard = pair_ ? pair_->last_active_heard_ms() : -1;
+  nlohmann::json pair = {{"id", pair_ ? pair_->id() : std::string()},
+                         {"peer", peer_},
+                         {"deciding", pair_ ? pair_->deciding() : false},
+                         {"last_active_heard_ms_ago", heard < 0 ? -1 : now - heard}};
   nlohmann::json out = {{"role", ToString(role())},
                         {"epoch", epoch()},
+                        {"pair", std::move(pair)},
                         {"connections", connection_count()},
                         {"workers", std::move(workers)},
                         {"nodes", std::move(nodes)}};

@@ -24,6 +24,8 @@ PACKAGES=(
   # Monitoring kit and plots (issue 25 points 7, 8): promtool checks the
   # metrics and alert rules, gnuplot draws estuary-bench --plot.
   prometheus gnuplot-nox
+  # The admin dashboards' charts (embedded at build time) and their browser test (issue 25).
+  libjs-chart.js chromium chromium-driver
 )
 
 # npm packages of the WebSocket tests (conformance/ws/: MQTT.js, rhea, ws),

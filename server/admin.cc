@@ -214,17 +214,27 @@ std::string Node::LoadJson() const {
     connections += m->connections.load(std::memory_order_relaxed);
     queued += m->queued_messages.load(std::memory_order_relaxed);
   }
-  const double seconds = previous.at_ms == 0 ? 0 : double(now.at_ms - previous.at_ms) / 1000.0;
-  auto rate = [&](uint64_t current, uint64_t before) {
-    return seconds > 0 ? double(current - before) / seconds : 0.0;
+  // Several pollers (both balancers, dashboards, peers' /api/overview):
+  // within kMinRateIntervalMs of the last sample the rates measured then are
+  // answered again, so a poll right after another does not measure noise.
+  constexpr int64_t kMinRateIntervalMs = 500;
+  struct Rates {
+    double in = 0, out = 0, cpu = 0;
   };
+  static thread_local Rates rates;
+  const bool resample = previous.at_ms == 0 || now.at_ms - previous.at_ms >= kMinRateIntervalMs;
+  if (resample && previous.at_ms != 0) {
+    const double seconds = double(now.at_ms - previous.at_ms) / 1000.0;
+    rates = {double(now.in - previous.in) / seconds, double(now.out - previous.out) / seconds,
+             100.0 * (now.cpu - previous.cpu) / seconds};
+  }
   nlohmann::json load = {
       {"node", config_.node_id},
       {"connections", connections},
-      {"messages_in_per_second", rate(now.in, previous.in)},
-      {"messages_out_per_second", rate(now.out, previous.out)},
+      {"messages_in_per_second", rates.in},
+      {"messages_out_per_second", rates.out},
       {"queued_messages", queued},
-      {"cpu_percent", seconds > 0 ? 100.0 * (now.cpu - previous.cpu) / seconds : 0.0},
+      {"cpu_percent", rates.cpu},
       {"memory_bytes", ResidentBytes()},
       {"shards", metrics_.size()},
       // Where the balancers send clients, and whether they should.
@@ -235,7 +245,7 @@ std::string Node::LoadJson() const {
       {"amqp_ws", amqp_ws_ ? amqp_ws_->ToString() : std::string()},
       {"draining", draining_ || (agent_ && agent_->partitions() && agent_->partitions()->draining())},
   };
-  previous = now;
+  if (resample) previous = now;
   return load.dump();
 }
 

@@ -1,4 +1,5 @@
 #include "server/node.h"
+#include "server/dashboard/assets.h"
 
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
@@ -164,10 +165,16 @@ Expected<void, std::string> Node::Start() {
   if (config_.admin_tls) admin_->set_tls(shared_.tls);  // checked while parsing: --tls-cert is set
   if (admin_token_) {
     admin_->set_gate([token = admin_token_.get()](std::string_view method, std::string_view path,
-                                                  std::string_view authorization) {
+                                                  std::string_view authorization) -> std::optional<io::HttpResponse> {
+      if (dashboard::IsStaticRequest(method, path)) return std::nullopt;  // the page asks for the token itself
       return token->Check(method, path, authorization);
     });
   }
+  // The dashboard and the gathered pages (server/admin_api.cc), after the gate.
+  admin_->set_deferred([this](const std::string& method, const std::string& target,
+                              io::HttpServer::Responder respond) {
+    return ServeAdminApi(method, target, std::move(respond));
+  });
   if (auto aux = StartAuxiliaryListeners(); !aux) return aux;
   InstallSignalHandlers();
   StartSysTimer();

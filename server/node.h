@@ -15,12 +15,15 @@
 #include <thread>
 #include <vector>
 
+#include <nlohmann/json_fwd.hpp>
+
 #include "cluster-core/broker/metrics.h"
 #include "cluster-core/cluster/cluster_agent.h"
 #include "cluster-core/links/uv_transport.h"
 #include "io/uv/admin_token.h"
 #include "io/uv/http_server.h"
 #include "server/acl_authorizer.h"
+#include "server/admin_query.h"
 #include "server/config.h"
 #include "server/password_authenticator.h"
 #include "server/reload.h"
@@ -66,6 +69,20 @@ class Node final : public core::ShardLink {
 
  private:
   io::HttpResponse ServeAdmin(const std::string& method, const std::string& path);
+  // The admin API's gathered pages and the dashboard (server/admin_api.cc,
+  // server/admin_overview.cc; docs/admin-api.md). ServeAdminApi runs before
+  // ServeAdmin and returns false for the paths it leaves to it.
+  bool ServeAdminApi(const std::string& method, const std::string& target, io::HttpServer::Responder respond);
+  void ServeOverview(io::HttpServer::Responder respond);
+  void ServeListing(const std::string& path, const std::string& target, const Page& page,
+                    io::HttpServer::Responder respond);
+  void ServeKick(const std::string& client_id, io::HttpServer::Responder respond);
+  static nlohmann::json MergeShared(std::vector<nlohmann::json> parts, const std::string& group, const Page& page);
+  nlohmann::json RetainedJson(const std::string& topic, const Page& page) const;
+  // Runs `part` on every shard's loop and `done` with the results (index =
+  // shard) on shard 0's, once all answered.
+  void GatherShards(std::function<nlohmann::json(ShardRuntime&)> part,
+                    std::function<void(std::vector<nlohmann::json>)> done);
   Expected<void, std::string> StartAuxiliaryListeners();
   Expected<void, std::string> StartTlsListeners();
   Expected<void, std::string> StartWebSocketListeners();  // --mqtt-ws, --amqp-ws, --mqtt-wss, --amqp-wss

@@ -1,4 +1,5 @@
 #include "server/shard_runtime.h"
+#include "server/shard_peers.h"
 
 #include <arpa/inet.h>
 #include <spdlog/spdlog.h>
@@ -43,13 +44,6 @@ std::string PeerIp(int fd) {
 }
 
 }  // namespace
-
-struct ShardRuntime::MqttPeer {
-  std::unique_ptr<ClientStream> stream;
-  std::shared_ptr<mqtt::MqttConnection> mqtt;  // holds a reference to *stream: declared after it
-  uint16_t handoff_target = 0;  // the shard that owns the client id
-  int handoff_attempts = 0;     // Detach refused while output was queued
-};
 
 ShardRuntime::ShardRuntime(core::ShardConfig config, core::ShardLink& link,
                            core::ShardMetrics& metrics, NodeShared& shared)

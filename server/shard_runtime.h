@@ -11,6 +11,8 @@
 #include <string>
 #include <unordered_map>
 
+#include <nlohmann/json_fwd.hpp>
+
 #include "cluster-core/broker/authenticator.h"
 #include "cluster-core/broker/authorizer.h"
 #include "cluster-core/broker/shard_broker.h"
@@ -110,6 +112,18 @@ class ShardRuntime {
   core::ShardBroker& broker() { return broker_; }
   size_t connection_count() const { return peers_.size() + amqp_peers_.size() + handshakes_.size(); }
   const ProxyGate& proxy_gate() const { return proxy_gate_; }
+
+  // Admin API (server/shard_runtime_admin.cc, docs/admin-api.md); the
+  // shard's thread only. ClientsJson: {"matched": N, "clients": [...]}, the
+  // connections matching `filter` (substrings; "" matches all), at most
+  // `window` of them, the first by client id. Kick: disconnects every
+  // connection with that client id (MQTT 5: DISCONNECT 0x98; AMQP: close
+  // with amqp:connection:forced); returns how many.
+  struct ClientFilter {
+    std::string client_id, username, address;
+  };
+  nlohmann::json ClientsJson(const ClientFilter& filter, size_t window) const;
+  size_t Kick(const std::string& client_id);
 
  private:
   struct MqttPeer;

@@ -137,6 +137,7 @@ class Session {
 
   // Subscriptions keyed by the filter as the client sent it ($share/.. kept).
   std::map<std::string, SubscriptionOptions>& subscriptions() { return subscriptions_; }
+  const std::map<std::string, SubscriptionOptions>& subscriptions() const { return subscriptions_; }
 
   // Queues a delivery, unless the queue limits are reached: then, by
   // limits.queue_overflow, the new one is dropped (full), or (drop-oldest)

@@ -162,6 +162,12 @@ class ShardBroker {
   // client attached to since (or replaced) is left as it is.
   void ConfirmRecovered(const std::string& client_id, bool ours);
   size_t session_count() const { return sessions_.size(); }
+  // Every session held here, online and offline (the admin API's sessions,
+  // subscriptions and shared groups; docs/admin-api.md). Read only.
+  template <typename Visit>
+  void ForEachSession(Visit&& visit) const {
+    for (const auto& [client_id, session] : sessions_) visit(*session);
+  }
   // The route gap of a move (docs/partitions.md "Deliveries left behind by
   // a move"): a copy dropped because its session moved (LostToAnotherNode,
   // TakenOverElsewhere) stays as a stub, out of the sessions, whose plain

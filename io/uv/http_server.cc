@@ -58,10 +58,14 @@ void AppendResponse(std::string& out, const HttpResponse& response, bool keep_al
 class HttpServer::State {
  public:
   State(UvLoop& loop_in, Handler handler_in) : loop(loop_in), handler(std::move(handler_in)) {}
-  ~State() { CloseAll(); }
+  ~State() {
+    alive.reset();  // deferred answers arriving later find nothing
+    CloseAll();
+  }
 
   void OnAccept(int fd);
   void OnData(TcpConnection* connection, std::string_view bytes);
+  void ProcessRequests(TcpConnection* connection, std::string_view plaintext);
   void ArmIdleTimer(TcpConnection* connection);
   void Forget(TcpConnection* connection);
   void CloseAll();
@@ -71,7 +75,13 @@ class HttpServer::State {
     std::string buffer;
     TimerId idle_timer = 0;
     std::unique_ptr<TlsSession> tls;  // set_tls
+    uint64_t id = 0;                  // tells a deferred answer this session from a later one at the same address
+    bool waiting = false;             // a deferred answer is outstanding: later requests wait in `buffer`
   };
+  // Hands the request to `deferred`; true if it took it.
+  bool Defer(TcpConnection* connection, const HttpRequest& request);
+  void OnDeferredAnswer(TcpConnection* connection, uint64_t id, bool keep_alive, bool with_body,
+                        const HttpResponse& response);
   // Writes `response` (through TLS when the session has it).
   void Respond(Session& session, const HttpResponse& response, bool keep_alive, bool with_body);
   // Closes after what was written (a TLS session sends close_notify first).
@@ -80,6 +90,9 @@ class HttpServer::State {
   UvLoop& loop;
   Handler handler;
   Gate gate;
+  DeferredHandler deferred;
+  std::shared_ptr<bool> alive = std::make_shared<bool>(true);  // weakly held by deferred answers
+  uint64_t next_session_id = 1;
   std::shared_ptr<TlsContext> tls;
   std::unique_ptr<TcpListener> listener;
   uint16_t port = 0;
@@ -92,6 +105,7 @@ void HttpServer::State::OnAccept(int fd) {
   if (!connection) return;
   TcpConnection* key = connection.get();
   sessions[key].connection = connection;
+  sessions[key].id = next_session_id++;
   if (tls) sessions[key].tls = tls->NewSession();
   // The handlers name the session by pointer only: the map owns it, and
   // CloseAll() drops the handlers before the State goes away.
@@ -117,12 +131,17 @@ void HttpServer::State::OnData(TcpConnection* connection, std::string_view bytes
     if (!ok) return connection->Close();  // a failed handshake or close_notify
     bytes = plaintext;
   }
+  ProcessRequests(connection, bytes);
+}
+
+void HttpServer::State::ProcessRequests(TcpConnection* connection, std::string_view bytes) {
   for (;;) {
     auto it = sessions.find(connection);
     if (it == sessions.end()) return;
     std::string& buffer = it->second.buffer;
     buffer.append(bytes);
     bytes = {};
+    if (it->second.waiting) return;  // OnDeferredAnswer goes on with the buffer
     HttpParseResult parsed = ParseHttpRequest(buffer);
     if (parsed.status == HttpParseResult::Status::kIncomplete) return;
     if (parsed.status == HttpParseResult::Status::kBad) {
@@ -135,6 +154,7 @@ void HttpServer::State::OnData(TcpConnection* connection, std::string_view bytes
     buffer.erase(0, request.consumed);
     std::optional<HttpResponse> refused;
     if (gate) refused = gate(request.method, request.target, request.authorization);
+    if (!refused && deferred && Defer(connection, request)) return;
     HttpResponse response = refused ? std::move(*refused) : handler(request.method, request.target);
     it = sessions.find(connection);  // the handler may have closed the server
     if (it == sessions.end()) return;
@@ -142,6 +162,31 @@ void HttpServer::State::OnData(TcpConnection* connection, std::string_view bytes
     if (!request.keep_alive) return CloseSession(it->second);
     ArmIdleTimer(connection);
   }
+}
+
+bool HttpServer::State::Defer(TcpConnection* connection, const HttpRequest& request) {
+  auto it = sessions.find(connection);
+  const uint64_t id = it->second.id;
+  it->second.waiting = true;
+  Responder respond = [this, weak = std::weak_ptr<bool>(alive), connection, id, keep_alive = request.keep_alive,
+                     with_body = request.method != "HEAD"](HttpResponse response) {
+    if (weak.expired()) return;
+    OnDeferredAnswer(connection, id, keep_alive, with_body, response);
+  };
+  if (deferred(request.method, request.target, std::move(respond))) return true;
+  if (it = sessions.find(connection); it != sessions.end()) it->second.waiting = false;
+  return false;
+}
+
+void HttpServer::State::OnDeferredAnswer(TcpConnection* connection, uint64_t id, bool keep_alive, bool with_body,
+                                         const HttpResponse& response) {
+  auto it = sessions.find(connection);
+  if (it == sessions.end() || it->second.id != id || !it->second.waiting) return;
+  it->second.waiting = false;
+  Respond(it->second, response, keep_alive, with_body);
+  if (!keep_alive) return CloseSession(it->second);
+  ArmIdleTimer(connection);
+  if (!it->second.buffer.empty()) ProcessRequests(connection, {});  // requests that came meanwhile
 }
 
 void HttpServer::State::Respond(Session& session, const HttpResponse& response, bool keep_alive, bool with_body) {
@@ -213,6 +258,8 @@ uint16_t HttpServer::port() const { return state_->port; }
 size_t HttpServer::connection_count() const { return state_->sessions.size(); }
 
 void HttpServer::set_gate(Gate gate) { state_->gate = std::move(gate); }
+
+void HttpServer::set_deferred(DeferredHandler deferred) { state_->deferred = std::move(deferred); }
 
 void HttpServer::set_tls(std::shared_ptr<TlsContext> tls) { state_->tls = std::move(tls); }
 

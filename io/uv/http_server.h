@@ -45,6 +45,15 @@ class HttpServer {
   using Gate = std::function<std::optional<HttpResponse>(std::string_view method, std::string_view path,
                                                          std::string_view authorization)>;
   void set_gate(Gate gate);
+  // Answers that come later (data gathered from other threads): a
+  // deferred handler runs after the gate and before the handler; returning
+  // true takes the request, and `respond` must then be called once, on
+  // this server's loop (later is fine; a call after the connection or the
+  // server is gone does nothing). Further requests on that connection wait
+  // for it. Returning false passes the request on to the handler.
+  using Responder = std::function<void(HttpResponse)>;
+  using DeferredHandler = std::function<bool(const std::string& method, const std::string& path, Responder respond)>;
+  void set_deferred(DeferredHandler deferred);
   // HTTPS: connections accepted from now on speak TLS with sessions of
   // `tls` (estuaryd --admin-tls: the --tls-cert pair); null: plain HTTP.
   // A handshake that does not finish within the idle timeout is closed.

@@ -179,3 +179,58 @@ TEST(HttpServerCloseTest, HandlerMayCloseTheServer) {
 
 }  // namespace
 }  // namespace estuary::io
+
+namespace estuary::io {
+namespace {
+
+// set_deferred: an answer given later, on the loop, keeps the order of
+// pipelined requests; a request it declines reaches the handler.
+TEST_F(HttpServerTest, DeferredAnswersComeLaterAndInOrder) {
+  std::vector<HttpServer::Responder> waiting;
+  server_->set_deferred([&](const std::string&, const std::string& path, HttpServer::Responder respond) {
+    if (path != "/later") return false;
+    waiting.push_back(std::move(respond));
+    // Answered from a later loop turn, as gathered shard data is.
+    loop_.AddTimer(5, [&] {
+      auto first = std::move(waiting.front());
+      waiting.erase(waiting.begin());
+      first(HttpResponse{200, "text/plain; charset=utf-8", "later\n"});
+    });
+    return true;
+  });
+  std::string response = Talk([](BlockingClient& socket) {
+    socket.SendAll("GET /later HTTP/1.1\r\n\r\nGET /healthz HTTP/1.1\r\n\r\nGET /later HTTP/1.1\r\nConnection: close\r\n\r\n");
+    return socket.ReadToEnd();
+  });
+  const size_t first = response.find("later\n");
+  const size_t healthz = response.find("ok\n");
+  const size_t last = response.rfind("later\n");
+  ASSERT_NE(first, std::string::npos) << response;
+  ASSERT_NE(healthz, std::string::npos) << response;
+  EXPECT_LT(first, healthz);
+  EXPECT_LT(healthz, last);
+  EXPECT_EQ(requests_, 1);  // only /healthz reached the handler
+}
+
+TEST_F(HttpServerTest, DeferredAnswerAfterTheServerIsGoneDoesNothing) {
+  HttpServer::Responder kept;
+  server_->set_deferred([&](const std::string&, const std::string&, HttpServer::Responder respond) {
+    kept = std::move(respond);
+    return true;
+  });
+  std::atomic<bool> closed{false};
+  std::thread client([&, port = server_->port()] {
+    BlockingClient socket(port);
+    socket.SendAll("GET /x HTTP/1.1\r\n\r\n");
+    closed = socket.WaitForClose();
+    loop_.mailbox().Send([] {});
+  });
+  ASSERT_TRUE(RunUntil(loop_, [&] { return static_cast<bool>(kept); }));
+  server_.reset();
+  ASSERT_TRUE(RunUntil(loop_, [&] { return closed.load(); }));
+  client.join();
+  kept(HttpResponse{200, "text/plain", "too late\n"});  // must not touch the freed server
+}
+
+}  // namespace
+}  // namespace estuary::io

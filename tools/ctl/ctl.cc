@@ -11,6 +11,7 @@
 #include "io/uv/admin_token.h"
 #include "io/uv/cli_options.h"
 #include "tools/ctl/ctl_leadership.h"
+#include "tools/ctl/ctl_observe.h"
 #include "tools/ctl/ctl_passwd.h"
 #include "tools/ctl/ctl_reload.h"
 #include "tools/ctl/http_client.h"
@@ -259,6 +260,8 @@ int RunCtl(int argc, const char* const* argv, std::ostream& out, std::ostream& e
                            "write SCRAM-SHA-256 keys (salt, iterations, StoredKey, ServerKey) instead of a $7$ hash: "
                            "the user can then log in with SCRAM-SHA-256 (AMQP SASL, MQTT 5 AUTH) and with a "
                            "password; Mosquitto cannot read such a line");
+  ObserveOptions observe;  // status, clients, sessions, subscriptions, retained, shared, top (ctl_observe.h)
+  AddObserveCommands(app, observe);
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp&) {
@@ -280,6 +283,7 @@ int RunCtl(int argc, const char* const* argv, std::ostream& out, std::ostream& e
     SetBearerToken(std::move(*token));
   }
   if (command == "reload") return RunReload(admin, json, timeout_ms, out, err);
+  if (IsObserveCommand(command)) return RunObserve(command, admin, observe, json, timeout_ms, out, err);
   if (command == "passwd") return RunPasswd(passwd, std::cin, ::isatty(STDIN_FILENO) == 1, out, err);
   if (command == "transfer-leader" || command == "drain" || command == "undrain") {
     try {
@@ -302,7 +306,7 @@ int RunCtl(int argc, const char* const* argv, std::ostream& out, std::ostream& e
 
   auto reply = HttpRequest(admin.host, admin.port, method, target, timeout_ms);
   if (!reply) {
-    err << "estuaryctl: cannot reach the admin API at " << admin.ToString() << ": " << reply.error() << "\n";
+    err << UnreachableMessage(admin, reply.error()) << "\n";
     return 1;
   }
   if (reply->status >= 400) {

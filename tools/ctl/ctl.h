@@ -3,6 +3,7 @@
 //   estuaryctl [--admin HOST:PORT] [--json] members|join ADDR|remove ID|leave|routes|meta|partitions|load
 //   estuaryctl transfer-leader --partition P [--to N] [--clear]; drain [--no-wait]; undrain
 //   estuaryctl passwd [--iterations N] FILE USER   (a local file: ctl_passwd.h)
+//   estuaryctl status|clients [kick ID]|sessions|subscriptions|retained|shared|top   (ctl_observe.h)
 // Exit status: 0 done, 1 the node is unreachable or refused the request,
 // 2 bad usage. `--help` prints and exits 0.
 #include <iosfwd>

@@ -150,6 +150,7 @@ class AmqpConnection final : public proton::messaging_handler,
   // No open yet (SASL, if any, still running); false once it arrived or closed.
   bool opening() const { return state_ == State::kOpening && !handed_off_; }
   const std::string& remote_container_id() const { return container_id_; }
+  const std::string& sasl_user() const { return sasl_.user; }  // the SASL user ("anonymous" for ANONYMOUS); admin API
   size_t link_count() const { return outgoing_.size() + incoming_.size(); }
 
   // core::PublisherFlow: a subscriber we feed is congested (or relieved):

@@ -80,6 +80,8 @@ void MqttConnection::AcceptConnect(const ConnectPacket& connect) {
       std::min(connect_expiry_interval_, broker_.config().limits.max_session_expiry));
   SetWill(connect);
   state_ = State::kConnected;
+  username_ = connect.username.value_or("");
+  connected_at_ms_ = broker_.loop().NowMs();
   SendConnack(connect, attached.session_present);
   spdlog::debug("mqtt: client={} address={} connected (v{}, clean={}, present={})", client_id_,
                 stream_.peer_address(), static_cast<int>(version_), connect.clean_start,

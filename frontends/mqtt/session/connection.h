@@ -121,6 +121,10 @@ class MqttConnection final : public core::SessionSink,
   State state() const { return state_; }
   ProtocolVersion version() const { return version_; }
   const std::string& client_id() const { return client_id_; }
+  // For the admin API's client list (docs/admin-api.md): the CONNECT's user
+  // name ("" for none) and when the CONNACK went out (loop time, 0 before).
+  const std::string& username() const { return username_; }
+  int64_t connected_at_ms() const { return connected_at_ms_; }
 
  private:
   // connection.cc: framing, dispatch, closing
@@ -224,6 +228,8 @@ class MqttConnection final : public core::SessionSink,
   base::TokenBucket publish_bytes_;
   io::TimerId throttle_timer_ = 0;
   uint32_t connect_expiry_interval_ = 0;  // v5: CONNECT's value, checked at DISCONNECT
+  std::string username_;                  // the admin API's client list
+  int64_t connected_at_ms_ = 0;
 
   // Client id claim (settings_.claim_client_id) and enhanced authentication.
   std::unique_ptr<ConnectPacket> pending_connect_;  // held while kAuthenticating or kClaiming
