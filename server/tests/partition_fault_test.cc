@@ -1,9 +1,9 @@
 // Silent network partitions (issue 29, docs/reliability.md "Silent
 // partitions"): three estuaryd nodes, each in its own network namespace,
 // ten persistent MQTT 5 sessions connected to node 3, publishers on nodes
-// 1 and 2 at 250 a second each; one node is cut off from the others by
-// packets that vanish (nftables drops at the receiver, or blackhole
-// routes), then the cut heals. Each case counts acknowledged messages lost
+// 1 and 2 at 250 a second each; one node is cut off from the others (or,
+// in the pair_ cases, from one of them) by packets that vanish (nftables
+// drops at the receiver, or blackhole routes), then the cut heals. Each case counts acknowledged messages lost
 // (must be 0), QoS 2 duplicates (must be 0), and sessions taken away from a
 // node on the majority side (must be none).
 //
@@ -51,15 +51,18 @@ struct PartitionCase {
   // Why its QoS 2 duplicates are not 0 today (printed, not asserted; lost
   // is still asserted); empty: 0 duplicates asserted.
   std::string expected_duplicates;
+  // Non-zero: only the link between the victim and this node is cut (both
+  // still reach the third node, so no side loses its majority).
+  int only_peer = 0;
 };
 
-// docs/reliability.md "Silent partitions": a QoS 2 message the cut node
-// sent to its client right as the cut began comes again, under a new packet
-// id, from the copy the majority read (it held the message queued, not in
-// flight under the id the client had): 1 duplicate in some runs, with the
-// route-gap stubs and without them. Not found yet.
-const char* const kCutNodeResend =
-    "a QoS 2 message the cut node sent as the cut began comes again from the adopted copy under a new packet id "
+// docs/reliability.md "Silent partitions": with the QoS 2 ids kept across a
+// takeover, 2 of 14 runs still had duplicates (4 and 1), another way: a
+// message published during the cut reaches the client twice about 230 ms
+// apart on the cut node after the heal, once its client is back there. Not
+// found yet; ESTUARY_KEEP_CLUSTER_DIR keeps the logs of such a run.
+const char* const kBackOnTheCutNode =
+    "after the heal, a message published during the cut can reach its client twice on the cut node "
     "(docs/reliability.md, silent partitions: what is left)";
 void PrintTo(const PartitionCase& c, std::ostream* out) { *out << c.name; }
 
@@ -73,10 +76,12 @@ std::vector<PartitionCase> Cases() {
       {"minority_one_way_30s", Victim::kNode1, Cut::kOneWay, 30000, 1, false, "", ""},
       {"minority_two_way_5s_qos2", Victim::kNode1, Cut::kTwoWay, 5000, 2, false, "", ""},
       {"sessions_node_two_way_5s", Victim::kSessionsNode3, Cut::kTwoWay, 5000, 1, true, "", ""},
-      {"sessions_node_two_way_30s_qos2", Victim::kSessionsNode3, Cut::kTwoWay, 30000, 2, false, "", kCutNodeResend},
+      {"sessions_node_two_way_30s_qos2", Victim::kSessionsNode3, Cut::kTwoWay, 30000, 2, false, "", kBackOnTheCutNode},
       {"sessions_node_one_way_5s", Victim::kSessionsNode3, Cut::kOneWay, 5000, 1, false, "", ""},
       {"during_drain_two_way_5s", Victim::kDrainingNode1, Cut::kTwoWay, 5000, 1, false, "", ""},
       {"during_drain_two_way_30s_qos2", Victim::kDrainingNode1, Cut::kTwoWay, 30000, 2, false, "", ""},
+      {"pair_1_3_two_way_5s", Victim::kNode1, Cut::kTwoWay, 5000, 1, false, "", "", 3},
+      {"pair_1_3_two_way_30s_qos2", Victim::kNode1, Cut::kTwoWay, 30000, 2, false, "", "", 3},
   };
 }
 
@@ -151,7 +156,7 @@ void RunCase(const PartitionCase& c, uint64_t seed) {
   }
   const int64_t cut_at = workload.NowMs();
   for (int other = 1; other <= 3; ++other) {
-    if (other == victim) continue;
+    if (other == victim || (c.only_peer != 0 && other != c.only_peer)) continue;
     const bool ok = c.cut == Cut::kBlackhole ? lab->Blackhole(victim, other, true, &error)
                                              : lab->Cut(victim, other, c.cut == Cut::kTwoWay, &error);
     ASSERT_TRUE(ok) << error;
@@ -160,7 +165,7 @@ void RunCase(const PartitionCase& c, uint64_t seed) {
   // links are declared dead, a new client is refused on the cut node (its
   // client-id claim cannot reach a majority) and served on the others.
   std::string connects;
-  if (c.cut_ms >= 5000) {
+  if (c.cut_ms >= 5000 && c.only_peer == 0) {
     HoldFor(milliseconds(2500));
     const int majority = victim == 1 ? 2 : 1;
     const bool cut_side = ProbeConnect(*cluster, victim, "probe-cut-" + std::to_string(seed));
@@ -234,7 +239,7 @@ void RunCase(const PartitionCase& c, uint64_t seed) {
   if (options.subscriber_node != victim) {
     EXPECT_EQ(majority_ends, 0) << figures;
   }
-  if (::testing::Test::HasFailure() && std::getenv("ESTUARY_KEEP_CLUSTER_DIR") != nullptr) {
+  if ((::testing::Test::HasFailure() || result.duplicated > 0) && std::getenv("ESTUARY_KEEP_CLUSTER_DIR") != nullptr) {
     std::cout << "logs kept in " << cluster->dir() << std::endl;
   }
 }
