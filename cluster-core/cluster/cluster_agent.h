@@ -109,9 +109,9 @@ struct ClusterCounters {
   uint64_t forwards_in = 0;
   uint64_t forwards_dropped = 0;  // QoS 0 to a peer without a link, or over the held bound
   uint64_t forwards_expired = 0;  // released by the deadline
-  // Released because their node stayed unreachable (suspect) past
-  // park_timeout_ms without being declared gone or coming back.
-  uint64_t forwards_released_peer_down = 0;
+  // Parked forwards past park_timeout_ms: sent again if the link was up,
+  // else parked once more (a deadline never acknowledges a forward).
+  uint64_t forwards_parked_again = 0;
   uint64_t forwards_parked = 0;    // waited past forward_timeout_ms for an unreachable node (now)
   uint64_t forwards_replayed = 0;  // sent again to the live nodes: their node was gone
   uint64_t forwards_resent = 0;    // sent again on a new link: the one they went out on was lost

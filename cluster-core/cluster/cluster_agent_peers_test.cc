@@ -119,7 +119,7 @@ TEST_F(ClusterAgentTest, ForwardToASuspectPeerWaitsUntilItComesBack) {
   loop_.RunUntilIdle();
   EXPECT_FALSE(*during);
   const ClusterCounters& c = nodes_[1]->agent->counters();
-  EXPECT_EQ(c.forwards_released_peer_down, 0u);
+  EXPECT_EQ(c.forwards_parked_again, 0u);
   EXPECT_EQ(c.forwards_expired, 0u);
   EXPECT_EQ(c.forwards_held, 2u);
   // The link comes back before the peer is declared down: what was held is
@@ -211,7 +211,7 @@ TEST_F(ClusterAgentTest, AForwardADeadNodeNeverConfirmedReachesTheSessionTakenFr
   const ClusterCounters& c = nodes_[1]->agent->counters();
   EXPECT_EQ(c.forwards_replayed, 2u);
   EXPECT_EQ(c.forwards_expired, 0u);
-  EXPECT_EQ(c.forwards_released_peer_down, 0u);
+  EXPECT_EQ(c.forwards_parked_again, 0u);
   EXPECT_EQ(nodes_[3]->agent->counters().replays_in, 2u);
   uint64_t skipped = 0;
   for (const auto& metrics : nodes_[3]->metrics) skipped += metrics.replayed_duplicates_skipped.load();

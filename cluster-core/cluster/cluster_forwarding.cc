@@ -207,7 +207,18 @@ void ClusterAgent::OnForwardSafe(NodeId origin, uint64_t forward_id) {
 
 void ClusterAgent::ReleaseForward(NodeId from, uint64_t forward_id) {
   if ((forward_id & kReplayIdBit) != 0) return ReleaseReplay(from, forward_id);
-  if (auto pending = pending_forwards_.Take(forward_id)) QueueSafe(pending->shard, pending->token);
+  if (auto pending = pending_forwards_.Take(forward_id)) return QueueSafe(pending->shard, pending->token);
+  // A late confirmation of a forward parked at its deadline.
+  auto parked = parked_.find(from);
+  if (parked == parked_.end()) return;
+  auto& entries = parked->second;
+  auto it = std::find_if(entries.begin(), entries.end(),
+                         [forward_id](const PendingForwards::Entry& entry) { return entry.id == forward_id; });
+  if (it == entries.end()) return;
+  --counters_.forwards_parked;
+  QueueSafe(it->shard, it->token);
+  entries.erase(it);
+  if (entries.empty()) parked_.erase(parked);
 }
 
 void ClusterAgent::UnchargeHeldTo(NodeId node) {
@@ -384,15 +395,16 @@ void ClusterAgent::Tick() {
   for (auto& pending : expired) {
     if (IsGone(pending.node)) {
       Replay(pending.node, std::move(pending));
-    } else if (PeerUnreachable(pending.node)) {
-      // Not confirmed, its node unreachable: kept until the node is back
-      // (sent again) or gone (replayed), park_timeout_ms at most.
+    } else {
+      // Not confirmed in time. A deadline never acknowledges a forward: the
+      // peer may be cut off from this node only (still up for the others),
+      // and the publisher's acknowledgement would then cover a message no
+      // one holds. Parked until confirmed late, sent again at the park
+      // deadline, or replayed when its node is gone.
+      if (!PeerUnreachable(pending.node)) ++counters_.forwards_expired;
       pending.deadline_ms = now + config_.park_timeout_ms;
       ++counters_.forwards_parked;
       parked_[pending.node].push_back(std::move(pending));
-    } else {
-      ++counters_.forwards_expired;
-      QueueSafe(pending.shard, pending.token);
     }
   }
   ExpireParkedAndReplays(now);

@@ -152,12 +152,24 @@ void ClusterAgent::ForgetReplayTarget(NodeId node) {
 
 void ClusterAgent::ExpireParkedAndReplays(int64_t now) {
   for (auto it = parked_.begin(); it != parked_.end();) {
+    // Past the park deadline: sent again (under a new id) if the link is
+    // up, else parked once more. Never acknowledged without a confirmation.
+    const NodeId node = it->first;
     auto& entries = it->second;
+    std::deque<PendingForwards::Entry> again;
     while (!entries.empty() && entries.front().deadline_ms <= now) {
-      ++counters_.forwards_released_peer_down;
-      --counters_.forwards_parked;
-      QueueSafe(entries.front().shard, entries.front().token);
+      again.push_back(std::move(entries.front()));
       entries.pop_front();
+    }
+    for (auto& entry : again) {
+      ++counters_.forwards_parked_again;
+      if (transport_.connected(node)) {
+        --counters_.forwards_parked;
+        SendPendingAgain(node, entry);
+      } else {
+        entry.deadline_ms = now + config_.park_timeout_ms;
+        entries.push_back(std::move(entry));
+      }
     }
     it = entries.empty() ? parked_.erase(it) : std::next(it);
   }

@@ -42,7 +42,7 @@ std::string ClusterAgent::RoutesJson() const {
       {"local_routes", std::move(local)},
       {"peers", std::move(peers)},
       {"forwards", {{"out", c.forwards_out}, {"in", c.forwards_in}, {"dropped", c.forwards_dropped},
-                    {"expired", c.forwards_expired}, {"released_peer_down", c.forwards_released_peer_down},
+                    {"expired", c.forwards_expired}, {"parked_again", c.forwards_parked_again},
                     {"held", c.forwards_held}, {"parked", c.forwards_parked},
                     {"replayed", c.forwards_replayed}, {"resent", c.forwards_resent},
                     {"copies_in", c.forward_copies_in}, {"dedup_entries", forward_dedup_.size()},
@@ -69,12 +69,12 @@ std::string ClusterAgent::MetricsText() const {
          "Forwards dropped: QoS 0 without a link, over the held bound, or held past the deadline.",
          c.forwards_dropped);
   series("estuary_cluster_forwards_expired_total", "counter",
-         "QoS 1/2 forwards whose publisher was acknowledged without the node's confirmation by the deadline.",
+         "QoS 1/2 forwards not confirmed by the deadline while their node was not unreachable (parked, never "
+         "acknowledged without a confirmation).",
          c.forwards_expired);
-  series("estuary_cluster_forwards_released_peer_down_total", "counter",
-         "QoS 1/2 forwards whose publisher was acknowledged without a confirmation: the node stayed unreachable "
-         "past the park timeout without being declared gone.",
-         c.forwards_released_peer_down);
+  series("estuary_cluster_forwards_parked_again_total", "counter",
+         "Parked QoS 1/2 forwards past the park timeout: sent again if the link was up, else parked once more.",
+         c.forwards_parked_again);
   series("estuary_cluster_forwards_parked", "gauge",
          "QoS 1/2 forwards past their deadline waiting for an unreachable node to come back or be declared gone.",
          c.forwards_parked);

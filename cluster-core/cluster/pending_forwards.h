@@ -30,6 +30,7 @@ class PendingForwards {
     MessagePtr message;
     bool plain = false;
     std::vector<std::string> shared_keys;
+    uint64_t id = 0;  // set when taken: a late confirmation of a parked forward names it
   };
 
   // Returns the new forward id (never 0). `deadline_ms` must not be below
@@ -46,6 +47,7 @@ class PendingForwards {
     Entry& entry = entries_[id - front_id_];
     if (entry.token == 0) return std::nullopt;
     Entry taken = std::move(entry);
+    taken.id = id;
     entry.token = 0;
     --live_;
     Trim();
@@ -54,10 +56,13 @@ class PendingForwards {
   // Every entry whose deadline is at or before `now`, oldest first, removed.
   std::vector<Entry> TakeExpired(int64_t now) {
     std::vector<Entry> out;
+    uint64_t id = front_id_;
     for (Entry& entry : entries_) {
+      const uint64_t entry_id = id++;
       if (entry.deadline_ms > now) break;  // deadlines grow with the ids
       if (entry.token == 0) continue;
       out.push_back(std::move(entry));
+      out.back().id = entry_id;
       entry.token = 0;
       --live_;
     }
