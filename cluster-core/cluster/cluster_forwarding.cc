@@ -257,7 +257,16 @@ void ClusterAgent::ResendUnconfirmed(NodeId node) {
     kept.push_back(std::move(frame));
   }
   peer.held.swap(kept);
-  std::vector<PendingForwards::Entry> entries = pending_forwards_.TakeForNode(node);
+  // Parked forwards (past their deadline on the lost link) are older than
+  // the pending ones: they go first, so all keep their publish order, and
+  // their publishers do not wait for the park deadline after a heal.
+  std::vector<PendingForwards::Entry> entries;
+  if (auto parked = parked_.find(node); parked != parked_.end()) {
+    counters_.forwards_parked -= parked->second.size();
+    for (auto& entry : parked->second) entries.push_back(std::move(entry));
+    parked_.erase(parked);
+  }
+  for (auto& entry : pending_forwards_.TakeForNode(node)) entries.push_back(std::move(entry));
   if (entries.empty()) return;
   counters_.forwards_resent += entries.size();
   spdlog::info("cluster: a new link to node {}: {} forward(s) it did not confirm are sent again", node,
