@@ -210,12 +210,10 @@ Membership& ClusterAgent::EnableMembership(MembershipConfig config) {
   membership->set_on_change([this](const Member& member) {
     if (meta_) TellMetadata(member);
     if (member.node == config_.self) return;
-    if (member.state == MemberState::kSuspect) {
-      UnchargeHeldTo(member.node);
-      ForgetReplayTarget(member.node);
-    }
+    // (Replays keep waiting for a node that is suspect or down here: only
+    // its declaration as gone hands its share on, RedirectReplaysWaitingOn.)
+    if (member.state == MemberState::kSuspect) UnchargeHeldTo(member.node);
     if (member.state == MemberState::kDown || member.state == MemberState::kLeft) {
-      ForgetReplayTarget(member.node);
       // A node's own view that another is down is no verdict to act on
       // where a metadata group decides: a node cut off from the majority
       // sees everyone down (issue 29). The group's MemberGone, which only a
@@ -669,6 +667,7 @@ void ClusterAgent::DeclareGone(NodeId node, uint64_t verdict) {
   takeovers_[node].verdict = verdict;
   if (partitions_) TakeOverSessionsOf(node, verdict);
   ReplayEverythingFor(node);
+  RedirectReplaysWaitingOn(node);
   ReleaseHeldReplays(node);
 }
 

@@ -88,7 +88,8 @@ struct ClusterAgentConfig {
   // A replay waits on its receiver this long at most for that node's
   // takeover of the gone node's sessions to finish.
   uint32_t replay_hold_ms = 20000;
-  // A replay not confirmed by every live node by then releases its publisher.
+  // A replay not confirmed by every live node by then is sent again to the
+  // connected ones (never acknowledged unconfirmed), every time this passes.
   uint32_t replay_timeout_ms = 30000;
   // Forward frames held per peer while its link is down or full, in bytes.
   size_t max_held_bytes = 8u << 20;
@@ -116,7 +117,8 @@ struct ClusterCounters {
   uint64_t forwards_replayed = 0;  // sent again to the live nodes: their node was gone
   uint64_t forwards_resent = 0;    // sent again on a new link: the one they went out on was lost
   uint64_t forward_copies_in = 0;  // QoS 2 forwards received again, answered without a second delivery
-  uint64_t replays_expired = 0;    // replays whose publisher was released by replay_timeout_ms
+  uint64_t replays_sent_again = 0;  // replays sent again: on a new link, or unconfirmed at replay_timeout_ms
+  uint64_t replays_redirected = 0;  // replays whose target went gone unconfirmed, made again for it
   uint64_t replays_in = 0;         // replays received (own ones included)
   uint64_t replays_held = 0;       // waiting here for this node's takeover of their node (now)
   uint64_t forwards_held = 0;     // held now (all peers)
@@ -350,10 +352,22 @@ class ClusterAgent final : public LinkHandler {
   // this one; its publisher is released once all of them confirm.
   void Replay(NodeId gone, PendingForwards::Entry entry);
   void ReplayEverythingFor(NodeId gone);
+  // The forwards parked for `node`, oldest first, no longer parked.
+  std::deque<PendingForwards::Entry> TakeParked(NodeId node);
   // `node` is back: forwards parked for it go to it again.
   void ResendParked(NodeId node);
   void ReleaseReplay(NodeId from, uint64_t replay_id);
-  void ForgetReplayTarget(NodeId node);
+  // A replay with nothing left to wait for: its publisher is released (or,
+  // for a replay made for a target that went gone, its parent goes on).
+  void FinishReplayIfDone(uint64_t replay_id);
+  // `node`, declared gone, had not confirmed replays: they go on as replays
+  // for `node`, to the nodes that take its sessions (issue 29).
+  void RedirectReplaysWaitingOn(NodeId node);
+  // Sends replay `replay_id` to `node` (as a forward if it is the gone node
+  // itself, back). Replays are never acknowledged without a confirmation:
+  // sent again on a new link and at each replay_timeout_ms.
+  void SendReplayTo(NodeId node, uint64_t replay_id);
+  std::set<NodeId> LiveNodesBut(NodeId gone) const;
   void OnReplay(NodeId origin, ReplayFrame frame);
   void DeliverReplay(NodeId origin, ReplayFrame frame);
   bool ReplayMayGo(NodeId gone) const;
@@ -598,10 +612,12 @@ class ClusterAgent final : public LinkHandler {
     uint16_t shard = 0;
     uint64_t token = 0;
     std::set<NodeId> waiting;  // nodes that have not confirmed yet
-    int64_t deadline_ms = 0;
+    int64_t deadline_ms = 0;   // sent again to the connected ones then
     NodeId gone = 0;
     MessagePtr message;  // sent to `gone` itself if it comes back meanwhile
     bool plain = false;
+    uint64_t parent = 0;    // made for a target of `parent` that went gone
+    uint32_t children = 0;  // such replays not finished yet
   };
   std::map<uint64_t, ReplayOut> replays_out_;  // by replay id (kReplayIdBit set)
   uint64_t next_replay_id_ = 1;

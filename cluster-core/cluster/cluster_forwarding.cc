@@ -248,24 +248,28 @@ void ClusterAgent::ResendUnconfirmed(NodeId node) {
   Peer& peer = peers_[node];
   std::deque<Held> kept;
   for (Held& frame : peer.held) {
-    if (frame.forward && frame.forward_id != 0 && (frame.forward_id & kReplayIdBit) == 0) {
+    const bool pending = frame.forward && frame.forward_id != 0 && (frame.forward_id & kReplayIdBit) == 0;
+    const bool replay = (frame.forward_id & kReplayIdBit) != 0 && replays_out_.contains(frame.forward_id);
+    if (pending || replay) {
       peer.held_bytes -= frame.body.size();
-      --counters_.forwards_held;
+      if (frame.forward) --counters_.forwards_held;
       Credit(frame);
       continue;
     }
     kept.push_back(std::move(frame));
   }
   peer.held.swap(kept);
+  // Replays it has not confirmed: sent again too (a replay is a control
+  // frame, dropped while there is no link).
+  for (const auto& [replay_id, replay] : replays_out_) {
+    if (!replay.waiting.contains(node)) continue;
+    ++counters_.replays_sent_again;
+    SendReplayTo(node, replay_id);
+  }
   // Parked forwards (past their deadline on the lost link) are older than
   // the pending ones: they go first, so all keep their publish order, and
   // their publishers do not wait for the park deadline after a heal.
-  std::vector<PendingForwards::Entry> entries;
-  if (auto parked = parked_.find(node); parked != parked_.end()) {
-    counters_.forwards_parked -= parked->second.size();
-    for (auto& entry : parked->second) entries.push_back(std::move(entry));
-    parked_.erase(parked);
-  }
+  std::deque<PendingForwards::Entry> entries = TakeParked(node);
   for (auto& entry : pending_forwards_.TakeForNode(node)) entries.push_back(std::move(entry));
   if (entries.empty()) return;
   counters_.forwards_resent += entries.size();

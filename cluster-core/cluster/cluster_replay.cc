@@ -7,7 +7,11 @@
 // at most). If the node comes back the parked forwards go to it again; once
 // it is declared gone every one is replayed: sent (kForwardReplay) to every
 // live node and to this one, and its publisher is acknowledged when all of
-// them have confirmed (or replay_timeout_ms passed). For replay_grace_ms the
+// them have confirmed: never because a deadline passed (issue 29). A target
+// that has not confirmed gets it again on a new link and every
+// replay_timeout_ms while linked; a target the cluster declares gone before
+// confirming hands its share on: the replay is made again for it, to the
+// nodes that take its sessions over. For replay_grace_ms the
 // gone node's routes stay, so publishes made before the survivors' own
 // routes arrive are replayed too.
 //
@@ -34,22 +38,26 @@ bool ClusterAgent::IsGone(NodeId node) const {
 
 // --- the publisher's node ---------------------------------------------------------
 
+std::set<NodeId> ClusterAgent::LiveNodesBut(NodeId gone) const {
+  std::set<NodeId> nodes{config_.self};
+  if (membership_owned_) {
+    for (const Member& member : membership_owned_->members()) {
+      if (member.node != gone && member.state == MemberState::kUp) nodes.insert(member.node);
+    }
+  } else {
+    for (const auto& [node, peer] : peers_) {
+      if (node != gone && peer.up) nodes.insert(node);
+    }
+  }
+  return nodes;
+}
+
 void ClusterAgent::Replay(NodeId gone, PendingForwards::Entry entry) {
   ++counters_.forwards_replayed;
   // The plain part goes to every live node (for the sessions each took
   // over); a shared group's part is this node's alone: sent to the group
   // again, to whichever member it picks now (DeliverReplay).
-  std::set<NodeId> targets{config_.self};
-  if (!entry.plain) {
-  } else if (membership_owned_) {
-    for (const Member& member : membership_owned_->members()) {
-      if (member.node != gone && member.state == MemberState::kUp) targets.insert(member.node);
-    }
-  } else {
-    for (const auto& [node, peer] : peers_) {
-      if (node != gone && peer.up) targets.insert(node);
-    }
-  }
+  std::set<NodeId> targets = entry.plain ? LiveNodesBut(gone) : std::set<NodeId>{config_.self};
   uint64_t replay_id = 0;
   if (entry.token != 0) {
     replay_id = kReplayIdBit | next_replay_id_++;
@@ -62,9 +70,13 @@ void ClusterAgent::Replay(NodeId gone, PendingForwards::Entry entry) {
                                         entry.plain};
   }
   if (targets.size() > 1) {
+    // (A QoS 0 replay is not kept: sent once, as QoS 0 allows.)
     const std::string body = EncodeReplay(gone, replay_id, true, {}, *entry.message);
     for (NodeId node : targets) {
-      if (node != config_.self) Send(node, Control(kForwardReplay, body));
+      if (node == config_.self) continue;
+      Held frame = Control(kForwardReplay, body);
+      frame.forward_id = replay_id;
+      Send(node, std::move(frame));
     }
   }
   // This node's own share last: it may confirm at once (nothing taken over
@@ -78,15 +90,39 @@ void ClusterAgent::Replay(NodeId gone, PendingForwards::Entry entry) {
   OnReplay(config_.self, std::move(own));
 }
 
+void ClusterAgent::SendReplayTo(NodeId node, uint64_t replay_id) {
+  auto it = replays_out_.find(replay_id);
+  if (it == replays_out_.end() || node == config_.self) return;
+  const ReplayOut& replay = it->second;
+  Held frame;
+  if (node == replay.gone) {
+    // The gone node itself, back: the sessions it kept get the message as
+    // a forward under the replay's id (ResendParked).
+    frame.type = kForward;
+    frame.forward = true;
+    frame.qos = replay.message->qos;
+    frame.origin_shard = replay.shard;
+    frame.body = EncodeForward(replay_id, true, {}, *replay.message);
+  } else {
+    frame = Control(kForwardReplay, EncodeReplay(replay.gone, replay_id, true, {}, *replay.message));
+  }
+  frame.forward_id = replay_id;
+  Send(node, std::move(frame));
+}
+
+std::deque<PendingForwards::Entry> ClusterAgent::TakeParked(NodeId node) {
+  auto parked = parked_.find(node);
+  if (parked == parked_.end()) return {};
+  std::deque<PendingForwards::Entry> entries = std::move(parked->second);
+  parked_.erase(parked);
+  counters_.forwards_parked -= entries.size();
+  return entries;
+}
+
 void ClusterAgent::ReplayEverythingFor(NodeId gone) {
   auto pending = pending_forwards_.TakeForNode(gone);  // in publish order
-  auto parked = parked_.find(gone);
-  if (parked != parked_.end()) {
-    // Parked ones are older than any still pending.
-    counters_.forwards_parked -= parked->second.size();
-    for (auto& entry : parked->second) Replay(gone, std::move(entry));
-    parked_.erase(parked);
-  }
+  // Parked ones are older than any still pending.
+  for (auto& entry : TakeParked(gone)) Replay(gone, std::move(entry));
   if (!pending.empty()) {
     spdlog::info("cluster: {} forward(s) node {} did not confirm are replayed to the nodes that took its sessions",
                  pending.size(), gone);
@@ -110,19 +146,10 @@ void ClusterAgent::ResendParked(NodeId node) {
   for (auto& [replay_id, replay] : replays_out_) {
     if (replay.gone != node || !replay.plain || replay.waiting.contains(node)) continue;
     replay.waiting.insert(node);
-    Held frame;
-    frame.type = kForward;
-    frame.forward = true;
-    frame.qos = replay.message->qos;
-    frame.origin_shard = replay.shard;
-    frame.body = EncodeForward(replay_id, true, {}, *replay.message);
-    Send(node, std::move(frame));
+    SendReplayTo(node, replay_id);
   }
-  auto parked = parked_.find(node);
-  if (parked == parked_.end()) return;
-  std::deque<PendingForwards::Entry> entries = std::move(parked->second);
-  parked_.erase(parked);
-  counters_.forwards_parked -= entries.size();
+  std::deque<PendingForwards::Entry> entries = TakeParked(node);
+  if (entries.empty()) return;
   spdlog::info("cluster: node {} is back: {} forward(s) it did not confirm are sent to it again", node, entries.size());
   for (auto& entry : entries) SendPendingAgain(node, entry);
 }
@@ -131,22 +158,63 @@ void ClusterAgent::ReleaseReplay(NodeId from, uint64_t replay_id) {
   auto it = replays_out_.find(replay_id);
   if (it == replays_out_.end()) return;
   it->second.waiting.erase(from);
-  if (!it->second.waiting.empty()) return;
-  QueueSafe(it->second.shard, it->second.token);
-  replays_out_.erase(it);
+  FinishReplayIfDone(replay_id);
 }
 
-// `node` is unreachable: replays do not wait for it (the sessions it took
-// over are its successors' to take, with what it made durable).
-void ClusterAgent::ForgetReplayTarget(NodeId node) {
-  for (auto it = replays_out_.begin(); it != replays_out_.end();) {
-    it->second.waiting.erase(node);
-    if (it->second.waiting.empty()) {
-      QueueSafe(it->second.shard, it->second.token);
-      it = replays_out_.erase(it);
-    } else {
-      ++it;
+void ClusterAgent::FinishReplayIfDone(uint64_t replay_id) {
+  for (;;) {
+    auto it = replays_out_.find(replay_id);
+    if (it == replays_out_.end() || !it->second.waiting.empty() || it->second.children != 0) return;
+    const uint64_t parent = it->second.parent;
+    if (parent == 0) QueueSafe(it->second.shard, it->second.token);
+    replays_out_.erase(it);
+    auto up = replays_out_.find(parent);
+    if (parent == 0 || up == replays_out_.end()) return;
+    --up->second.children;
+    replay_id = parent;
+  }
+}
+
+// `node` is gone (the cluster's verdict, DeclareGone) and has not confirmed
+// some replays. Not confirmed means not known to be durable there; the
+// sessions it had (those it took from the replay's gone node among them)
+// are taken over from it now, so its share is made again as a replay for
+// `node` to the nodes live now, and the replay waits for that instead. (A
+// node that only looks unreachable from here is still waited for: it may
+// hold the sessions and be cut off from this node alone, issue 29.)
+void ClusterAgent::RedirectReplaysWaitingOn(NodeId node) {
+  std::vector<uint64_t> ids;
+  for (const auto& [replay_id, replay] : replays_out_) {
+    if (replay.waiting.contains(node)) ids.push_back(replay_id);
+  }
+  for (uint64_t replay_id : ids) {
+    auto found = replays_out_.find(replay_id);
+    if (found == replays_out_.end()) continue;  // finished by an earlier one's own share
+    ReplayOut& replay = found->second;
+    replay.waiting.erase(node);
+    if (replay.plain) {
+      ++counters_.replays_redirected;
+      const uint64_t child_id = kReplayIdBit | next_replay_id_++;
+      ReplayOut child;
+      child.waiting = LiveNodesBut(node);
+      child.deadline_ms = loop_.NowMs() + static_cast<int64_t>(config_.replay_timeout_ms);
+      child.gone = node;
+      child.message = replay.message;
+      child.plain = true;
+      child.parent = replay_id;
+      ++replay.children;
+      const std::set<NodeId> targets = child.waiting;
+      MessagePtr message = child.message;
+      replays_out_[child_id] = std::move(child);
+      for (NodeId target : targets) SendReplayTo(target, child_id);
+      ReplayFrame own;
+      own.gone = node;
+      own.forward.forward_id = child_id;
+      own.forward.plain = true;
+      own.forward.message = std::move(message);
+      OnReplay(config_.self, std::move(own));
     }
+    FinishReplayIfDone(replay_id);
   }
 }
 
@@ -173,11 +241,17 @@ void ClusterAgent::ExpireParkedAndReplays(int64_t now) {
     }
     it = entries.empty() ? parked_.erase(it) : std::next(it);
   }
-  // Ids grow with the deadlines.
-  while (!replays_out_.empty() && replays_out_.begin()->second.deadline_ms <= now) {
-    ++counters_.replays_expired;
-    QueueSafe(replays_out_.begin()->second.shard, replays_out_.begin()->second.token);
-    replays_out_.erase(replays_out_.begin());
+  // A replay still unconfirmed: sent again to the targets linked now (the
+  // frame may have gone out on a link that died silently); the others get
+  // it on their next link, or hand it on if declared gone.
+  for (auto& [replay_id, replay] : replays_out_) {
+    if (replay.deadline_ms > now) continue;
+    replay.deadline_ms = now + static_cast<int64_t>(config_.replay_timeout_ms);
+    for (NodeId node : replay.waiting) {
+      if (node == config_.self || !transport_.connected(node)) continue;
+      ++counters_.replays_sent_again;
+      SendReplayTo(node, replay_id);
+    }
   }
   for (auto& [gone, held] : held_replays_) {
     while (!held.empty() && now - held.front().since_ms >= config_.replay_hold_ms) {

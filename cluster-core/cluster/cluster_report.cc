@@ -47,7 +47,8 @@ std::string ClusterAgent::RoutesJson() const {
                     {"replayed", c.forwards_replayed}, {"resent", c.forwards_resent},
                     {"copies_in", c.forward_copies_in}, {"dedup_entries", forward_dedup_.size()},
                     {"replays_awaiting_safe", replays_out_.size()},
-                    {"replays_expired", c.replays_expired}, {"replays_in", c.replays_in},
+                    {"replays_sent_again", c.replays_sent_again}, {"replays_redirected", c.replays_redirected},
+                    {"replays_in", c.replays_in},
                     {"replays_held", c.replays_held},
                     {"awaiting_safe", pending_forwards_.size()}}},
       {"retained_topics", retained_.size()},
@@ -90,9 +91,14 @@ std::string ClusterAgent::MetricsText() const {
   series("estuary_cluster_forward_dedup_evicted_total", "counter",
          "QoS 2 forward records dropped before their window ended (the bound of 1,000,000 was reached).",
          forward_dedup_.evicted());
-  series("estuary_cluster_replays_expired_total", "counter",
-         "Replayed forwards whose publisher was acknowledged without every live node's confirmation by the deadline.",
-         c.replays_expired);
+  series("estuary_cluster_replays_sent_again_total", "counter",
+         "Replayed forwards sent again to a node that had not confirmed them: on a new link, or every replay "
+         "timeout while linked (never acknowledged without every confirmation).",
+         c.replays_sent_again);
+  series("estuary_cluster_replays_redirected_total", "counter",
+         "Replayed forwards whose target was declared gone before confirming, made again for the nodes that take "
+         "its sessions over.",
+         c.replays_redirected);
   series("estuary_cluster_replays_in_total", "counter", "Replayed forwards received (this node's own included).",
          c.replays_in);
   series("estuary_cluster_replays_held", "gauge",

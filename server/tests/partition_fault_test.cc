@@ -80,7 +80,7 @@ std::vector<PartitionCase> Cases() {
       {"sessions_node_one_way_5s", Victim::kSessionsNode3, Cut::kOneWay, 5000, 1, false, "", ""},
       {"during_drain_two_way_5s", Victim::kDrainingNode1, Cut::kTwoWay, 5000, 1, false, "", ""},
       {"during_drain_two_way_30s_qos2", Victim::kDrainingNode1, Cut::kTwoWay, 30000, 2, false, "", ""},
-      {"pair_1_3_two_way_5s", Victim::kNode1, Cut::kTwoWay, 5000, 1, false, "", "", 3},
+      {"pair_1_3_two_way_5s", Victim::kNode1, Cut::kTwoWay, 5000, 1, true, "", "", 3},
       {"pair_1_3_two_way_30s_qos2", Victim::kNode1, Cut::kTwoWay, 30000, 2, false, "", "", 3},
   };
 }
