@@ -66,11 +66,25 @@ class FakeNetwork {
     Find(b)->handler()->OnPeerDown(a);
   }
   bool Up(NodeId a, NodeId b) const { return links_.count(Key(a, b)) > 0; }
+  // A silent cut (issue 29): the link stays up on both sides and sends
+  // succeed, but every frame from `from` to `to` vanishes, in flight too;
+  // no side is told (the test ends the link later, as the links layer does
+  // once it has heard nothing for a while). Two-way: both directions.
+  void Silence(NodeId from, NodeId to, bool two_way = true) {
+    silent_.insert({from, to});
+    if (two_way) silent_.insert({to, from});
+  }
+  void Unsilence(NodeId a, NodeId b) {
+    silent_.erase({a, b});
+    silent_.erase({b, a});
+  }
   void Carry(NodeId from, NodeId to, uint8_t type, std::string body) {
+    if (silent_.contains({from, to})) return;
     const uint64_t epoch = links_.at(Key(from, to)).epoch;
     auto deliver = [this, from, to, type, body = std::move(body), epoch] {
       auto it = links_.find(Key(from, to));
       if (it == links_.end() || it->second.epoch != epoch) return;  // the link went down meanwhile
+      if (silent_.contains({from, to})) return;
       if (auto* t = Find(to); t != nullptr && t->handler()) t->handler()->OnFrame(from, type, body);
     };
     if (paused) {
@@ -99,6 +113,7 @@ class FakeNetwork {
   std::map<NodeId, FakeTransport*> transports_;
   std::map<std::pair<NodeId, NodeId>, Link> links_;
   std::deque<std::function<void()>> held_;
+  std::set<std::pair<NodeId, NodeId>> silent_;
   uint64_t epoch_ = 0;
 };
 
