@@ -2,7 +2,7 @@
 # Installs what is missing, builds everything (including the libFuzzer
 # targets with clang), and runs the whole test suite: unit, conformance,
 # smoke tests with other clients, and bounded fuzzing. Ends with ctest's
-# summary. env: JOBS (2), FUZZ_SECONDS (15 per fuzzer: 22 fuzzers, a smoke
+# summary. env: JOBS (2), FUZZ_SECONDS (15 per fuzzer: 23 fuzzers, a smoke
 # run that keeps CI under 30 minutes on 2 cores; longer campaigns:
 # scripts/run-fuzzers.sh)
 set -euo pipefail
@@ -11,7 +11,7 @@ cd "$(dirname "$0")/.."
 
 echo "== building the fuzz targets (clang 14, libFuzzer)"
 CC=clang-14 CXX=clang++-14 cmake -S . -B build-fuzz -DESTUARY_FUZZ=ON \
-  -DCMAKE_BUILD_TYPE=RelWithDebInfo -DESTUARY_MODULES="model;security;io;persistence;frontends/mqtt;cluster-core;frontends/amqp;balancer" >/dev/null
+  -DCMAKE_BUILD_TYPE=RelWithDebInfo -DESTUARY_MODULES="model;security;io;persistence;frontends/mqtt;cluster-core;frontends/amqp;balancer;server" >/dev/null
 mapfile -t fuzzers < <(awk 'NF {print $1}' build-fuzz/fuzzers.txt)
 cmake --build build-fuzz -j "${JOBS:-2}" --target "${fuzzers[@]}"
 

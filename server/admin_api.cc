@@ -22,7 +22,11 @@ namespace {
 using Json = nlohmann::json;
 constexpr size_t kMaxGroupMembers = 100;  // members listed per shared group (all are counted)
 
-io::HttpResponse JsonResponse(int status, const Json& body) { return {status, "application/json", body.dump()}; }
+// Names from outside (a client id in the path, a filter) may not be UTF-8;
+// nlohmann's strict dump would throw, and an exception here ends the node.
+io::HttpResponse JsonResponse(int status, const Json& body) {
+  return {status, "application/json", body.dump(-1, ' ', false, Json::error_handler_t::replace)};
+}
 
 io::HttpResponse BadRequest(const std::string& why) { return JsonResponse(400, {{"error", why}}); }
 
@@ -290,7 +294,7 @@ void Node::ServeKick(const std::string& client_id, io::HttpServer::Responder res
                  if (count == 0) {
                    respond(JsonResponse(404, {{"error", fmt::format("no client '{}' is connected to node {} (clients "
                                                                      "are listed per node: GET /api/clients)",
-                                                                     client_id, node)}}));
+                                                                     Printable(client_id), node)}}));
                    return;
                  }
                  respond(JsonResponse(200, {{"disconnected", client_id}, {"connections", count}, {"node", node}}));
