@@ -14,6 +14,7 @@
 #include "tools/ctl/ctl_observe.h"
 #include "tools/ctl/ctl_passwd.h"
 #include "tools/ctl/ctl_reload.h"
+#include "tools/ctl/ctl_text.h"
 #include "tools/ctl/http_client.h"
 
 namespace estuary::ctl {
@@ -22,35 +23,6 @@ namespace {
 
 std::string Scalar(const nlohmann::json& value) {
   return value.is_string() ? value.get<std::string>() : value.dump();
-}
-
-// A table of rows (each an object) with the given columns.
-std::string Table(const std::vector<std::string>& header, const std::vector<std::vector<std::string>>& rows) {
-  std::vector<size_t> widths;
-  for (const auto& name : header) widths.push_back(name.size());
-  for (const auto& row : rows) {
-    for (size_t i = 0; i < row.size() && i < widths.size(); ++i) widths[i] = std::max(widths[i], row[i].size());
-  }
-  std::string out;
-  auto line = [&](const std::vector<std::string>& cells) {
-    std::string text;
-    for (size_t i = 0; i < cells.size(); ++i) {
-      text += i + 1 == cells.size() ? cells[i] : fmt::format("{:<{}}  ", cells[i], widths[i]);
-    }
-    out += text + "\n";
-  };
-  line(header);
-  for (const auto& row : rows) line(row);
-  return out;
-}
-
-std::string Escape(const std::string& text) {
-  std::string out;
-  for (char c : text) {
-    const bool plain = std::isalnum(static_cast<unsigned char>(c)) || c == '.' || c == '-' || c == '_' || c == '~';
-    out += plain ? std::string(1, c) : fmt::format("%{:02X}", static_cast<unsigned char>(c));
-  }
-  return out;
 }
 
 std::string FormatReply(const nlohmann::json& body, const std::string& command) {

@@ -20,6 +20,7 @@
 #include "io/uv/http_server.h"
 #include "io/uv/test_util.h"
 #include "tools/ctl/ctl_leadership.h"
+#include "tools/ctl/ctl_text.h"
 #include "tools/ctl/ctl_test_support.h"
 
 namespace estuary::ctl {
@@ -194,6 +195,21 @@ TEST(CtlFormat, PartitionsShowReplicasRoleCommitAndLag) {
 }
 
 // The installed binary keeps DESIGN.md's exit contract.
+TEST(CtlFormat, TablePadsEveryColumnButTheLast) {
+  EXPECT_EQ(Table({"ID", "STATE", "ADDRESS"}, {{"1", "up", "127.0.0.1:7000"}, {"12", "suspect", "h:1"}}),
+            "ID  STATE    ADDRESS\n"
+            "1   up       127.0.0.1:7000\n"
+            "12  suspect  h:1\n");
+  EXPECT_EQ(Table({"A"}, {}), "A\n");
+}
+
+TEST(CtlFormat, EscapeKeepsOnlyUnreservedBytes) {
+  EXPECT_EQ(Escape("az-AZ_09.~"), "az-AZ_09.~");
+  EXPECT_EQ(Escape("dev+1 a/b?&=%"), "dev%2B1%20a%2Fb%3F%26%3D%25");
+  EXPECT_EQ(Escape("\xe2\x82\xac"), "%E2%82%AC");
+  EXPECT_EQ(Escape(std::string("a\0", 2)), "a%00");
+}
+
 TEST(CtlBinary, ExitStatuses) {
   auto run = [](const std::string& args) {
     const int status = std::system((std::string(ESTUARY_CTL_BINARY) + " " + args + " >/dev/null 2>&1").c_str());
