@@ -16,7 +16,6 @@ usage: /usr/bin/python3 monitoring_check.py ESTUARYD ESTUARY_LB PROMTOOL
 import os
 import re
 import shutil
-import signal
 import subprocess
 import sys
 import tempfile
@@ -25,7 +24,7 @@ import urllib.request
 sys.dont_write_bytecode = True
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "conformance", "support"))
-from estuary_process import DEADLINE, Estuaryd, LineReader  # noqa: E402
+from estuary_process import DEADLINE, Estuaryd, EstuaryLb  # noqa: E402
 
 import paho.mqtt.client as paho  # noqa: E402
 
@@ -91,21 +90,12 @@ def node_metrics():
 
 
 def balancer_metrics(node_admin):
-    lb = subprocess.Popen([ESTUARY_LB, "--mqtt", "127.0.0.1:0", "--amqp", "127.0.0.1:0", "--heartbeat",
-                           "127.0.0.1:0", "--admin", "127.0.0.1:0", "--nodes", node_admin, "--startup-wait", "10",
-                           "--log-level", "warn"], stdout=subprocess.PIPE)
+    lb = EstuaryLb(ESTUARY_LB, "--nodes", node_admin, "--startup-wait", "10", "--log-level", "warn")
     try:
-        ready = LineReader(lb).line() or ""
-        fields = dict(word.split("=", 1) for word in ready.split()[2:] if "=" in word)
-        check("admin" in fields, "estuary-lb ready with an admin address: %r" % ready)
-        return get(fields["admin"], "/metrics") if "admin" in fields else ""
+        check(lb.admin is not None, "estuary-lb ready with an admin address: %r" % lb.ready_line)
+        return get(lb.admin, "/metrics") if lb.admin else ""
     finally:
-        lb.send_signal(signal.SIGTERM)
-        try:
-            lb.wait(DEADLINE)
-        except subprocess.TimeoutExpired:
-            lb.kill()
-            lb.wait()
+        lb.stop()
 
 
 def main():

@@ -37,7 +37,7 @@ import urllib.request
 sys.dont_write_bytecode = True
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "conformance", "support"))
-from estuary_process import DEADLINE, Estuaryd, LineReader, wait_for  # noqa: E402
+from estuary_process import DEADLINE, Estuaryd, EstuaryLb, wait_for  # noqa: E402
 
 import paho.mqtt.client as paho  # noqa: E402
 
@@ -272,20 +272,16 @@ def check_balancer():
     write(token, "first-token-0123456789\n")
     os.chmod(token, 0o600)
     write(config, 'log-level = "info"\n')
-    lb = subprocess.Popen([ESTUARY_LB, "--config", config, "--mqtt", "127.0.0.1:0", "--amqp", "127.0.0.1:0",
-                           "--heartbeat", "127.0.0.1:0", "--admin", "127.0.0.1:0", "--admin-token-file", token,
-                           "--startup-wait", "10", "--log-file", log],
-                          stdout=subprocess.PIPE)
+    lb = EstuaryLb(ESTUARY_LB, "--config", config, "--admin-token-file", token, "--startup-wait", "10",
+                   "--log-file", log)
     try:
-        reader = LineReader(lb)
-        ready = reader.line()
-        check(ready is not None and ready.startswith("estuary-lb ready"), "estuary-lb ready: %r" % ready)
-        admin = dict(w.split("=", 1) for w in ready.split()[2:] if "=" in w).get("admin")
+        check(lb.ready_line.startswith("estuary-lb ready"), "estuary-lb ready: %r" % lb.ready_line)
+        admin = lb.admin
         write(config, 'log-level = "debug"\n')
         write(token, "second-token-0123456789\n")
-        lb.send_signal(signal.SIGHUP)
+        lb.process.send_signal(signal.SIGHUP)
         wait_for("estuary-lb reloaded", lambda: "admin token file" in read(log))
-        check(lb.poll() is None, "estuary-lb is still running after SIGHUP")
+        check(lb.process.poll() is None, "estuary-lb is still running after SIGHUP")
         check("log-level: info -> debug (applied)" in read(log), "estuary-lb applied the new log-level")
         if admin:
             request = urllib.request.Request("http://%s/api/nodes" % admin,
@@ -293,14 +289,9 @@ def check_balancer():
             with urllib.request.urlopen(request, timeout=DEADLINE) as response:
                 check(response.status == 200, "estuary-lb's admin takes the reloaded token")
         else:
-            check(False, "estuary-lb's ready line names its admin address: %r" % ready)
+            check(False, "estuary-lb's ready line names its admin address: %r" % lb.ready_line)
     finally:
-        lb.send_signal(signal.SIGTERM)
-        try:
-            lb.wait(DEADLINE)
-        except subprocess.TimeoutExpired:
-            lb.kill()
-            lb.wait()
+        lb.stop()
 
 
 def main():

@@ -39,7 +39,7 @@ import tempfile
 sys.dont_write_bytecode = True
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "support"))
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from estuary_process import DEADLINE, SINGLE_NODE_FLAGS, Estuaryd, LineReader, wait_for  # noqa: E402
+from estuary_process import DEADLINE, SINGLE_NODE_FLAGS, Estuaryd, EstuaryLb, wait_for  # noqa: E402
 from tls_certs import TlsCerts  # noqa: E402
 
 ESTUARYD, ESTUARYCTL, ESTUARY_LB = sys.argv[1], sys.argv[2], sys.argv[3]
@@ -145,14 +145,11 @@ def check_reload(node, token_file):
 
 
 def check_balancer(node, token_file):
-    lb = subprocess.Popen([ESTUARY_LB, "--mqtt", "127.0.0.1:0", "--amqp", "127.0.0.1:0", "--heartbeat",
-                           "127.0.0.1:0", "--admin", "127.0.0.1:0", "--nodes", node.admin, "--role", "active",
-                           "--startup-wait", "0", "--poll-interval", "50", "--admin-token-file", token_file,
-                           "--log-level", "warn"], stdout=subprocess.PIPE)
+    lb = EstuaryLb(ESTUARY_LB, "--nodes", node.admin, "--role", "active", "--startup-wait", "0",
+                   "--poll-interval", "50", "--admin-token-file", token_file, "--log-level", "warn")
     try:
-        line = LineReader(lb).line()
-        check(line is not None and line.startswith("estuary-lb ready"), "estuary-lb ready (%r)" % line)
-        admin = dict(w.split("=", 1) for w in line.split()[2:])["admin"]
+        check(lb.ready_line.startswith("estuary-lb ready"), "estuary-lb ready (%r)" % lb.ready_line)
+        admin = lb.fields["admin"]
         check(request(admin, "GET", "/api/nodes")[0] == 401, "estuary-lb /api/nodes without the token: 401")
         check(request(admin, "GET", "/healthz")[0] == 200, "estuary-lb /healthz without the token: 200")
 
@@ -162,12 +159,7 @@ def check_balancer(node, token_file):
         wait_for("the balancer to judge the node eligible through its token", eligible)
         check(True, "estuary-lb probes /api/load with --admin-token-file: the node is eligible")
     finally:
-        lb.send_signal(signal.SIGTERM)
-        try:
-            lb.wait(DEADLINE)
-        except subprocess.TimeoutExpired:
-            lb.kill()
-            lb.wait()
+        lb.stop()
 
 
 def https_request(address, path, ca, token=None):

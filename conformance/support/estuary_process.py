@@ -1,9 +1,11 @@
 """What the Python smoke scripts share (server/cluster_smoke.py,
+server/monitoring_check.py, server/reload_process.py,
 conformance/mqtt/smoke_paho_python.py, conformance/amqp/uamqp_suite.py,
 conformance/amqp/link_recovery.py, conformance/security/*.py): an estuaryd
-child on free loopback ports whose endpoints come from its ready line (read
-with a deadline), stopped by pid; a wait on observed state with a deadline;
-and a child's output read a line at a time with a deadline (LineReader). Standard library only.
+or estuary-lb child on free loopback ports whose endpoints come from its
+ready line (read with a deadline), stopped by pid (stop_process); a wait on
+observed state with a deadline; and a child's output read a line at a time
+with a deadline (LineReader). Standard library only.
 
 A script finds this module through its own location:
     sys.dont_write_bytecode = True
@@ -64,7 +66,36 @@ def _port(address):
     return int(address.rsplit(":", 1)[1])
 
 
-class Estuaryd:
+def ready_fields(line):
+    """The KEY=VALUE words of a ready line ("estuaryd ready node=1 mqtt=...") as a dict."""
+    return dict(word.split("=", 1) for word in line.split()[2:] if "=" in word)
+
+
+def stop_process(process, deadline_s=DEADLINE):
+    """SIGTERM; the exit status, or -1 (and kill -9) if it did not exit within deadline_s."""
+    process.send_signal(signal.SIGTERM)
+    try:
+        return process.wait(deadline_s)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        process.wait()
+        return -1
+
+
+class _Child:
+    """A started program: `process` (the Popen), stopped by pid."""
+
+    def stop(self):
+        """SIGTERM; the exit status, or -1 (and kill -9) if it did not exit within DEADLINE."""
+        return stop_process(self.process)
+
+    def kill(self):
+        """kill -9, and reap it."""
+        self.process.kill()
+        self.process.wait()
+
+
+class Estuaryd(_Child):
     """estuaryd started with --mqtt/--amqp/--admin/--cluster 127.0.0.1:0 and
     then `flags`. Raises SystemExit("FAIL: ...") if no ready line comes
     within DEADLINE. Attributes: ready_line, fields (its KEY=VALUE words),
@@ -87,7 +118,7 @@ class Estuaryd:
             self.process.kill()
             raise SystemExit("FAIL: unexpected first line %r" % line)
         self.ready_line = line
-        fields = dict(word.split("=", 1) for word in line.split()[2:])
+        fields = ready_fields(line)
         self.fields = fields
         self.mqtts_port = _port(fields["mqtts"]) if "mqtts" in fields else None
         self.amqps_port = _port(fields["amqps"]) if "amqps" in fields else None
@@ -97,17 +128,19 @@ class Estuaryd:
         self.admin = fields["admin"]
         self.cluster = fields["cluster"]
 
-    def stop(self):
-        """SIGTERM; the exit status, or -1 (and kill -9) if it did not exit within DEADLINE."""
-        self.process.send_signal(signal.SIGTERM)
-        try:
-            return self.process.wait(DEADLINE)
-        except subprocess.TimeoutExpired:
-            self.process.kill()
-            self.process.wait()
-            return -1
 
-    def kill(self):
-        """kill -9, and reap it."""
-        self.process.kill()
-        self.process.wait()
+class EstuaryLb(_Child):
+    """estuary-lb started with --mqtt/--amqp/--heartbeat/--admin 127.0.0.1:0
+    and then `flags`. Its first stdout line is read within DEADLINE and not
+    judged here (the scripts check it): ready_line ("" if none came), fields
+    (its KEY=VALUE words; {} unless it is "estuary-lb ready ..."), admin
+    (fields' "admin" or None), process (the Popen). `stderr` as Estuaryd's."""
+
+    def __init__(self, binary, *flags, stderr=None):
+        self.process = subprocess.Popen(
+            [binary, "--mqtt", "127.0.0.1:0", "--amqp", "127.0.0.1:0", "--heartbeat", "127.0.0.1:0",
+             "--admin", "127.0.0.1:0", *flags],
+            stdout=subprocess.PIPE, stderr=stderr)
+        self.ready_line = LineReader(self.process).line() or ""
+        self.fields = ready_fields(self.ready_line) if self.ready_line.startswith("estuary-lb ready ") else {}
+        self.admin = self.fields.get("admin")

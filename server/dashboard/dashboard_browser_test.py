@@ -23,7 +23,6 @@ import base64
 import json
 import os
 import shutil
-import signal
 import socket
 import subprocess
 import sys
@@ -34,7 +33,7 @@ import urllib.request
 
 sys.dont_write_bytecode = True
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "conformance", "support"))
-from estuary_process import Estuaryd, wait_for  # noqa: E402
+from estuary_process import Estuaryd, stop_process, wait_for  # noqa: E402
 
 SKIP = 77
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
@@ -120,11 +119,7 @@ class WebDriver:
             self.cmd("DELETE", "")
         except Exception:  # noqa: BLE001 - best effort at the end
             pass
-        self.process.send_signal(signal.SIGTERM)
-        try:
-            self.process.wait(10)
-        except subprocess.TimeoutExpired:
-            self.process.kill()
+        stop_process(self.process, 10)
 
 
 class Node(Estuaryd):
