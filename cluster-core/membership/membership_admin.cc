@@ -2,6 +2,8 @@
 
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
+#include <cctype>
 #include <charconv>
 #include <nlohmann/json.hpp>
 
@@ -13,7 +15,9 @@ constexpr std::string_view kJoin = "/api/cluster/join";
 constexpr std::string_view kLeave = "/api/cluster/leave";
 
 io::HttpResponse Json(int status, const nlohmann::json& body) {
-  return {status, "application/json", body.dump() + "\n"};
+  // Replace, not throw, on bytes that are not UTF-8: a member's address
+  // may come from another node's gossip.
+  return {status, "application/json", body.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) + "\n"};
 }
 
 io::HttpResponse Error(int status, const std::string& message) {
@@ -56,7 +60,15 @@ std::optional<std::string> QueryValue(std::string_view query, std::string_view n
   return std::nullopt;
 }
 
+// HOST:PORT in the characters a host name, an IPv4 or a bracketed IPv6
+// address uses (anything else, e.g. a percent-decoded non-ASCII byte, is
+// refused before it reaches the member table or a JSON answer).
 bool LooksLikeHostPort(const std::string& address) {
+  const bool plain = std::all_of(address.begin(), address.end(), [](char c) {
+    return std::isalnum(static_cast<unsigned char>(c)) != 0 || c == '.' || c == '-' || c == '_' || c == ':' ||
+           c == '[' || c == ']';
+  });
+  if (!plain) return false;
   const size_t colon = address.rfind(':');
   if (colon == std::string::npos || colon == 0 || colon + 1 == address.size()) return false;
   unsigned port = 0;
@@ -106,7 +118,7 @@ std::string MembersJson(const Membership& membership) {
   nlohmann::json body = {{"self", membership.self()}, {"members", members}};
   // Kept through the retried joins until a member admits this node.
   if (!membership.last_refusal().empty()) body["refused"] = membership.last_refusal();
-  return body.dump() + "\n";
+  return body.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
 }
 
 std::optional<io::HttpResponse> MembershipHealth(const Membership& membership) {

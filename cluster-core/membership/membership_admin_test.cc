@@ -37,6 +37,13 @@ TEST_F(MembershipAdminTest, MembersAsJson) {
 TEST_F(MembershipAdminTest, JoinValidatesTheAddressAndDecodesIt) {
   EXPECT_EQ(ServeMembershipAdmin(membership_, "POST", "/api/cluster/join")->status, 400);
   EXPECT_EQ(ServeMembershipAdmin(membership_, "POST", "/api/cluster/join?address=nope")->status, 400);
+  // A byte that is not ASCII (percent-encoded) is refused, not stored and
+  // not put in a JSON answer (which threw and ended estuaryd before).
+  auto bad = ServeMembershipAdmin(membership_, "POST", "/api/cluster/join?address=%FF:80");
+  ASSERT_TRUE(bad);
+  EXPECT_EQ(bad->status, 400);
+  EXPECT_TRUE(nlohmann::json::accept(bad->body));
+  EXPECT_EQ(membership_.members().size(), 1u);
   EXPECT_EQ(ServeMembershipAdmin(membership_, "GET", "/api/cluster/join?address=h:1")->status, 405);
   auto ok = ServeMembershipAdmin(membership_, "POST", "/api/cluster/join?address=127.0.0.1%3A7002");
   ASSERT_TRUE(ok);
