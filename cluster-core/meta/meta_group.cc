@@ -45,11 +45,10 @@ MetaGroup::MetaGroup(RaftHost& host, persistence::StorageEngine& engine, MetaGro
 void MetaGroup::ScheduleCommitNotice() {
   if (notice_scheduled_ || group_ == nullptr || group_->raft().role() != raft::Role::kLeader) return;
   notice_scheduled_ = true;
-  host_.loop().Post([this, alive = std::weak_ptr<int>(lifetime_)] {
-    if (alive.expired()) return;
+  host_.loop().Post(scope_.Guard([this] {
     notice_scheduled_ = false;
     if (group_->raft().role() == raft::Role::kLeader) group_->Propose(EncodeCommand(CommitNotice{}), {}, nullptr);
-  });
+  }));
 }
 
 MetaGroup::~MetaGroup() { host_.loop().CancelTimer(reconcile_timer_); }
@@ -100,11 +99,10 @@ void MetaGroup::UpdateRoutes(const std::vector<std::pair<RouteKey, bool>>& chang
 }
 
 void MetaGroup::ScheduleReconcile() {
-  reconcile_timer_ = host_.loop().AddTimer(config_.reconcile_ms, [this, alive = std::weak_ptr<int>(lifetime_)] {
-    if (alive.expired()) return;
+  reconcile_timer_ = host_.loop().AddTimer(config_.reconcile_ms, scope_.Guard([this] {
     Reconcile();
     ScheduleReconcile();
-  });
+  }));
 }
 
 void MetaGroup::Reconcile() {
@@ -160,9 +158,7 @@ void MetaGroup::SendInFlight() {
   in_flight_->failed = false;
   const uint64_t seq = in_flight_->id.sequence;
   group_->Propose(EncodeCommand(in_flight_->command), in_flight_->id,
-                  [this, seq, alive = std::weak_ptr<int>(lifetime_)](ProposeResult result) {
-                    if (!alive.expired()) OnRouteAnswer(seq, result);
-                  });
+                  scope_.Guard([this, seq](ProposeResult result) { OnRouteAnswer(seq, result); }));
 }
 
 void MetaGroup::OnRouteAnswer(uint64_t seq, ProposeResult result) {
@@ -178,9 +174,7 @@ void MetaGroup::OnRouteAnswer(uint64_t seq, ProposeResult result) {
 
 void MetaGroup::ProposeMember(Command command) {
   member_in_flight_ = true;
-  group_->Propose(EncodeCommand(command), {}, [this, alive = std::weak_ptr<int>(lifetime_)](ProposeResult) {
-    if (!alive.expired()) member_in_flight_ = false;
-  });
+  group_->Propose(EncodeCommand(command), {}, scope_.Guard([this](ProposeResult) { member_in_flight_ = false; }));
 }
 
 void MetaGroup::ManageMembers() {

@@ -32,6 +32,7 @@
 
 #include "cluster-core/meta/meta_state.h"
 #include "cluster-core/meta/raft_host.h"
+#include "io/scope.h"
 
 namespace estuary::meta {
 
@@ -132,7 +133,7 @@ class MetaGroup {
   bool member_in_flight_ = false;
   bool notice_scheduled_ = false;
   io::TimerId reconcile_timer_ = 0;
-  std::shared_ptr<int> lifetime_ = std::make_shared<int>(0);
+  io::Scope scope_;  // guards callbacks that capture this (io/scope.h)
 };
 
 }  // namespace estuary::meta

@@ -386,8 +386,7 @@ RaftGroup* RaftHost::group(GroupId id) {
 }
 
 void RaftHost::ScheduleTick() {
-  tick_timer_ = loop_.AddTimer(tick_ms_, [this, alive = std::weak_ptr<int>(lifetime_)] {
-    if (alive.expired()) return;
+  tick_timer_ = loop_.AddTimer(tick_ms_, scope_.Guard([this] {
     const int64_t now = loop_.NowMs();
     // Quiescent groups are not in active_; a tick may quiesce (erase) the
     // group it runs, or wake others (insert), so walk a copy.
@@ -397,7 +396,7 @@ void RaftHost::ScheduleTick() {
       if (target != nullptr && !target->quiescent_) target->Tick(now);
     }
     ScheduleTick();
-  });
+  }));
 }
 
 void RaftHost::OnFrame(cluster::NodeId from, uint8_t type, std::string_view body) {

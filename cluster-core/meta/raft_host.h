@@ -54,6 +54,7 @@
 #include "cluster-core/raft/raft.h"
 #include "cluster-core/raft/raft_store.h"
 #include "io/loop.h"
+#include "io/scope.h"
 #include "persistence/storage_engine.h"
 
 namespace estuary::meta {
@@ -262,7 +263,7 @@ class RaftHost {
   QuiesceCounters quiesce_;
   io::TimerId tick_timer_ = 0;
   uint64_t bad_frames_ = 0;
-  std::shared_ptr<int> lifetime_ = std::make_shared<int>(0);
+  io::Scope scope_;  // guards callbacks that capture this (io/scope.h)
 };
 
 }  // namespace estuary::meta
