@@ -53,13 +53,11 @@ PartitionHost::~PartitionHost() { loop_.CancelTimer(reconcile_timer_); }
 
 void PartitionHost::Start() {
   started_ = true;
-  meta_.state().set_partitions_observer([this, alive = std::weak_ptr<int>(lifetime_)] {
+  meta_.state().set_partitions_observer(scope_.Guard([this] {
     // Inside the meta group's apply: start groups on the next iteration.
     // A pin or a drain is acted on at once, not at the next reconcile.
-    host_.loop().Post([this, alive] {
-      if (!alive.expired()) Reconcile();
-    });
-  });
+    host_.loop().Post(scope_.Guard([this] { Reconcile(); }));
+  }));
   StartGroups();
   ScheduleReconcile();
 }
@@ -173,11 +171,10 @@ void PartitionHost::StartGroups() {
 }
 
 void PartitionHost::ScheduleReconcile() {
-  reconcile_timer_ = host_.loop().AddTimer(config_.reconcile_ms, [this, alive = std::weak_ptr<int>(lifetime_)] {
-    if (alive.expired()) return;
+  reconcile_timer_ = host_.loop().AddTimer(config_.reconcile_ms, scope_.Guard([this] {
     Reconcile();
     ScheduleReconcile();
-  });
+  }));
 }
 
 void PartitionHost::Reconcile() {
@@ -258,9 +255,7 @@ void PartitionHost::Propose(PartitionId partition, std::string data, PartitionCa
   pending.deadline_ms = host_.loop().NowMs() + config_.propose_timeout_ms;
   pending_.emplace(key, std::move(pending));
   ++counters_.proposals;
-  host_.loop().Post([this, key, alive = std::weak_ptr<int>(lifetime_)] {
-    if (!alive.expired()) Attempt(key);
-  });
+  host_.loop().Post(scope_.Guard([this, key] { Attempt(key); }));
 }
 
 void PartitionHost::Read(PartitionId partition, std::string query, PartitionCallback done, bool open_elsewhere) {
@@ -274,9 +269,7 @@ void PartitionHost::Read(PartitionId partition, std::string query, PartitionCall
   pending.deadline_ms = host_.loop().NowMs() + config_.propose_timeout_ms;
   pending_.emplace(key, std::move(pending));
   ++counters_.reads;
-  host_.loop().Post([this, key, alive = std::weak_ptr<int>(lifetime_)] {
-    if (!alive.expired()) Attempt(key);
-  });
+  host_.loop().Post(scope_.Guard([this, key] { Attempt(key); }));
 }
 
 void PartitionHost::Attempt(uint64_t key) {
@@ -317,19 +310,16 @@ void PartitionHost::Attempt(uint64_t key) {
   // A replica that lost its store and has not heard from the leader yet
   // has no config to campaign with: the write goes to the likely leader.
   const bool barred = local != replicas_.end() && local->second->group->raft().votes_barred();
-  auto answered = [this, key, alive = std::weak_ptr<int>(lifetime_)](PartitionResult result) {
-    if (alive.expired()) return;
+  auto answered = scope_.Guard([this, key](PartitionResult result) {
     if (result.status == meta::ProposeStatus::kOk) return Finish(key, std::move(result));
     Retry(key, std::move(result));
-  };
+  });
   if (pending.read && placed_here && leading) return ReadLocal(pending.partition, pending.data, std::move(answered));
   if (!pending.read && placed_here && local != replicas_.end() && (leading || (!leader_known && !barred))) {
-    ProposeLocal(pending.partition, pending.data, pending.id,
-                 [this, key, alive = std::weak_ptr<int>(lifetime_)](PartitionResult result) {
-                   if (alive.expired()) return;
-                   if (result.status == meta::ProposeStatus::kOk) return Finish(key, std::move(result));
-                   Retry(key, std::move(result));
-                 });
+    ProposeLocal(pending.partition, pending.data, pending.id, scope_.Guard([this, key](PartitionResult result) {
+      if (result.status == meta::ProposeStatus::kOk) return Finish(key, std::move(result));
+      Retry(key, std::move(result));
+    }));
     return;
   }
   // Not a replica: ask the one most likely to lead.
@@ -355,13 +345,12 @@ void PartitionHost::Attempt(uint64_t key) {
     return Retry(key, {meta::ProposeStatus::kTimeout, 0, std::nullopt});
   }
   const uint32_t attempt = pending.attempts;
-  host_.loop().AddTimer(config_.attempt_timeout_ms, [this, key, attempt, alive = std::weak_ptr<int>(lifetime_)] {
-    if (alive.expired()) return;
+  host_.loop().AddTimer(config_.attempt_timeout_ms, scope_.Guard([this, key, attempt] {
     auto waiting = pending_.find(key);
     if (waiting == pending_.end() || waiting->second.attempts != attempt) return;
     waiting->second.failed_target = waiting->second.target;
     Retry(key, {meta::ProposeStatus::kTimeout, 0, std::nullopt});
-  });
+  }));
 }
 
 void PartitionHost::Retry(uint64_t key, PartitionResult result) {
@@ -380,9 +369,7 @@ void PartitionHost::Retry(uint64_t key, PartitionResult result) {
   ++counters_.retries;
   pending.redirects += redirect ? 1 : 0;
   ++pending.attempts;  // a late answer to the last attempt is still taken (Finish once)
-  host_.loop().AddTimer(delay, [this, key, alive = std::weak_ptr<int>(lifetime_)] {
-    if (!alive.expired()) Attempt(key);
-  });
+  host_.loop().AddTimer(delay, scope_.Guard([this, key] { Attempt(key); }));
 }
 
 void PartitionHost::Finish(uint64_t key, PartitionResult result) {
@@ -425,9 +412,8 @@ void PartitionHost::ProposeLocal(PartitionId partition, std::string data, raft::
   // Not the leader: a campaign may be holding it; watch for the outcome.
   if (raft.role() != raft::Role::kLeader) WatchStranded();
   replica.group->Propose(std::vector<uint8_t>(data.begin(), data.end()), id,
-                         [this, partition, id, answer = std::move(answer),
-                          alive = std::weak_ptr<int>(lifetime_)](meta::ProposeResult result) mutable {
-                           if (alive.expired()) return;
+                         scope_.Guard([this, partition, id,
+                                       answer = std::move(answer)](meta::ProposeResult result) mutable {
                            Replica& target = *replicas_.at(partition);
                            if (result.status != meta::ProposeStatus::kOk) {
                              return answer({result.status, result.index, std::nullopt});
@@ -436,21 +422,20 @@ void PartitionHost::ProposeLocal(PartitionId partition, std::string data, raft::
                            target.WhenApplied(index, [&target, index, id, answer = std::move(answer)] {
                              answer({meta::ProposeStatus::kOk, index, target.ResultOf(id)});
                            });
-                         });
+                         }));
 }
 
 // On the leader: the lease read barrier, then the machine's answer.
 void PartitionHost::ReadLocal(PartitionId partition, std::string query, PartitionCallback done) {
-  replicas_.at(partition)->group->ReadBarrier([this, partition, query = std::move(query), done = std::move(done),
-                                               alive = std::weak_ptr<int>(lifetime_)](meta::ProposeResult result) {
-    if (alive.expired()) return;
+  replicas_.at(partition)->group->ReadBarrier(scope_.Guard([this, partition, query = std::move(query),
+                                                            done = std::move(done)](meta::ProposeResult result) {
     auto replica = replicas_.find(partition);
     if (result.status != meta::ProposeStatus::kOk || replica == replicas_.end()) {
       return done({result.status == meta::ProposeStatus::kOk ? meta::ProposeStatus::kNotLeader : result.status,
                    result.index, std::nullopt});
     }
     done({meta::ProposeStatus::kOk, result.index, replica->second->machine().Query(query)});
-  });
+  }));
 }
 
 NodeId PartitionHost::KnownLeader(PartitionId partition) const {
@@ -536,9 +521,7 @@ void PartitionHost::OnProposeFrame(NodeId from, std::string_view body) {
     return answer({meta::ProposeStatus::kNotLeader, 0, std::nullopt});
   }
   ProposeLocal(frame->partition, std::move(frame->data), frame->id,
-               [answer, alive = std::weak_ptr<int>(lifetime_)](PartitionResult result) {
-                 if (!alive.expired()) answer(std::move(result));
-               });
+               scope_.Guard([answer](PartitionResult result) { answer(std::move(result)); }));
 }
 
 void PartitionHost::OnReadFrame(NodeId from, std::string_view body) {
@@ -562,9 +545,8 @@ void PartitionHost::OnReadFrame(NodeId from, std::string_view body) {
   if (local == replicas_.end() || local->second->group->raft().role() != raft::Role::kLeader) {
     return answer({meta::ProposeStatus::kNotLeader, 0, std::nullopt});
   }
-  ReadLocal(frame->partition, std::move(frame->data), [answer, alive = std::weak_ptr<int>(lifetime_)](PartitionResult result) {
-    if (!alive.expired()) answer(std::move(result));
-  });
+  ReadLocal(frame->partition, std::move(frame->data),
+            scope_.Guard([answer](PartitionResult result) { answer(std::move(result)); }));
 }
 
 void PartitionHost::OnProposedFrame(std::string_view body) {

@@ -50,6 +50,7 @@
 
 #include "cluster-core/meta/meta_group.h"
 #include "cluster-core/meta/raft_host.h"
+#include "io/scope.h"
 #include "persistence/storage_engine.h"
 
 namespace estuary::partition {
@@ -290,7 +291,7 @@ class PartitionHost {
   bool watching_ = false;  // WatchStranded's timer is armed
   int64_t watch_until_ms_ = 0;
   bool started_ = false;
-  std::shared_ptr<int> lifetime_ = std::make_shared<int>(0);
+  io::Scope scope_;  // guards callbacks that capture this (io/scope.h)
 };
 
 }  // namespace estuary::partition

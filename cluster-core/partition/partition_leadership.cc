@@ -92,11 +92,11 @@ void PartitionHost::ManageLeadership(PartitionId partition, Replica& replica, co
 
 void PartitionHost::ProposeMeta(meta::Command command, std::string what) {
   meta_.group().Propose(meta::EncodeCommand(command), {},
-                        [what = std::move(what), alive = std::weak_ptr<int>(lifetime_)](meta::ProposeResult result) {
-                          if (alive.expired() || result.status == meta::ProposeStatus::kOk) return;
+                        scope_.Guard([what = std::move(what)](meta::ProposeResult result) {
+                          if (result.status == meta::ProposeStatus::kOk) return;
                           spdlog::warn("partition: {} not committed (status {})", what,
                                        static_cast<int>(result.status));
-                        });
+                        }));
 }
 
 Expected<TransferAccepted, TransferRefusal> PartitionHost::RequestLeader(PartitionId partition, NodeId to) {
@@ -209,8 +209,7 @@ void PartitionHost::WatchStranded() {
   watch_until_ms_ = host_.loop().NowMs() + 2 * static_cast<int64_t>(config_.raft.election_timeout_ms);
   if (watching_) return;
   watching_ = true;
-  host_.loop().AddTimer(10, [this, alive = std::weak_ptr<int>(lifetime_)] {
-    if (alive.expired()) return;
+  host_.loop().AddTimer(10, scope_.Guard([this] {
     watching_ = false;
     for (auto& [partition, replica] : replicas_) ReleaseStranded(*replica);
     if (host_.loop().NowMs() < watch_until_ms_) {
@@ -218,7 +217,7 @@ void PartitionHost::WatchStranded() {
       WatchStranded();
       watch_until_ms_ = until;
     }
-  });
+  }));
 }
 
 }  // namespace estuary::partition
