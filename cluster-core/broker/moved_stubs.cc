@@ -71,11 +71,10 @@ void ShardBroker::OfferToMovedStub(Session& session, Delivery delivery) {
   if (stubs_offered_.empty() || stubs_offered_.back() != &stub) stubs_offered_.push_back(&stub);
   if (moved_flush_scheduled_) return;
   moved_flush_scheduled_ = true;
-  loop_.Post([this, alive = std::weak_ptr<int>(lifetime_)] {
-    if (alive.expired()) return;
+  loop_.Post(scope_.Guard([this] {
     moved_flush_scheduled_ = false;
     FlushMovedStubs();
-  });
+  }));
 }
 
 // Once per loop iteration: each stub's matched deliveries go to the agent
@@ -90,10 +89,9 @@ void ShardBroker::HandOnMovedStub(const std::string& client_id, MovedStub& stub)
   if (stub.pending.empty() && stub.tokens.empty()) return;
   std::vector<uint64_t> tokens = std::exchange(stub.tokens, {});
   cluster_->MovedStubDeliveries(config_.shard_id, client_id, std::exchange(stub.pending, {}),
-                                [this, tokens = std::move(tokens), alive = std::weak_ptr<int>(lifetime_)] {
-                                  if (alive.expired()) return;
+                                scope_.Guard([this, tokens = std::move(tokens)] {
                                   for (uint64_t token : tokens) OnForwardSafe(token);
-                                });
+                                }));
 }
 
 void ShardBroker::EndMovedStub(const std::string& client_id, uint64_t stub_id) {

@@ -12,13 +12,12 @@ namespace estuary::core {
 std::function<void()> ShardBroker::BoundToGeneration(const Session& session, std::function<void(Session&)> action) {
   // The loop may outlive this broker (a test restarting a node's broker on
   // one loop): the action does nothing once the broker is gone.
-  return [this, client_id = session.client_id(), generation = session.generation(),
-          alive = std::weak_ptr<int>(lifetime_), action = std::move(action)] {
-    if (alive.expired()) return;
-    Session* current = FindSession(client_id);
-    if (current == nullptr || current->generation() != generation) return;
-    action(*current);
-  };
+  return scope_.Guard(
+      [this, client_id = session.client_id(), generation = session.generation(), action = std::move(action)] {
+        Session* current = FindSession(client_id);
+        if (current == nullptr || current->generation() != generation) return;
+        action(*current);
+      });
 }
 
 void ShardBroker::ScheduleWill(Session& session, int64_t delay_ms) {

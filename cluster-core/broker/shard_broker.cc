@@ -722,10 +722,8 @@ void ShardBroker::CreditForward(const FlowRef& publisher) {
   }
   if (credit_flush_scheduled_) return;
   credit_flush_scheduled_ = true;
-  std::weak_ptr<int> alive = lifetime_;  // the loop may outlive this broker
-  loop_.Post([this, alive] {
-    if (alive.lock()) FlushForwardCredits();
-  });
+  loop_.Post(  // guarded: the loop may outlive this broker
+      scope_.Guard([this] { FlushForwardCredits(); }));
 }
 
 void ShardBroker::FlushForwardCredits() {

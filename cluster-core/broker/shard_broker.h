@@ -42,6 +42,7 @@
 #include "cluster-core/broker/shared_strategy.h"
 #include "cluster-core/router/router.h"
 #include "io/loop.h"
+#include "io/scope.h"
 #include "model/hlc.h"
 
 namespace estuary::persistence {
@@ -479,7 +480,7 @@ class ShardBroker {
   // Credits to return, per origin shard, flushed once per loop iteration.
   std::vector<std::vector<std::pair<FlowId, uint32_t>>> pending_credits_;
   bool credit_flush_scheduled_ = false;
-  std::shared_ptr<int> lifetime_ = std::make_shared<int>(0);
+  io::Scope scope_;  // guards callbacks that capture this (io/scope.h)
   uint64_t last_generation_ = 0;
   // Broadcast acknowledgement: the last sequence sent and acknowledged per shard.
   uint64_t broadcast_sequence_ = 0;
