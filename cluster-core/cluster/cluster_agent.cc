@@ -160,11 +160,10 @@ class ClusterAgent::Port final : public core::ClusterPort {
 
   template <typename Fn>
   void Run(Fn fn) {
-    std::weak_ptr<int> alive = agent_.lifetime_;  // checked on the agent's own thread
+    // Guarded on the calling shard's thread (the agent must be alive there,
+    // as for the weak_ptr this replaced); checked on the agent's own thread.
     ClusterAgent* agent = &agent_;
-    post_([alive, agent, fn = std::move(fn)]() mutable {
-      if (alive.lock()) fn(*agent);
-    });
+    post_(agent_.scope_.Guard([agent, fn = std::move(fn)]() mutable { fn(*agent); }));
   }
   ClusterAgent& agent_;
   Poster post_;
@@ -401,10 +400,7 @@ void ClusterAgent::Broadcast(uint8_t type, const std::string& body) {
 void ClusterAgent::ScheduleFlush() {
   if (flush_scheduled_) return;
   flush_scheduled_ = true;
-  std::weak_ptr<int> alive = lifetime_;
-  loop_.Post([this, alive] {
-    if (alive.lock()) Flush();
-  });
+  loop_.Post(scope_.Guard([this] { Flush(); }));
 }
 
 void ClusterAgent::Flush() {
@@ -611,8 +607,8 @@ void ClusterAgent::OnMetaMember(NodeId node, bool present, uint64_t index) {
     unacted_verdicts_.erase(node);
     return;
   }
-  loop_.Post([this, node, index, alive = std::weak_ptr<int>(lifetime_)] {
-    if (alive.expired() || !meta_ || meta_->state().members().count(node) != 0) return;
+  loop_.Post(scope_.Guard([this, node, index] {
+    if (!meta_ || meta_->state().members().count(node) != 0) return;
     if (membership_owned_ && !PeerUnreachable(node) && membership_owned_->Find(node) != nullptr) {
       spdlog::info("cluster: the metadata group declared node {} gone, but it is live here: acted on once this "
                    "node sees it down too",
@@ -625,7 +621,7 @@ void ClusterAgent::OnMetaMember(NodeId node, bool present, uint64_t index) {
       return;
     }
     DeclareGone(node, index);
-  });
+  }));
 }
 
 void ClusterAgent::DeclareGone(NodeId node, uint64_t verdict) {

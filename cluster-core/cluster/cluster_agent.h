@@ -40,8 +40,8 @@
 #include <deque>
 #include <functional>
 #include <map>
-#include <optional>
 #include <memory>
+#include <optional>
 #include <set>
 #include <string>
 #include <string_view>
@@ -61,8 +61,9 @@
 #include "cluster-core/partition/queue_flow.h"
 #include "cluster-core/partition/queue_frames.h"
 #include "cluster-core/partition/session_machine.h"
-#include "persistence/storage_engine.h"
 #include "io/loop.h"
+#include "io/scope.h"
+#include "persistence/storage_engine.h"
 
 namespace estuary::cluster {
 
@@ -650,7 +651,7 @@ class ClusterAgent final : public LinkHandler {
   std::string forward_scratch_;                       // OnForward's reused frame buffer
   bool flush_scheduled_ = false;
   io::TimerId tick_timer_ = 0;
-  std::shared_ptr<int> lifetime_ = std::make_shared<int>(0);
+  io::Scope scope_;  // guards callbacks that capture this (io/scope.h)
 };
 
 }  // namespace estuary::cluster

@@ -130,19 +130,17 @@ void ClusterAgent::SendHandOff(uint64_t id) {
   chunk.reading = true;
   partitions_->Read(
       partitions_->PartitionOf(chunk.client_id), partition::EncodeRegistryOwnerQuery(chunk.client_id),
-      [this, id, alive = std::weak_ptr<int>(lifetime_)](partition::PartitionResult result) {
-        if (alive.expired()) return;
+      scope_.Guard([this, id](partition::PartitionResult result) {
         auto read_for = handoff_chunks_.find(id);
         if (read_for == handoff_chunks_.end()) return;
         HandOffChunk& sending = read_for->second;
         sending.reading = false;
         const uint32_t attempt = sending.attempt;
-        auto again_after = [this, id, attempt, alive](uint32_t ms) {
-          loop_.AddTimer(ms, [this, id, attempt, alive] {
-            if (alive.expired()) return;
+        auto again_after = [this, id, attempt](uint32_t ms) {
+          loop_.AddTimer(ms, scope_.Guard([this, id, attempt] {
             auto still = handoff_chunks_.find(id);
             if (still != handoff_chunks_.end() && still->second.attempt == attempt) SendHandOff(id);
-          });
+          }));
         };
         std::optional<std::optional<partition::ClientOwner>> owner;
         if (result.status == meta::ProposeStatus::kOk && result.result) {
@@ -173,7 +171,7 @@ void ClusterAgent::SendHandOff(uint64_t id) {
         counters_.session_handoff_deliveries += sending.deliveries.size();
         Send(node, Control(kSessionHandOff, EncodeSessionHandOff(id, sending.client_id, sending.deliveries)));
         again_after(kHandOffAnswerMs);  // no answer (the link lost it): asked and sent again
-      });
+      }));
 }
 
 void ClusterAgent::OnHandOffDone(uint64_t id, bool taken) {
@@ -183,11 +181,10 @@ void ClusterAgent::OnHandOffDone(uint64_t id, bool taken) {
   // The node named owner has no such session (it moved on, or has not
   // read it yet): the registry is asked again.
   const uint32_t attempt = found->second.attempt;
-  loop_.AddTimer(kHandOffRetryMs, [this, id, attempt, alive = std::weak_ptr<int>(lifetime_)] {
-    if (alive.expired()) return;
+  loop_.AddTimer(kHandOffRetryMs, scope_.Guard([this, id, attempt] {
     auto still = handoff_chunks_.find(id);
     if (still != handoff_chunks_.end() && still->second.attempt == attempt) SendHandOff(id);
-  });
+  }));
 }
 
 // Ends chunk `id` and, when it was its client's last and no shard
@@ -215,8 +212,7 @@ MovedStubs::Hooks ClusterAgent::MovedStubHooks() {
   hooks.read_owner = [this](const std::string& client_id, std::function<void(MovedStubs::OwnerAnswer)> done) {
     if (!partitions_) return done(std::nullopt);
     partitions_->Read(partitions_->PartitionOf(client_id), partition::EncodeRegistryOwnerQuery(client_id),
-                      [done = std::move(done), alive = std::weak_ptr<int>(lifetime_)](partition::PartitionResult result) {
-                        if (alive.expired()) return;
+                      scope_.Guard([done = std::move(done)](partition::PartitionResult result) {
                         std::optional<std::optional<partition::ClientOwner>> owner;
                         if (result.status == meta::ProposeStatus::kOk && result.result) {
                           owner = partition::DecodeClaimResult(*result.result);
@@ -224,7 +220,7 @@ MovedStubs::Hooks ClusterAgent::MovedStubHooks() {
                         if (!owner) return done(std::nullopt);
                         if (!owner->has_value()) return done(std::optional<NodeId>{});
                         done(std::optional<NodeId>{(*owner)->node});
-                      });
+                      }));
   };
   hooks.routes_seen = [this](NodeId node, const std::vector<std::string>& filters) {
     auto held = remote_routes_.find(node);
@@ -268,9 +264,7 @@ void ClusterAgent::OnHandOffTaken(NodeId from, uint64_t id, bool taken) {
   // No such session here yet: while a claim of this node on the id may
   // still be reading it, offered again shortly; otherwise that is the answer.
   if (!taken && ++it->second.waits < kHandOffWaits && claims_.count(it->second.frame.client_id) != 0) {
-    loop_.AddTimer(kHandOffWaitMs, [this, key = it->first, alive = std::weak_ptr<int>(lifetime_)] {
-      if (!alive.expired()) OfferHandOff(key);
-    });
+    loop_.AddTimer(kHandOffWaitMs, scope_.Guard([this, key = it->first] { OfferHandOff(key); }));
     return;
   }
   handoffs_in_.erase(it);

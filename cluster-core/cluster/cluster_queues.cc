@@ -102,9 +102,8 @@ void ClusterAgent::AppendToGroupQueue(const MessagePtr& message, const std::stri
   const std::string queue = QueueName(key, queue_index);
   partitions_->Propose(
       partitions_->PartitionOf(partition::QueueKey(queue)), partition::EncodeQueueAppend(queue, *message),
-      [this, message, key, queue_index, origin_shard, safe_token, deadline_ms, queue,
-       alive = std::weak_ptr<int>(lifetime_)](partition::PartitionResult result) {
-        if (alive.expired()) return;
+      scope_.Guard([this, message, key, queue_index, origin_shard, safe_token, deadline_ms,
+                    queue](partition::PartitionResult result) {
         std::optional<partition::QueueAppendResult> appended;
         if (result.status == meta::ProposeStatus::kOk && result.result) {
           appended = partition::DecodeQueueAppendResult(*result.result);
@@ -131,10 +130,11 @@ void ClusterAgent::AppendToGroupQueue(const MessagePtr& message, const std::stri
         if (group == config_.partitioned_groups.end()) return;
         const bool next = appended && appended->full && !group->second.by_topic;
         const uint32_t index = next ? (queue_index + 1) % group->second.queues : queue_index;
-        loop_.AddTimer(next ? 10 : kRetryMs, [this, message, key, index, origin_shard, safe_token, deadline_ms, alive] {
-          if (!alive.expired()) AppendToGroupQueue(message, key, index, origin_shard, safe_token, deadline_ms);
-        });
-      });
+        loop_.AddTimer(next ? 10 : kRetryMs,
+                       scope_.Guard([this, message, key, index, origin_shard, safe_token, deadline_ms] {
+                         AppendToGroupQueue(message, key, index, origin_shard, safe_token, deadline_ms);
+                       }));
+      }));
 }
 
 // --- the consuming nodes ----------------------------------------------------------
@@ -247,8 +247,7 @@ void ClusterAgent::AssignGroupQueue(const std::string& queue) {
   };
   partitions_->Read(
       consumer.partition, partition::EncodeQueueStats(),
-      [this, queue, retry, alive = std::weak_ptr<int>(lifetime_)](partition::PartitionResult result) {
-        if (alive.expired()) return;
+      scope_.Guard([this, queue, retry](partition::PartitionResult result) {
         auto found = group_consumers_.find(queue);
         if (found == group_consumers_.end()) return;
         if (result.status != meta::ProposeStatus::kOk) return retry();
@@ -263,8 +262,7 @@ void ClusterAgent::AssignGroupQueue(const std::string& queue) {
         const uint64_t wanted = epoch + 1;
         partitions_->Propose(
             found->second.partition, partition::EncodeQueueAssign(queue, config_.self, wanted),
-            [this, queue, wanted, retry, alive](partition::PartitionResult assigned) {
-              if (alive.expired()) return;
+            scope_.Guard([this, queue, wanted, retry](partition::PartitionResult assigned) {
               auto entry = group_consumers_.find(queue);
               if (entry == group_consumers_.end()) return;
               if (assigned.status != meta::ProposeStatus::kOk || assigned.result != std::optional<std::string>("1")) {
@@ -281,8 +279,8 @@ void ClusterAgent::AssignGroupQueue(const std::string& queue) {
                 assigned_here.puller.emplace(wanted, partition::QueuePullerLimits{kPullWindow, kPullLowWater});
               }
               PullGroupQueue(queue);
-            });
-      });
+            }));
+      }));
 }
 
 // Grants the leader what the window allows (nothing while most of it is
@@ -368,8 +366,7 @@ void ClusterAgent::OnGroupQueueHand(uint64_t handoff, std::string client_id) {
   h.hand_client = std::move(client_id);
   partitions_->Propose(
       consumer->second.partition, partition::EncodeQueueHand(h.queue, h.offset, HandTo(h.hand_client, handoff)),
-      [this, handoff, alive = std::weak_ptr<int>(lifetime_)](partition::PartitionResult result) {
-        if (alive.expired()) return;
+      scope_.Guard([this, handoff](partition::PartitionResult result) {
         auto entry = group_handoffs_.find(handoff);
         if (entry == group_handoffs_.end()) return;
         GroupHandoff& hand = entry->second;
@@ -404,29 +401,27 @@ void ClusterAgent::OnGroupQueueHand(uint64_t handoff, std::string client_id) {
           FlushGroupAcks(queue);
           PullGroupQueue(queue);
         }
-      });
+      }));
 }
 
 void ClusterAgent::UnhandGroupHandoff(uint64_t handoff) {
   GroupHandoff& h = group_handoffs_.at(handoff);
-  partitions_->Propose(
-      partitions_->PartitionOf(partition::QueueKey(h.queue)),
-      partition::EncodeQueueUnhand(h.queue, h.offset, HandTo(h.hand_client, handoff)),
-      [this, handoff, alive = std::weak_ptr<int>(lifetime_)](partition::PartitionResult result) {
-        if (alive.expired()) return;
-        auto entry = group_handoffs_.find(handoff);
-        if (entry == group_handoffs_.end()) return;
-        if (result.status != meta::ProposeStatus::kOk) {
-          // Not offered to anyone else before it is surely not handed.
-          loop_.AddTimer(kAckRetryMs, [this, handoff, alive] {
-            if (!alive.expired() && group_handoffs_.count(handoff) != 0) UnhandGroupHandoff(handoff);
-          });
-          return;
-        }
-        if (result.result == std::optional<std::string>("1")) ++counters_.group_unhands;
-        entry->second.hand_client.clear();
-        OnGroupQueueHandoff(handoff, false);
-      });
+  partitions_->Propose(partitions_->PartitionOf(partition::QueueKey(h.queue)),
+                       partition::EncodeQueueUnhand(h.queue, h.offset, HandTo(h.hand_client, handoff)),
+                       scope_.Guard([this, handoff](partition::PartitionResult result) {
+                         auto entry = group_handoffs_.find(handoff);
+                         if (entry == group_handoffs_.end()) return;
+                         if (result.status != meta::ProposeStatus::kOk) {
+                           // Not offered to anyone else before it is surely not handed.
+                           loop_.AddTimer(kAckRetryMs, scope_.Guard([this, handoff] {
+                             if (group_handoffs_.count(handoff) != 0) UnhandGroupHandoff(handoff);
+                           }));
+                           return;
+                         }
+                         if (result.result == std::optional<std::string>("1")) ++counters_.group_unhands;
+                         entry->second.hand_client.clear();
+                         OnGroupQueueHandoff(handoff, false);
+                       }));
 }
 
 void ClusterAgent::OnGroupQueueHandoff(uint64_t handoff, bool taken) {
@@ -473,13 +468,12 @@ void ClusterAgent::OnGroupQueueHandoff(uint64_t handoff, bool taken) {
   PullGroupQueue(queue);
   if (!c.waiting.empty() && !c.retry_armed) {
     c.retry_armed = true;
-    loop_.AddTimer(kRetryMs, [this, queue, alive = std::weak_ptr<int>(lifetime_)] {
-      if (alive.expired()) return;
+    loop_.AddTimer(kRetryMs, scope_.Guard([this, queue] {
       auto entry = group_consumers_.find(queue);
       if (entry == group_consumers_.end()) return;
       entry->second.retry_armed = false;
       if (entry->second.offered.empty()) OfferGroupMessages(queue);
-    });
+    }));
   }
 }
 
@@ -498,9 +492,7 @@ void ClusterAgent::AckGroupQueue(const std::string& queue, std::vector<uint64_t>
   std::string command = partition::EncodeQueueAck(queue, epoch, offsets);
   partitions_->Propose(
       partitions_->PartitionOf(partition::QueueKey(queue)), std::move(command),
-      [this, queue, offsets = std::move(offsets), alive = std::weak_ptr<int>(lifetime_)](
-          partition::PartitionResult result) mutable {
-        if (alive.expired()) return;
+      scope_.Guard([this, queue, offsets = std::move(offsets)](partition::PartitionResult result) mutable {
         if (result.status == meta::ProposeStatus::kOk) {
           counters_.group_acked += offsets.size();
           if (!group_hand_releases_.empty()) {
@@ -510,10 +502,10 @@ void ClusterAgent::AckGroupQueue(const std::string& queue, std::vector<uint64_t>
         }
         // Made again (acks are idempotent). Meanwhile a push of these
         // offsets is dropped as a duplicate: the puller remembers them.
-        loop_.AddTimer(kAckRetryMs, [this, queue, offsets = std::move(offsets), alive]() mutable {
-          if (!alive.expired()) AckGroupQueue(queue, std::move(offsets));
-        });
-      });
+        loop_.AddTimer(kAckRetryMs, scope_.Guard([this, queue, offsets = std::move(offsets)]() mutable {
+          AckGroupQueue(queue, std::move(offsets));
+        }));
+      }));
 }
 
 // A handed delivery's Ack committed: its session may send it now. Forced
@@ -557,13 +549,12 @@ void ClusterAgent::OnGroupSessionArrived(const std::string& client_id, const std
 void ClusterAgent::SettleGroupQueue(const std::string& queue, const std::string& client_id,
                                     const std::vector<MessageId>& held) {
   partitions_->Propose(
-      partitions_->PartitionOf(partition::QueueKey(queue)), partition::EncodeQueueSettle(queue, HandTo(client_id), held),
-      [this, queue, client_id, held, alive = std::weak_ptr<int>(lifetime_)](partition::PartitionResult result) {
-        if (alive.expired()) return;
+      partitions_->PartitionOf(partition::QueueKey(queue)),
+      partition::EncodeQueueSettle(queue, HandTo(client_id), held),
+      scope_.Guard([this, queue, client_id, held](partition::PartitionResult result) {
         if (result.status != meta::ProposeStatus::kOk) {
-          loop_.AddTimer(kAckRetryMs, [this, queue, client_id, held, alive] {
-            if (!alive.expired()) SettleGroupQueue(queue, client_id, held);
-          });
+          loop_.AddTimer(kAckRetryMs,
+                         scope_.Guard([this, queue, client_id, held] { SettleGroupQueue(queue, client_id, held); }));
           return;
         }
         ++counters_.group_settles;
@@ -576,7 +567,7 @@ void ClusterAgent::SettleGroupQueue(const std::string& queue, const std::string&
                          client_id, settled->removed, settled->handed_back);
           }
         }
-      });
+      }));
 }
 
 // --- the queues' leaders -----------------------------------------------------------
@@ -584,9 +575,7 @@ void ClusterAgent::SettleGroupQueue(const std::string& queue, const std::string&
 bool ClusterAgent::SendQueueFrame(NodeId node, uint8_t type, std::string body) {
   if (node == config_.self) {
     // This node leads the queue it consumes: the frame goes round the loop.
-    loop_.Post([this, type, body = std::move(body), alive = std::weak_ptr<int>(lifetime_)] {
-      if (!alive.expired()) OnQueueFrame(config_.self, type, body);
-    });
+    loop_.Post(scope_.Guard([this, type, body = std::move(body)] { OnQueueFrame(config_.self, type, body); }));
     return true;
   }
   // Never held for a link that is down: both ends reset their credit when
@@ -694,9 +683,7 @@ void ClusterAgent::OnQueueApplied(std::string_view queue, std::optional<uint64_t
   group_pumps_due_.insert(found->first);
   if (group_pump_posted_) return;
   group_pump_posted_ = true;
-  loop_.Post([this, alive = std::weak_ptr<int>(lifetime_)] {
-    if (!alive.expired()) PumpDueGroupQueues();
-  });
+  loop_.Post(scope_.Guard([this] { PumpDueGroupQueues(); }));
 }
 
 void ClusterAgent::PumpDueGroupQueues() {

@@ -53,9 +53,7 @@ void ClusterAgent::ClaimClientId(const std::string& client_id, bool clean_start,
   ++counters_.client_claims;
   partitions_->Propose(
       partitions_->PartitionOf(client_id), command,
-      [this, client_id, clean_start, serial, done = std::move(done), alive = std::weak_ptr<int>(lifetime_)](
-          partition::PartitionResult result) {
-        if (alive.expired()) return;
+      scope_.Guard([this, client_id, clean_start, serial, done = std::move(done)](partition::PartitionResult result) {
         if (result.status != meta::ProposeStatus::kOk) {
           ++counters_.client_claims_failed;
           spdlog::warn("cluster: client id '{}' not claimed (status {}): the CONNECT is refused", client_id,
@@ -94,7 +92,7 @@ void ClusterAgent::ClaimClientId(const std::string& client_id, bool clean_start,
           return;
         }
         done(ClaimAnswer{true, std::nullopt});
-      });
+      }));
 }
 
 void ClusterAgent::ReleaseClientId(const std::string& client_id) {

@@ -265,9 +265,7 @@ void ClusterAgent::ExpireParkedAndReplays(int64_t now) {
 
 void ClusterAgent::DeferRouteRemoval(NodeId node, std::vector<core::RouteUpdate> removals) {
   if (removals.empty()) return;
-  loop_.AddTimer(config_.replay_grace_ms, [this, node, removals = std::move(removals),
-                                           alive = std::weak_ptr<int>(lifetime_)]() mutable {
-    if (alive.expired()) return;
+  loop_.AddTimer(config_.replay_grace_ms, scope_.Guard([this, node, removals = std::move(removals)]() mutable {
     // The node may be back with some of them by now: those stay.
     auto held = remote_routes_.find(node);
     if (held != remote_routes_.end()) {
@@ -280,7 +278,7 @@ void ClusterAgent::DeferRouteRemoval(NodeId node, std::vector<core::RouteUpdate>
         for (const auto& update : removals) broker.ApplyRouteUpdate(update);
       });
     }
-  });
+  }));
 }
 
 // --- a receiving node ----------------------------------------------------------------

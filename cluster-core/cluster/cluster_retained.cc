@@ -22,16 +22,13 @@ bool HasWildcard(std::string_view filter) { return filter.find_first_of("+#") !=
 // read find no leader (it then falls back to the node's copy after 3 s).
 void ClusterAgent::OpenRetainedIndex() {
   partitions_->Propose(partitions_->PartitionOf(partition::kRetainedIndexKey), partition::EncodeRetainedIndexTouch(),
-                       [this, alive = std::weak_ptr<int>(lifetime_)](partition::PartitionResult result) {
-                         if (alive.expired()) return;
+                       scope_.Guard([this](partition::PartitionResult result) {
                          if (result.status == meta::ProposeStatus::kOk) {
                            spdlog::debug("cluster: the retained index's partition is open");
                            return;
                          }
-                         loop_.AddTimer(1000, [this, alive] {
-                           if (!alive.expired()) OpenRetainedIndex();
-                         });
-                       });
+                         loop_.AddTimer(1000, scope_.Guard([this] { OpenRetainedIndex(); }));
+                       }));
 }
 
 void ClusterAgent::OnRetainedToPartition(const MessagePtr& message, uint16_t origin_shard, uint64_t safe_token) {
@@ -77,8 +74,7 @@ void ClusterAgent::WriteRetained(const MessagePtr& message, std::function<void()
 // partition that was never opened.
 void ClusterAgent::WriteRetainedAttempt(const MessagePtr& message, std::function<void()> done, uint32_t attempt) {
   const partition::PartitionId target = partitions_->PartitionOf(partition::RetainedKey(message->topic));
-  auto retry = [this, message, done, attempt, alive = std::weak_ptr<int>(lifetime_)](meta::ProposeStatus status) {
-    if (alive.expired()) return;
+  auto retry = scope_.Guard([this, message, done, attempt](meta::ProposeStatus status) {
     ++counters_.retained_write_retries;
     if (attempt == 0) {
       spdlog::warn(
@@ -87,31 +83,28 @@ void ClusterAgent::WriteRetainedAttempt(const MessagePtr& message, std::function
           message->topic, static_cast<int>(status));
     }
     const uint32_t delay = std::min<uint32_t>(1000, 50u << std::min<uint32_t>(attempt, 5));
-    loop_.AddTimer(delay, [this, message, done, attempt, alive] {
-      if (!alive.expired()) WriteRetainedAttempt(message, done, attempt + 1);
-    });
-  };
+    loop_.AddTimer(delay,
+                   scope_.Guard([this, message, done, attempt] { WriteRetainedAttempt(message, done, attempt + 1); }));
+  });
   auto finish = [this, done] {
     --counters_.retained_writes_pending;
     done();
   };
-  auto index = [this, target, finish, retry, alive = std::weak_ptr<int>(lifetime_)] {
+  auto index = [this, target, finish, retry] {
     if (retained_indexed_.contains(target)) return finish();
     partitions_->Propose(partitions_->PartitionOf(partition::kRetainedIndexKey),
                          partition::EncodeRetainedIndexAdd(target),
-                         [this, target, finish, retry, alive](partition::PartitionResult result) {
-                           if (alive.expired()) return;
+                         scope_.Guard([this, target, finish, retry](partition::PartitionResult result) {
                            if (result.status != meta::ProposeStatus::kOk) return retry(result.status);
                            retained_indexed_.insert(target);
                            finish();
-                         });
+                         }));
   };
   partitions_->Propose(target, partition::EncodeRetainedPut(*message),
-                       [index, retry, alive = std::weak_ptr<int>(lifetime_)](partition::PartitionResult result) {
-                         if (alive.expired()) return;
+                       scope_.Guard([index, retry](partition::PartitionResult result) {
                          if (result.status != meta::ProposeStatus::kOk) return retry(result.status);
                          index();
-                       });
+                       }));
 }
 
 // A filter without wildcards reads the one partition its topic hashes to
@@ -135,9 +128,7 @@ void ClusterAgent::ReadRetained(const std::string& filter,
   const partition::PartitionId index = partitions_->PartitionOf(partition::kRetainedIndexKey);
   partitions_->Read(
       index, partition::EncodeRetainedIndexList(),
-      [this, filter, only, done = std::move(done),
-       alive = std::weak_ptr<int>(lifetime_)](partition::PartitionResult result) mutable {
-        if (alive.expired()) return;
+      scope_.Guard([this, filter, only, done = std::move(done)](partition::PartitionResult result) mutable {
         if (result.status != meta::ProposeStatus::kOk) {
           ++counters_.retained_reads_failed;
           return done(std::nullopt);
@@ -158,7 +149,7 @@ void ClusterAgent::ReadRetained(const std::string& filter,
           if (named) listed.push_back(*only);
         }
         ReadRetainedPartitions(filter, std::move(listed), std::move(done));
-      },
+      }),
       /*open_elsewhere=*/true);
 }
 
@@ -176,28 +167,25 @@ void ClusterAgent::ReadRetainedPartitions(const std::string& filter, std::vector
   gather->done = std::move(done);
   const std::string query = partition::EncodeRetainedMatch(filter);
   for (partition::PartitionId partition : partitions) {
-    partitions_->Read(
-        partition, query,
-        [this, gather, alive = std::weak_ptr<int>(lifetime_)](partition::PartitionResult result) {
-          if (alive.expired()) return;
-          if (result.status != meta::ProposeStatus::kOk) {
-            gather->failed = true;
-          } else if (result.result) {
-            auto decoded = partition::DecodeRetainedMatchResult(*result.result);
-            if (!decoded) {
-              gather->failed = true;
-            } else {
-              for (MessagePtr& message : *decoded) gather->messages.push_back(std::move(message));
-            }
-          }
-          if (--gather->remaining != 0) return;
-          if (gather->failed) {
-            ++counters_.retained_reads_failed;
-            return gather->done(std::nullopt);
-          }
-          gather->done(std::move(gather->messages));
-        },
-        /*open_elsewhere=*/true);
+    partitions_->Read(partition, query, scope_.Guard([this, gather](partition::PartitionResult result) {
+      if (result.status != meta::ProposeStatus::kOk) {
+        gather->failed = true;
+      } else if (result.result) {
+        auto decoded = partition::DecodeRetainedMatchResult(*result.result);
+        if (!decoded) {
+          gather->failed = true;
+        } else {
+          for (MessagePtr& message : *decoded) gather->messages.push_back(std::move(message));
+        }
+      }
+      if (--gather->remaining != 0) return;
+      if (gather->failed) {
+        ++counters_.retained_reads_failed;
+        return gather->done(std::nullopt);
+      }
+      gather->done(std::move(gather->messages));
+    }),
+                      /*open_elsewhere=*/true);
   }
 }
 

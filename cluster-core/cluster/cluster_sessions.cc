@@ -78,10 +78,9 @@ void ClusterAgent::PumpSessionWrites(uint16_t shard, partition::PartitionId part
   queue.outstanding = true;
   ++counters_.session_writes;
   partitions_->Propose(partition, queue.in_flight,
-                       [this, shard, partition, alive = std::weak_ptr<int>(lifetime_)](partition::PartitionResult result) {
-                         if (alive.expired()) return;
+                       scope_.Guard([this, shard, partition](partition::PartitionResult result) {
                          OnSessionWritten(shard, partition, result);
-                       });
+                       }));
 }
 
 void ClusterAgent::OnSessionWritten(uint16_t shard, partition::PartitionId partition,
@@ -101,11 +100,10 @@ void ClusterAgent::OnSessionWritten(uint16_t shard, partition::PartitionId parti
                    partition, static_cast<int>(result.status), delay);
     }
     queue.retry_scheduled = true;
-    loop_.AddTimer(delay, [this, shard, partition, alive = std::weak_ptr<int>(lifetime_)] {
-      if (alive.expired()) return;
+    loop_.AddTimer(delay, scope_.Guard([this, shard, partition] {
       session_queues_[{shard, partition}].retry_scheduled = false;
       PumpSessionWrites(shard, partition);
-    });
+    }));
     return;
   }
   std::vector<std::string> lost;
@@ -134,10 +132,10 @@ void ClusterAgent::OnSessionWritten(uint16_t shard, partition::PartitionId parti
     // here. The copy's deliveries go to the session's new node, and the
     // batches are done once that node holds them (cluster_handoff.cc).
     auto left = std::make_shared<size_t>(lost.size());
-    auto release = [this, batches, left, alive = std::weak_ptr<int>(lifetime_)] {
-      if (alive.expired() || --*left != 0) return;
+    auto release = scope_.Guard([this, batches, left] {
+      if (--*left != 0) return;
       for (uint64_t batch : batches) FinishBatchPart(batch);
-    };
+    });
     for (const std::string& client : lost) {
       LeaveBehind(client, release, [client, cluster = &port()](core::ShardBroker& broker) {
         cluster->SessionLeftBehind(client, broker.LostToAnotherNode(client));
@@ -159,8 +157,7 @@ void ClusterAgent::LoadSession(const std::string& client_id, std::function<void(
   ++counters_.session_loads;
   partitions_->Read(
       partitions_->PartitionOf(client_id), partition::EncodeSessionLoad(client_id),
-      [this, client_id, done = std::move(done), alive = std::weak_ptr<int>(lifetime_)](partition::PartitionResult result) {
-        if (alive.expired()) return;
+      scope_.Guard([this, client_id, done = std::move(done)](partition::PartitionResult result) {
         ClaimAnswer answer;
         if (result.status == meta::ProposeStatus::kOk) {
           answer.granted = true;
@@ -178,7 +175,7 @@ void ClusterAgent::LoadSession(const std::string& client_id, std::function<void(
                        client_id, static_cast<int>(result.status));
         }
         done(std::move(answer));
-      });
+      }));
 }
 
 }  // namespace estuary::cluster
@@ -246,8 +243,7 @@ void ClusterAgent::TakeOverPartition(NodeId gone, uint64_t verdict, partition::P
   if (chosen != config_.self) return TakeoverDone(gone);
   partitions_->Read(
       id, partition::EncodeSessionsOwnedBy(gone),
-      [this, gone, verdict, id, attempt, alive = std::weak_ptr<int>(lifetime_)](partition::PartitionResult result) {
-        if (alive.expired()) return;
+      scope_.Guard([this, gone, verdict, id, attempt](partition::PartitionResult result) {
         std::optional<std::vector<std::string>> owned;
         if (result.status == meta::ProposeStatus::kOk) {
           owned = result.result ? partition::DecodeClientList(*result.result) : std::vector<std::string>{};
@@ -259,9 +255,9 @@ void ClusterAgent::TakeOverPartition(NodeId gone, uint64_t verdict, partition::P
           // The partition's listing again later: claims that applied
           // already do not apply twice (the node no longer owns those ids).
           if (attempt < 10) {
-            loop_.AddTimer(1000, [this, gone, verdict, id, attempt, alive] {
-              if (!alive.expired()) TakeOverPartition(gone, verdict, id, attempt + 1);
-            });
+            loop_.AddTimer(1000, scope_.Guard([this, gone, verdict, id, attempt] {
+              TakeOverPartition(gone, verdict, id, attempt + 1);
+            }));
           } else {
             TakeoverDone(gone);
           }
@@ -276,7 +272,7 @@ void ClusterAgent::TakeOverPartition(NodeId gone, uint64_t verdict, partition::P
           TakeOverSession(client, gone, verdict);
         }
         TakeoverDone(gone);
-      });
+      }));
 }
 
 void ClusterAgent::TakeOverSession(const std::string& client_id, NodeId gone, uint64_t verdict, uint32_t attempt) {
@@ -285,26 +281,24 @@ void ClusterAgent::TakeOverSession(const std::string& client_id, NodeId gone, ui
   // The owner as it is now: the claim is conditional on exactly that one
   // (node, boot, connection), so a client that reconnected since, even to
   // the same node, keeps its session (issue 29).
-  partitions_->Read(
-      partitions_->PartitionOf(client_id), partition::EncodeRegistryOwnerQuery(client_id),
-      [this, client_id, gone, verdict, attempt, alive = std::weak_ptr<int>(lifetime_)](partition::PartitionResult result) {
-        if (alive.expired()) return;
-        std::optional<std::optional<partition::ClientOwner>> owner;
-        if (result.status == meta::ProposeStatus::kOk && result.result) {
-          owner = partition::DecodeClaimResult(*result.result);
-        }
-        if (!owner) {
-          ++counters_.session_takeovers_failed;
-          if (attempt >= 10) return TakeoverDone(gone);
-          loop_.AddTimer(1000, [this, client_id, gone, verdict, attempt, alive] {
-            if (!alive.expired()) TakeOverSession(client_id, gone, verdict, attempt + 1);
-          });
-          return;
-        }
-        // Another node's (the client came back elsewhere) or free: nothing to take.
-        if (!owner->has_value() || (*owner)->node != gone) return TakeoverDone(gone);
-        ClaimTakenOver(client_id, gone, verdict, **owner, attempt);
-      });
+  partitions_->Read(partitions_->PartitionOf(client_id), partition::EncodeRegistryOwnerQuery(client_id),
+                    scope_.Guard([this, client_id, gone, verdict, attempt](partition::PartitionResult result) {
+                      std::optional<std::optional<partition::ClientOwner>> owner;
+                      if (result.status == meta::ProposeStatus::kOk && result.result) {
+                        owner = partition::DecodeClaimResult(*result.result);
+                      }
+                      if (!owner) {
+                        ++counters_.session_takeovers_failed;
+                        if (attempt >= 10) return TakeoverDone(gone);
+                        loop_.AddTimer(1000, scope_.Guard([this, client_id, gone, verdict, attempt] {
+                          TakeOverSession(client_id, gone, verdict, attempt + 1);
+                        }));
+                        return;
+                      }
+                      // Another node's (the client came back elsewhere) or free: nothing to take.
+                      if (!owner->has_value() || (*owner)->node != gone) return TakeoverDone(gone);
+                      ClaimTakenOver(client_id, gone, verdict, **owner, attempt);
+                    }));
 }
 
 // `expected` (node 0: unguarded, while a node of an older binary is linked)
@@ -318,15 +312,13 @@ void ClusterAgent::ClaimTakenOver(const std::string& client_id, NodeId gone, uin
       partition::EncodeRegistryCommand(partition::ClaimClient{client_id, owner, false, gone, expected});
   partitions_->Propose(
       partitions_->PartitionOf(client_id), command,
-      [this, client_id, gone, verdict, serial, attempt,
-       alive = std::weak_ptr<int>(lifetime_)](partition::PartitionResult result) {
-        if (alive.expired()) return;
+      scope_.Guard([this, client_id, gone, verdict, serial, attempt](partition::PartitionResult result) {
         if (result.status != meta::ProposeStatus::kOk) {
           ++counters_.session_takeovers_failed;
           if (attempt < 10) {
-            loop_.AddTimer(1000, [this, client_id, gone, verdict, attempt, alive] {
-              if (!alive.expired()) TakeOverSession(client_id, gone, verdict, attempt + 1);
-            });
+            loop_.AddTimer(1000, scope_.Guard([this, client_id, gone, verdict, attempt] {
+              TakeOverSession(client_id, gone, verdict, attempt + 1);
+            }));
           } else {
             TakeoverDone(gone);
           }
@@ -338,7 +330,7 @@ void ClusterAgent::ClaimTakenOver(const std::string& client_id, NodeId gone, uin
         if (result.result && result.result->empty()) return TakeoverDone(gone);
         claims_[client_id] = serial;
         AdoptTakenOver(client_id, gone, verdict, serial, 0);
-      });
+      }));
 }
 
 // The claim is ours: the session is read (again, while the partition
@@ -346,17 +338,15 @@ void ClusterAgent::ClaimTakenOver(const std::string& client_id, NodeId gone, uin
 // came back elsewhere meanwhile (the claim is no longer this one).
 void ClusterAgent::AdoptTakenOver(const std::string& client_id, NodeId gone, uint64_t verdict, uint64_t serial,
                                   uint32_t attempt) {
-  LoadSession(client_id, [this, client_id, gone, verdict, serial, attempt,
-                          alive = std::weak_ptr<int>(lifetime_)](ClaimAnswer answer) {
-    if (alive.expired()) return;
+  LoadSession(client_id, scope_.Guard([this, client_id, gone, verdict, serial, attempt](ClaimAnswer answer) {
     auto claim = claims_.find(client_id);
     if (claim == claims_.end() || claim->second != serial) return TakeoverDone(gone);
     if (!answer.granted || !answer.session) {
       ++counters_.session_takeovers_failed;
       if (attempt < 10) {
-        loop_.AddTimer(1000, [this, client_id, gone, verdict, serial, attempt, alive] {
-          if (!alive.expired()) AdoptTakenOver(client_id, gone, verdict, serial, attempt + 1);
-        });
+        loop_.AddTimer(1000, scope_.Guard([this, client_id, gone, verdict, serial, attempt] {
+          AdoptTakenOver(client_id, gone, verdict, serial, attempt + 1);
+        }));
       } else {
         TakeoverDone(gone);
       }
@@ -368,7 +358,7 @@ void ClusterAgent::AdoptTakenOver(const std::string& client_id, NodeId gone, uin
       broker.AdoptSession(client_id, keys, /*taken_over=*/true, gone);
     });
     TakeoverDone(gone);  // after the post: replays reach the shard behind it
-  });
+  }));
 }
 
 // Sessions a restarted node recovered from its own store may have been
@@ -387,8 +377,7 @@ void ClusterAgent::CheckRecoveredSessions() {
 void ClusterAgent::ConfirmRecoveredSession(uint16_t shard, const std::string& client_id, uint32_t attempt) {
   partitions_->Read(
       partitions_->PartitionOf(client_id), partition::EncodeRegistryOwnerQuery(client_id),
-      [this, shard, client_id, attempt, alive = std::weak_ptr<int>(lifetime_)](partition::PartitionResult result) {
-        if (alive.expired()) return;
+      scope_.Guard([this, shard, client_id, attempt](partition::PartitionResult result) {
         std::optional<std::optional<partition::ClientOwner>> owner;
         if (result.status == meta::ProposeStatus::kOk) {
           // No result: this node's metadata copy does not show the partition
@@ -401,9 +390,9 @@ void ClusterAgent::ConfirmRecoveredSession(uint16_t shard, const std::string& cl
           // Asked again while the partition elects; after 30 s the node
           // keeps what it recovered (as without partitions).
           if (attempt < 30) {
-            loop_.AddTimer(1000, [this, shard, client_id, attempt, alive] {
-              if (!alive.expired()) ConfirmRecoveredSession(shard, client_id, attempt + 1);
-            });
+            loop_.AddTimer(1000, scope_.Guard([this, shard, client_id, attempt] {
+              ConfirmRecoveredSession(shard, client_id, attempt + 1);
+            }));
             return;
           }
           owner = std::optional<partition::ClientOwner>(partition::ClientOwner{config_.self, 0, 0});
@@ -415,7 +404,7 @@ void ClusterAgent::ConfirmRecoveredSession(uint16_t shard, const std::string& cl
                        owner->has_value() ? "node " + std::to_string((*owner)->node) : std::string("nobody"));
         }
         PostToShard(shard, [client_id, ours](core::ShardBroker& broker) { broker.ConfirmRecovered(client_id, ours); });
-      });
+      }));
 }
 
 }  // namespace estuary::cluster
