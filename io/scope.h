@@ -11,9 +11,9 @@
 // Cost: a guarded callable is fn plus one std::weak_ptr, and calling it is
 // one expired() check, the same as the hand-written pattern it replaces.
 // Destroying the Scope does not cancel timers: a guarded timer still fires
-// and returns at once (the loop may be gone before the owner, so the Scope
-// keeps no Loop& and no timer ids). Cancel a timer you must stop while the
-// owner lives with Loop::CancelTimer, as before.
+// and returns at once. The Scope keeps no Loop& and no timer ids, so it
+// costs nothing per timer; an owner that must stop a timer while it lives,
+// or wants it off the loop at destruction, calls Loop::CancelTimer as before.
 //
 // Threading: single-threaded like the loop. A guarded callable must run on
 // the owner's thread (the thread that destroys the owner), so that the check
