@@ -30,6 +30,21 @@
 #include "cluster-core/cluster/cluster_agent.h"
 
 namespace estuary::cluster {
+namespace {
+
+// This node's own share of a replay, handled as if it had come in a frame.
+ReplayFrame OwnShare(NodeId gone, uint64_t replay_id, bool plain, std::vector<std::string> shared_keys,
+                     MessagePtr message) {
+  ReplayFrame own;
+  own.gone = gone;
+  own.forward.forward_id = replay_id;
+  own.forward.plain = plain;
+  own.forward.shared_keys = std::move(shared_keys);
+  own.forward.message = std::move(message);
+  return own;
+}
+
+}  // namespace
 
 bool ClusterAgent::IsGone(NodeId node) const {
   auto it = peers_.find(node);
@@ -81,13 +96,8 @@ void ClusterAgent::Replay(NodeId gone, PendingForwards::Entry entry) {
   }
   // This node's own share last: it may confirm at once (nothing taken over
   // here), and the others are in the map already.
-  ReplayFrame own;
-  own.gone = gone;
-  own.forward.forward_id = replay_id;
-  own.forward.plain = entry.plain;
-  own.forward.shared_keys = std::move(entry.shared_keys);
-  own.forward.message = std::move(entry.message);
-  OnReplay(config_.self, std::move(own));
+  OnReplay(config_.self,
+           OwnShare(gone, replay_id, entry.plain, std::move(entry.shared_keys), std::move(entry.message)));
 }
 
 void ClusterAgent::SendReplayTo(NodeId node, uint64_t replay_id) {
@@ -207,12 +217,7 @@ void ClusterAgent::RedirectReplaysWaitingOn(NodeId node) {
       MessagePtr message = child.message;
       replays_out_[child_id] = std::move(child);
       for (NodeId target : targets) SendReplayTo(target, child_id);
-      ReplayFrame own;
-      own.gone = node;
-      own.forward.forward_id = child_id;
-      own.forward.plain = true;
-      own.forward.message = std::move(message);
-      OnReplay(config_.self, std::move(own));
+      OnReplay(config_.self, OwnShare(node, child_id, true, {}, std::move(message)));
     }
     FinishReplayIfDone(replay_id);
   }
