@@ -2,7 +2,7 @@
 # Installs what is missing, builds everything (including the libFuzzer
 # targets with clang), and runs the whole test suite: unit, conformance,
 # smoke tests with other clients, and bounded fuzzing. Ends with ctest's
-# summary. env: JOBS (2), FUZZ_SECONDS (15 per fuzzer: 23 fuzzers, a smoke
+# summary. env: JOBS (2), FUZZ_SECONDS (15 per fuzzer: 24 fuzzers, a smoke
 # run that keeps CI under 30 minutes on 2 cores; longer campaigns:
 # scripts/run-fuzzers.sh)
 set -euo pipefail

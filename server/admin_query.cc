@@ -7,29 +7,6 @@
 namespace estuary::server {
 namespace {
 
-int HexValue(char c) {
-  if (c >= '0' && c <= '9') return c - '0';
-  if (c >= 'a' && c <= 'f') return c - 'a' + 10;
-  if (c >= 'A' && c <= 'F') return c - 'A' + 10;
-  return -1;
-}
-
-std::string Decode(std::string_view text, bool plus_is_space) {
-  std::string out;
-  out.reserve(text.size());
-  for (size_t i = 0; i < text.size(); ++i) {
-    if (plus_is_space && text[i] == '+') {
-      out += ' ';
-    } else if (text[i] == '%' && i + 2 < text.size() && HexValue(text[i + 1]) >= 0 && HexValue(text[i + 2]) >= 0) {
-      out += static_cast<char>(HexValue(text[i + 1]) * 16 + HexValue(text[i + 2]));
-      i += 2;
-    } else {
-      out += text[i];
-    }
-  }
-  return out;
-}
-
 // The first value of `name` in the query and how many pairs carry it.
 struct Found {
   std::optional<std::string> first;
@@ -38,19 +15,12 @@ struct Found {
 
 Found FindParam(std::string_view target, std::string_view name) {
   Found found;
-  const size_t mark = target.find('?');
-  if (mark == std::string_view::npos) return found;
-  std::string_view query = target.substr(mark + 1);
-  while (!query.empty()) {
-    const size_t amp = query.find('&');
-    const std::string_view pair = query.substr(0, amp);
-    const size_t equals = pair.find('=');
-    if (Decode(pair.substr(0, equals), true) == name && found.count++ == 0) {
-      found.first = equals == std::string_view::npos ? std::string() : Decode(pair.substr(equals + 1), true);
+  io::ForEachQueryPair(io::QueryOf(target), [&](const io::QueryPair& pair) {
+    if (io::PercentDecode(pair.name, io::PlusIs::kSpace) == name && found.count++ == 0) {
+      found.first = io::PercentDecode(pair.value, io::PlusIs::kSpace);
     }
-    if (amp == std::string_view::npos) break;
-    query.remove_prefix(amp + 1);
-  }
+    return true;
+  });
   return found;
 }
 
@@ -74,22 +44,8 @@ Expected<size_t, std::string> Number(std::string_view target, std::string_view n
 
 }  // namespace
 
-std::string_view PathOf(std::string_view target) { return target.substr(0, target.find('?')); }
-
-std::string PercentDecode(std::string_view text) { return Decode(text, false); }
-
 std::optional<std::string> QueryParam(std::string_view target, std::string_view name) {
   return FindParam(target, name).first;
-}
-
-std::string Printable(std::string_view text, size_t max) {
-  std::string out;
-  for (const char c : text.substr(0, max)) {
-    const bool plain = c >= 0x20 && c < 0x7f;
-    out += plain ? std::string(1, c) : fmt::format("%{:02X}", static_cast<unsigned char>(c));
-  }
-  if (text.size() > max) out += "...";
-  return out;
 }
 
 Expected<Page, std::string> ParsePage(std::string_view target) {

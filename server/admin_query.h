@@ -5,31 +5,34 @@
 // most kMaxWindow so no shard is asked for more rows than that).
 //
 // Everything here reads bytes from outside (any HTTP request target) and is
-// pure: no allocation beyond the strings returned, no state. Malformed
-// escapes are kept as they are; errors quote what they refuse with
-// Printable, so an error is always ASCII (valid JSON text) and short.
-// Fuzzed by admin_query_fuzz.cc.
+// pure: no allocation beyond the strings returned, no state. Splitting and
+// decoding are io/http_query.h's, shared with the membership API; here they
+// are lenient (a filter is a substring, so a malformed escape is kept as it
+// is and matched literally). Errors quote what they refuse with Printable,
+// so an error is always ASCII (valid JSON text) and short. Fuzzed by
+// admin_query_fuzz.cc.
 #include <cstddef>
 #include <optional>
 #include <string>
 #include <string_view>
 
 #include "base/expected.h"
+#include "io/http_query.h"
 
 namespace estuary::server {
 
 // The path without its query ("/api/clients?x=1" -> "/api/clients").
-std::string_view PathOf(std::string_view target);
-// The value of the first `name=` pair of the query, percent-decoded with "+"
-// as a space (HTML form encoding, as the dashboard's URLSearchParams
-// writes); a pair without "=" has the empty value; nullopt if absent.
+using io::PathOf;
+// `text` for an error message: printable ASCII, cut at `max` bytes.
+using io::Printable;
+// The value of the first `name=` pair of the query (the name decoded too),
+// percent-decoded with "+" as a space (HTML form encoding, as the
+// dashboard's URLSearchParams writes); a pair without "=" has the empty
+// value; nullopt if absent.
 std::optional<std::string> QueryParam(std::string_view target, std::string_view name);
 // Percent-decoding of a path segment: "%XX" only, "+" stays a "+" (RFC 3986;
 // a client id may hold one). A "%" not followed by two hex digits is kept.
-std::string PercentDecode(std::string_view text);
-// `text` for an error message: printable ASCII as it is, every other byte as
-// %XX, cut at `max` bytes of input with "..." after.
-std::string Printable(std::string_view text, size_t max = 64);
+inline std::string PercentDecode(std::string_view text) { return io::PercentDecode(text, io::PlusIs::kPlus); }
 
 struct Page {
   static constexpr size_t kDefaultLimit = 100;

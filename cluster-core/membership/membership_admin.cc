@@ -7,6 +7,8 @@
 #include <charconv>
 #include <nlohmann/json.hpp>
 
+#include "io/http_query.h"
+
 namespace estuary::cluster {
 namespace {
 
@@ -28,36 +30,17 @@ io::HttpResponse MethodNotAllowed(std::string_view allowed) {
   return Error(405, fmt::format("method not allowed; use {}", allowed));
 }
 
-std::string PercentDecode(std::string_view text) {
-  std::string out;
-  for (size_t i = 0; i < text.size(); ++i) {
-    if (text[i] == '%' && i + 2 < text.size()) {
-      int value = 0;
-      auto [end, error] = std::from_chars(text.data() + i + 1, text.data() + i + 3, value, 16);
-      if (error == std::errc() && end == text.data() + i + 3) {
-        out.push_back(static_cast<char>(value));
-        i += 2;
-        continue;
-      }
-    }
-    out.push_back(text[i] == '+' ? ' ' : text[i]);
-  }
-  return out;
-}
-
-// The value of `name` in a query string, or nullopt.
-std::optional<std::string> QueryValue(std::string_view query, std::string_view name) {
-  while (!query.empty()) {
-    const size_t amp = query.find('&');
-    std::string_view pair = query.substr(0, amp);
-    const size_t eq = pair.find('=');
-    if (pair.substr(0, eq) == name) {
-      return eq == std::string_view::npos ? std::string() : PercentDecode(pair.substr(eq + 1));
-    }
-    if (amp == std::string_view::npos) break;
-    query.remove_prefix(amp + 1);
-  }
-  return std::nullopt;
+// The value of the first pair named `name` in a query (the name decoded
+// leniently, as server/admin_query does), strictly decoded with "+" as a
+// space; nullopt if absent, an error naming a malformed escape.
+std::optional<Expected<std::string, std::string>> QueryValue(std::string_view query, std::string_view name) {
+  std::optional<Expected<std::string, std::string>> value;
+  io::ForEachQueryPair(query, [&](const io::QueryPair& pair) {
+    if (io::PercentDecode(pair.name, io::PlusIs::kSpace) != name) return true;
+    value = io::PercentDecodeStrict(pair.value, io::PlusIs::kSpace);
+    return false;
+  });
+  return value;
 }
 
 // HOST:PORT in the characters a host name, an IPv4 or a bracketed IPv6
@@ -76,22 +59,28 @@ bool LooksLikeHostPort(const std::string& address) {
   return error == std::errc() && end == address.data() + address.size() && port > 0 && port <= 65535;
 }
 
-io::HttpResponse ServeJoin(Membership& membership, std::string_view query) {
+Expected<MembershipRequest, io::HttpResponse> ParseJoin(std::string_view query) {
   auto address = QueryValue(query, "address");
-  if (!address || !LooksLikeHostPort(*address)) {
-    return Error(400, "join needs ?address=HOST:PORT (a node's cluster address)");
+  if (address && !*address) return MakeError(Error(400, fmt::format("join: address: {}", address->error())));
+  if (!address || !LooksLikeHostPort(**address)) {
+    std::string message = "join needs ?address=HOST:PORT (a node's cluster address)";
+    if (address) message += fmt::format(", not '{}'", io::Printable(**address));
+    return MakeError(Error(400, message));
   }
-  membership.Join(*address);
-  return Json(202, {{"joining", *address}});
+  return MembershipRequest{.kind = MembershipRequest::Kind::kJoin, .address = std::move(**address), .node = 0};
 }
 
-io::HttpResponse ServeRemove(Membership& membership, std::string_view id_text) {
+Expected<MembershipRequest, io::HttpResponse> ParseRemove(std::string_view id_text) {
   unsigned id = 0;
   auto [end, error] = std::from_chars(id_text.data(), id_text.data() + id_text.size(), id);
   if (error != std::errc() || end != id_text.data() + id_text.size() || id == 0 || id > 0xFFFF) {
-    return Error(400, fmt::format("bad node id '{}'", id_text));
+    return MakeError(Error(400, fmt::format("bad node id '{}'", io::Printable(id_text))));
   }
-  auto removed = membership.Remove(static_cast<NodeId>(id));
+  return MembershipRequest{.kind = MembershipRequest::Kind::kRemove, .address = {}, .node = static_cast<NodeId>(id)};
+}
+
+io::HttpResponse ServeRemove(Membership& membership, NodeId id) {
+  auto removed = membership.Remove(id);
   if (!removed) {
     const bool unknown = removed.error().starts_with("unknown");
     return Error(unknown ? 404 : 409, removed.error());
@@ -141,31 +130,48 @@ std::optional<io::HttpResponse> MembershipHealth(const Membership& membership) {
   return std::nullopt;
 }
 
+Expected<MembershipRequest, io::HttpResponse> ParseMembershipRequest(std::string_view method,
+                                                                     std::string_view target) {
+  using Kind = MembershipRequest::Kind;
+  const std::string_view path = io::PathOf(target);
+  if (path == kMembers) {
+    if (method != "GET" && method != "HEAD") return MakeError(MethodNotAllowed("GET"));
+    return MembershipRequest{.kind = Kind::kMembers, .address = {}, .node = 0};
+  }
+  if (path.starts_with(kMembers) && path.size() > kMembers.size() && path[kMembers.size()] == '/') {
+    if (method != "DELETE") return MakeError(MethodNotAllowed("DELETE"));
+    return ParseRemove(path.substr(kMembers.size() + 1));
+  }
+  if (path == kJoin) {
+    if (method != "POST") return MakeError(MethodNotAllowed("POST"));
+    return ParseJoin(io::QueryOf(target));
+  }
+  if (path == kLeave) {
+    if (method != "POST") return MakeError(MethodNotAllowed("POST"));
+    return MembershipRequest{.kind = Kind::kLeave, .address = {}, .node = 0};
+  }
+  return MembershipRequest{};
+}
+
 std::optional<io::HttpResponse> ServeMembershipAdmin(Membership& membership, const std::string& method,
                                                      const std::string& path) {
-  std::string_view target = path;
-  std::string_view query;
-  if (const size_t mark = target.find('?'); mark != std::string_view::npos) {
-    query = target.substr(mark + 1);
-    target = target.substr(0, mark);
-  }
-  if (target == kMembers) {
-    if (method != "GET" && method != "HEAD") return MethodNotAllowed("GET");
-    return io::HttpResponse{200, "application/json", MembersJson(membership)};
-  }
-  if (target.starts_with(kMembers) && target.size() > kMembers.size() && target[kMembers.size()] == '/') {
-    if (method != "DELETE") return MethodNotAllowed("DELETE");
-    return ServeRemove(membership, target.substr(kMembers.size() + 1));
-  }
-  if (target == kJoin) {
-    if (method != "POST") return MethodNotAllowed("POST");
-    return ServeJoin(membership, query);
-  }
-  if (target == kLeave) {
-    if (method != "POST") return MethodNotAllowed("POST");
-    const NodeId self = membership.self();
-    membership.Leave([self] { spdlog::info("membership: node {} finished leaving", self); });
-    return Json(202, {{"leaving", self}});
+  auto request = ParseMembershipRequest(method, path);
+  if (!request) return std::move(request.error());
+  switch (request->kind) {
+    case MembershipRequest::Kind::kNotServed:
+      return std::nullopt;
+    case MembershipRequest::Kind::kMembers:
+      return io::HttpResponse{200, "application/json", MembersJson(membership)};
+    case MembershipRequest::Kind::kJoin:
+      membership.Join(request->address);
+      return Json(202, {{"joining", request->address}});
+    case MembershipRequest::Kind::kRemove:
+      return ServeRemove(membership, request->node);
+    case MembershipRequest::Kind::kLeave: {
+      const NodeId self = membership.self();
+      membership.Leave([self] { spdlog::info("membership: node {} finished leaving", self); });
+      return Json(202, {{"leaving", self}});
+    }
   }
   return std::nullopt;
 }

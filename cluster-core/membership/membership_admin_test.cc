@@ -51,6 +51,73 @@ TEST_F(MembershipAdminTest, JoinValidatesTheAddressAndDecodesIt) {
   EXPECT_EQ(transport_.wanted().count("127.0.0.1:7002"), 1u);
 }
 
+std::string ErrorOf(const io::HttpResponse& response) {
+  return nlohmann::json::parse(response.body)["error"];
+}
+
+TEST_F(MembershipAdminTest, JoinNamesAMalformedEscape) {
+  // Refused before as "not HOST:PORT" with the "%" kept; now the error says
+  // which escape is wrong. Nothing joins either way.
+  for (const char* query : {"address=127.0.0.1%3G7002", "address=127.0.0.1:70%2", "address=%-1h:1"}) {
+    auto bad = ServeMembershipAdmin(membership_, "POST", std::string("/api/cluster/join?") + query);
+    ASSERT_TRUE(bad) << query;
+    EXPECT_EQ(bad->status, 400) << query;
+    EXPECT_TRUE(ErrorOf(*bad).starts_with("join: address: malformed percent escape \"%")) << ErrorOf(*bad);
+  }
+  EXPECT_EQ(ErrorOf(*ServeMembershipAdmin(membership_, "POST", "/api/cluster/join?address=h%G1:80")),
+            "join: address: malformed percent escape \"%G1\" at byte 1: want % and two hex digits");
+  // A well-formed escape of a byte an address cannot hold is quoted in ASCII.
+  EXPECT_EQ(ErrorOf(*ServeMembershipAdmin(membership_, "POST", "/api/cluster/join?address=%FF:80")),
+            "join needs ?address=HOST:PORT (a node's cluster address), not '%FF:80'");
+  EXPECT_TRUE(transport_.wanted().empty());
+  EXPECT_EQ(membership_.members().size(), 1u);
+}
+
+TEST_F(MembershipAdminTest, JoinReadsTheQueryAsTheListingsDo) {
+  // The shared splitting and decoding (io/http_query.h): names are decoded,
+  // the first of a repeated key counts, "+" is a space in a query.
+  auto response = ServeMembershipAdmin(membership_, "POST", "/api/cluster/join?x=1&addr%65ss=h1:1&address=h2:2");
+  ASSERT_TRUE(response);
+  EXPECT_EQ(response->status, 202);
+  EXPECT_EQ(nlohmann::json::parse(response->body)["joining"], "h1:1");
+  EXPECT_EQ(transport_.wanted().count("h1:1"), 1u);
+  EXPECT_EQ(transport_.wanted().count("h2:2"), 0u);
+  EXPECT_EQ(ErrorOf(*ServeMembershipAdmin(membership_, "POST", "/api/cluster/join?address=h+1:1")),
+            "join needs ?address=HOST:PORT (a node's cluster address), not 'h 1:1'");
+}
+
+TEST(MembershipRequestTest, ParsesWhatEachPathAsksFor) {
+  using Kind = MembershipRequest::Kind;
+  EXPECT_EQ(ParseMembershipRequest("GET", "/api/cluster/members?x")->kind, Kind::kMembers);
+  EXPECT_EQ(ParseMembershipRequest("HEAD", "/api/cluster/members")->kind, Kind::kMembers);
+  auto remove = ParseMembershipRequest("DELETE", "/api/cluster/members/65535");
+  ASSERT_TRUE(remove);
+  EXPECT_EQ(remove->kind, Kind::kRemove);
+  EXPECT_EQ(remove->node, 65535);
+  auto join = ParseMembershipRequest("POST", "/api/cluster/join?address=%5B%3A%3A1%5D:7001");
+  ASSERT_TRUE(join);
+  EXPECT_EQ(join->kind, Kind::kJoin);
+  EXPECT_EQ(join->address, "[::1]:7001");
+  EXPECT_EQ(ParseMembershipRequest("POST", "/api/cluster/leave")->kind, Kind::kLeave);
+  EXPECT_EQ(ParseMembershipRequest("GET", "/api/load")->kind, Kind::kNotServed);
+  EXPECT_EQ(ParseMembershipRequest("GET", "/api/cluster/membersx")->kind, Kind::kNotServed);
+}
+
+TEST(MembershipRequestTest, RefusalsAreAnswersInPrintableJson) {
+  for (const char* id : {"0", "65536", "-1", "1x", "", "%31"}) {
+    auto bad = ParseMembershipRequest("DELETE", std::string("/api/cluster/members/") + id);
+    ASSERT_FALSE(bad) << id;
+    EXPECT_EQ(bad.error().status, 400) << id;
+  }
+  auto bad = ParseMembershipRequest("DELETE", "/api/cluster/members/\xff\x1b");
+  ASSERT_FALSE(bad);
+  EXPECT_EQ(ErrorOf(bad.error()), "bad node id '%FF%1B'");
+  auto wrong = ParseMembershipRequest("PUT", "/api/cluster/leave");
+  ASSERT_FALSE(wrong);
+  EXPECT_EQ(wrong.error().status, 405);
+  EXPECT_EQ(ErrorOf(wrong.error()), "method not allowed; use POST");
+}
+
 TEST_F(MembershipAdminTest, RemoveAnswersErrorsPlainly) {
   EXPECT_EQ(ServeMembershipAdmin(membership_, "DELETE", "/api/cluster/members/1")->status, 409);
   EXPECT_EQ(ServeMembershipAdmin(membership_, "DELETE", "/api/cluster/members/9")->status, 404);
