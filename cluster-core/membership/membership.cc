@@ -27,7 +27,6 @@ Membership::Membership(io::Loop& loop, Transport& transport, MembershipConfig co
 }
 
 Membership::~Membership() {
-  *alive_ = false;
   for (io::TimerId id : {tick_timer_, gossip_timer_, leave_timer_, rejoin_timer_}) {
     if (id != 0) loop_.CancelTimer(id);
   }
@@ -264,18 +263,15 @@ void Membership::HandleRefuse(NodeId from, std::string_view body) {
   // down, the same join succeeds. Retry through the seeds after that long
   // (an explicit Join() clears the refusal sooner).
   if (rejoin_timer_ != 0) return;
-  std::weak_ptr<bool> alive = alive_;
   const int64_t delay = int64_t{config_.suspect_after_ms} + config_.down_after_ms;
-  rejoin_timer_ = loop_.AddTimer(delay, [this, alive] {
-    auto live = alive.lock();
-    if (!live || !*live) return;
+  rejoin_timer_ = loop_.AddTimer(delay, scope_.Guard([this] {
     rejoin_timer_ = 0;
     if (refused_reason_.empty() || SelfRecord().state != MemberState::kJoining) return;
     spdlog::info("membership: retrying the join through the seeds after a refusal");
     for (const std::string& seed : seeds_) {
       if (!seed.empty() && seed != config_.cluster_address) Join(seed);
     }
-  });
+  }));
 }
 
 void Membership::OnLinkRefused(const std::string& address, const std::string& reason) {

@@ -26,6 +26,7 @@
 #include "cluster-core/links/transport.h"
 #include "cluster-core/membership/membership_codec.h"
 #include "io/loop.h"
+#include "io/scope.h"
 
 namespace estuary::cluster {
 
@@ -202,7 +203,7 @@ class Membership {
   io::TimerId gossip_timer_ = 0;
   io::TimerId leave_timer_ = 0;
   std::set<io::TimerId> linger_timers_;
-  std::shared_ptr<bool> alive_ = std::make_shared<bool>(true);
+  io::Scope scope_;  // guards the timers and posts that capture this (io/scope.h); last, so first to go
 };
 
 }  // namespace estuary::cluster

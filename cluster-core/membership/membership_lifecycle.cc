@@ -22,10 +22,7 @@ void Membership::Tick() {
     }
     TickEpisode(node, it->second, now);
   }
-  std::weak_ptr<bool> alive = alive_;
-  tick_timer_ = loop_.AddTimer(config_.tick_ms, [this, alive] {
-    if (alive.lock() && *alive.lock()) Tick();
-  });
+  tick_timer_ = loop_.AddTimer(config_.tick_ms, scope_.Guard([this] { Tick(); }));
 }
 
 // One member whose link is down. After suspect_after_ms: suspect it and ask
@@ -118,25 +115,19 @@ void Membership::Suspect(Member& member, Episode& episode, int64_t now) {
 
 void Membership::GossipTick() {
   if (!removed_ && refused_reason_.empty()) Broadcast(MembershipFrame::kGossip, EncodeTable(0, Table()));
-  std::weak_ptr<bool> alive = alive_;
-  gossip_timer_ = loop_.AddTimer(config_.gossip_interval_ms, [this, alive] {
-    if (alive.lock() && *alive.lock()) GossipTick();
-  });
+  gossip_timer_ = loop_.AddTimer(config_.gossip_interval_ms, scope_.Guard([this] { GossipTick(); }));
 }
 
 // Changes go out at once (coalesced per loop turn), not at the next tick.
 void Membership::SchedulePush() {
   if (push_scheduled_ || !started_) return;
   push_scheduled_ = true;
-  std::weak_ptr<bool> alive = alive_;
-  loop_.Post([this, alive] {
-    auto token = alive.lock();
-    if (!token || !*token) return;
+  loop_.Post(scope_.Guard([this] {
     push_scheduled_ = false;
     if (!refused_reason_.empty()) return;
     if (removed_ && !rejoin_pending_) return;
     Broadcast(MembershipFrame::kGossip, EncodeTable(0, Table()));
-  });
+  }));
 }
 
 void Membership::Broadcast(MembershipFrame type, const std::string& body) {
@@ -162,19 +153,16 @@ void Membership::DropLinkSoon(NodeId node) {
     transport_.RemovePeer(node);
     return;
   }
-  std::weak_ptr<bool> alive = alive_;
   const uint32_t linger_ms = std::max<uint32_t>(100, config_.tick_ms * 2);
   auto id = std::make_shared<io::TimerId>(0);
-  *id = loop_.AddTimer(linger_ms, [this, alive, node, id] {
-    auto token = alive.lock();
-    if (!token || !*token) return;
+  *id = loop_.AddTimer(linger_ms, scope_.Guard([this, node, id] {
     linger_timers_.erase(*id);
     const Member* member = Find(node);
     const bool still_unwanted = refused_links_.count(node) || member == nullptr ||
                                 member->state == MemberState::kLeft || removed_ ||
                                 !refused_reason_.empty() || node == config_.self;
     if (still_unwanted) transport_.RemovePeer(node);
-  });
+  }));
   linger_timers_.insert(*id);
 }
 
@@ -218,16 +206,13 @@ void Membership::Leave(std::function<void()> done) {
     transport_.Send(peer.node, static_cast<uint8_t>(MembershipFrame::kLeave), body);
   }
   if (leave_waiting_.empty()) return FinishLeave();
-  std::weak_ptr<bool> alive = alive_;
-  leave_timer_ = loop_.AddTimer(config_.leave_timeout_ms, [this, alive] {
-    auto token = alive.lock();
-    if (!token || !*token) return;
+  leave_timer_ = loop_.AddTimer(config_.leave_timeout_ms, scope_.Guard([this] {
     leave_timer_ = 0;
     if (!leave_waiting_.empty()) {
       spdlog::warn("membership: leave timed out waiting for {} member(s)", leave_waiting_.size());
     }
     FinishLeave();
-  });
+  }));
 }
 
 void Membership::FinishLeave() {

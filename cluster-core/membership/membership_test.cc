@@ -268,6 +268,26 @@ TEST_F(MembershipTest, OperatorRemoveIsClusterWideAndAnInviteReadmits) {
   EXPECT_TRUE(again.transport->connected(1));
 }
 
+// A Membership destroyed while its own work is still queued on the loop (the
+// gossip push a removal posts, the removed member's lingering link, its
+// timers): none of it runs (io::Scope), so the removal never leaves node 1,
+// whose transport stays up and would carry it.
+TEST_F(MembershipTest, WorkQueuedByADestroyedMembershipDoesNothing) {
+  StartThree();
+  Node& one = *nodes_.at(Address(1));
+  ASSERT_TRUE(one.membership->Remove(3));
+  one.transport->set_handler(nullptr);
+  one.transport->set_on_refused({});
+  one.transport->set_dial_observer({});
+  one.membership.reset();
+  Run(10'000);
+  EXPECT_EQ(StateAt(2, 3), S::kUp);
+  EXPECT_EQ(StateAt(3, 3), S::kUp);
+  EXPECT_FALSE(M(3).removed());
+  EXPECT_TRUE(one.transport->connected(3));  // the linger timer did not drop the link
+  EXPECT_EQ(StateAt(2, 1), S::kUp);          // node 1's links are still up
+}
+
 // The new process first joins through a member that never heard of the
 // leave, and meets its tombstone only afterwards, while already up.
 TEST_F(MembershipTest, ANewProcessRejoinsAfterALeaveEvenWhenItMeetsTheTombstoneLate) {

@@ -39,7 +39,6 @@ std::vector<PeerInfo> MemoryTransport::peers() const {
 MemoryNetwork::MemoryNetwork(io::Loop& loop) : loop_(loop) { Redial(); }
 
 MemoryNetwork::~MemoryNetwork() {
-  *alive_ = false;
   loop_.CancelTimer(redial_timer_);
 }
 
@@ -74,9 +73,9 @@ void MemoryNetwork::TryDial(MemoryTransport* from, const std::string& address) {
     if (held->second.remote != from && from->on_refused_) {
       const std::string reason =
           "node id " + std::to_string(from->self()) + " already used by " + held->second.remote->address();
-      loop_.Post([this, alive = std::weak_ptr<bool>(alive_), from, address, reason] {
-        if (alive.lock() && Registered(from) && from->on_refused_) from->on_refused_(address, reason);
-      });
+      loop_.Post(scope_.Guard([this, from, address, reason] {
+        if (Registered(from) && from->on_refused_) from->on_refused_(address, reason);
+      }));
     }
     return;
   }
@@ -85,16 +84,14 @@ void MemoryNetwork::TryDial(MemoryTransport* from, const std::string& address) {
   to->links_[from->self()] = {from, id};
   from->addresses_[to->self()] = to->address();
   to->addresses_[from->self()] = from->address();
-  std::weak_ptr<bool> alive = alive_;
   // Both ends hear of the link on the next loop turn, if it still exists.
-  auto announce = [this, alive, id](MemoryTransport* side, MemoryTransport* other) {
-    loop_.Post([this, alive, id, side, other, node = other->self(), address = other->address()] {
-      if (!alive.lock() || !Registered(side)) return;
-      (void)other;
+  auto announce = [this, id](MemoryTransport* side, MemoryTransport* other) {
+    loop_.Post(scope_.Guard([this, id, side, node = other->self(), address = other->address()] {
+      if (!Registered(side)) return;
       auto link = side->links_.find(node);
       if (link == side->links_.end() || link->second.id != id || side->handler() == nullptr) return;
       side->handler()->OnPeerUp({node, address});
-    });
+    }));
   };
   announce(from, to);
   announce(to, from);
@@ -109,9 +106,9 @@ void MemoryNetwork::RefuseDial(MemoryTransport* from, const std::string& address
     if (at == address) node = known;
   }
   DialFailure failure{.address = address, .node = node, .error = DialError::kRefused, .detail = "connection refused"};
-  loop_.Post([this, alive = std::weak_ptr<bool>(alive_), from, failure] {
-    if (alive.lock() && Registered(from)) from->ReportDialFailure(failure);
-  });
+  loop_.Post(scope_.Guard([this, from, failure] {
+    if (Registered(from)) from->ReportDialFailure(failure);
+  }));
 }
 
 void MemoryNetwork::Break(MemoryTransport* a, MemoryTransport* b) {
@@ -119,11 +116,10 @@ void MemoryNetwork::Break(MemoryTransport* a, MemoryTransport* b) {
     auto link = side->links_.find(other->self());
     if (link == side->links_.end() || link->second.remote != other) return;
     side->links_.erase(link);
-    std::weak_ptr<bool> alive = alive_;
-    loop_.Post([this, alive, side, node = other->self()] {
-      if (!alive.lock() || !Registered(side) || side->handler() == nullptr) return;
+    loop_.Post(scope_.Guard([this, side, node = other->self()] {
+      if (!Registered(side) || side->handler() == nullptr) return;
       side->handler()->OnPeerDown(node);
-    });
+    }));
   };
   drop(a, b);
   drop(b, a);
@@ -150,27 +146,22 @@ void MemoryNetwork::Heal(const std::string& a, const std::string& b) {
 
 void MemoryNetwork::Deliver(MemoryTransport* from, NodeId to, uint8_t type, std::string body) {
   const auto link = from->links_.at(to);
-  std::weak_ptr<bool> alive = alive_;
-  loop_.AddTimer(1, [this, alive, from, to, type, body = std::move(body), id = link.id,
-                     remote = link.remote, from_node = from->self()] {
-    if (!alive.lock() || !Registered(remote) || !Registered(from)) return;
+  loop_.AddTimer(1, scope_.Guard([this, from, type, body = std::move(body), id = link.id, remote = link.remote,
+                                   from_node = from->self()] {
+    if (!Registered(remote) || !Registered(from)) return;
     // Delivered only if the same link still exists at the receiving end.
     auto back = remote->links_.find(from_node);
     if (back == remote->links_.end() || back->second.id != id || back->second.remote != from) return;
-    (void)to;
     ++frames_delivered_;
     if (remote->handler() != nullptr) remote->handler()->OnFrame(from_node, type, body);
-  });
+  }));
 }
 
 void MemoryNetwork::Redial() {
   for (auto& [address, node] : nodes_) {
     for (const std::string& wanted : node->wanted_) TryDial(node, wanted);
   }
-  std::weak_ptr<bool> alive = alive_;
-  redial_timer_ = loop_.AddTimer(100, [this, alive] {
-    if (alive.lock()) Redial();
-  });
+  redial_timer_ = loop_.AddTimer(100, scope_.Guard([this] { Redial(); }));
 }
 
 }  // namespace estuary::cluster::testing

@@ -19,6 +19,7 @@
 #include "cluster-core/links/transport.h"
 #include "cluster-core/membership/membership.h"
 #include "io/loop.h"
+#include "io/scope.h"
 
 namespace estuary::cluster::testing {
 
@@ -89,7 +90,7 @@ class MemoryNetwork {
   uint64_t next_link_id_ = 1;
   uint64_t frames_delivered_ = 0;
   io::TimerId redial_timer_ = 0;
-  std::shared_ptr<bool> alive_ = std::make_shared<bool>(true);
+  io::Scope scope_;  // guards the posts and timers that capture this (io/scope.h); last, so first to go
 };
 
 // Forwards a transport's events to a Membership (the ClusterAgent's job in
