@@ -24,20 +24,13 @@ import urllib.request
 sys.dont_write_bytecode = True
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "conformance", "support"))
-from estuary_process import DEADLINE, Estuaryd, EstuaryLb  # noqa: E402
+from estuary_process import DEADLINE, FAILURES, EstuaryLb, Estuaryd, check  # noqa: E402
 
 import paho.mqtt.client as paho  # noqa: E402
 
 ESTUARYD, ESTUARY_LB, PROMTOOL = sys.argv[1:4]
 KIT = os.path.join(HERE, "..", "docs", "monitoring")
 WORK = tempfile.mkdtemp(prefix="estuary-monitoring-")
-FAILURES = []
-
-
-def check(condition, what):
-    print(("ok: " if condition else "FAIL: ") + what, flush=True)
-    if not condition:
-        FAILURES.append(what)
 
 
 def get(address, path):

@@ -37,19 +37,12 @@ import urllib.request
 sys.dont_write_bytecode = True
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "conformance", "support"))
-from estuary_process import DEADLINE, Estuaryd, EstuaryLb, wait_for  # noqa: E402
+from estuary_process import DEADLINE, FAILURES, EstuaryLb, Estuaryd, check, wait_for  # noqa: E402
 
 import paho.mqtt.client as paho  # noqa: E402
 
 ESTUARYD, ESTUARYCTL, ESTUARY_LB = sys.argv[1:4]
 WORK = tempfile.mkdtemp(prefix="estuary-reload-")
-FAILURES = []
-
-
-def check(condition, what):
-    print(("ok: " if condition else "FAIL: ") + what, flush=True)
-    if not condition:
-        FAILURES.append(what)
 
 
 def write(path, text):

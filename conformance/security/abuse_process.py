@@ -42,21 +42,14 @@ sys.dont_write_bytecode = True
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "support"))
 sys.path.insert(0, HERE)
-from estuary_process import DEADLINE, Estuaryd, wait_for  # noqa: E402
+from estuary_process import DEADLINE, FAILURES, Estuaryd, check, wait_for  # noqa: E402
 from tls_certs import TlsCerts  # noqa: E402
 
 import paho.mqtt.client as paho  # noqa: E402
 
 ESTUARYD = sys.argv[1]
 WORK = tempfile.mkdtemp(prefix="estuary-abuse-")
-FAILURES = []
 BASE_FLAGS = ("--shards", "2", "--log-level", "info", "--sys-interval", "0", "--shutdown-grace", "500")
-
-
-def check(condition, what):
-    print(("ok: " if condition else "FAIL: ") + what, flush=True)
-    if not condition:
-        FAILURES.append(what)
 
 
 def metric(broker, name, labels=""):

@@ -39,20 +39,13 @@ import tempfile
 sys.dont_write_bytecode = True
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "support"))
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from estuary_process import DEADLINE, SINGLE_NODE_FLAGS, Estuaryd, EstuaryLb, wait_for  # noqa: E402
+from estuary_process import DEADLINE, FAILURES, SINGLE_NODE_FLAGS, EstuaryLb, Estuaryd, check, wait_for  # noqa: E402
 from tls_certs import TlsCerts  # noqa: E402
 
 ESTUARYD, ESTUARYCTL, ESTUARY_LB = sys.argv[1], sys.argv[2], sys.argv[3]
 WORK = tempfile.mkdtemp(prefix="estuary-admin-")
-FAILURES = []
 TOKEN = "first-token-0123456789abcdef"
 TOKEN2 = "second-token-abcdef0123456789"
-
-
-def check(condition, what):
-    print(("ok: " if condition else "FAIL: ") + what, flush=True)
-    if not condition:
-        FAILURES.append(what)
 
 
 def write_token(name, text, mode=0o600):

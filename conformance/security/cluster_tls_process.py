@@ -35,18 +35,11 @@ import urllib.request
 
 sys.dont_write_bytecode = True
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "support"))
-from estuary_process import DEADLINE, LineReader, wait_for  # noqa: E402
+from estuary_process import DEADLINE, FAILURES, LineReader, check, wait_for  # noqa: E402
 
 CLUSTER, ESTUARYD, ESTUARYCTL, PUB, SUB, OPENSSL = sys.argv[1:7]
 WORK = tempfile.mkdtemp(prefix="estuary-cluster-tls-")
 DIR = os.path.join(WORK, "cluster")
-FAILURES = []
-
-
-def check(condition, what):
-    print(("ok: " if condition else "FAIL: ") + what, flush=True)
-    if not condition:
-        FAILURES.append(what)
 
 
 def token():

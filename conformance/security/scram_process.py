@@ -42,11 +42,10 @@ import urllib.request
 
 sys.dont_write_bytecode = True
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "support"))
-from estuary_process import DEADLINE, Estuaryd, wait_for  # noqa: E402
+from estuary_process import DEADLINE, FAILURES, Estuaryd, check, wait_for  # noqa: E402
 
 ESTUARYD, ESTUARYCTL = sys.argv[1], sys.argv[2]
 WORK = tempfile.mkdtemp(prefix="estuary-scram-")
-FAILURES = []
 METHOD = b"SCRAM-SHA-256"
 
 PERL_CLIENT = r"""
@@ -61,12 +60,6 @@ my $server_final = <STDIN>; chomp $server_final;
 my $valid = eval { $client->validate($server_final) };
 print $valid ? "valid\n" : "invalid\n";
 """
-
-
-def check(condition, what):
-    print(("ok: " if condition else "FAIL: ") + what, flush=True)
-    if not condition:
-        FAILURES.append(what)
 
 
 class ScramClient:

@@ -45,11 +45,10 @@ import paho.mqtt.client as mqtt
 
 sys.dont_write_bytecode = True
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "support"))
-from estuary_process import DEADLINE, Estuaryd, LineReader, wait_for  # noqa: E402
+from estuary_process import DEADLINE, FAILURES, Estuaryd, LineReader, check, wait_for  # noqa: E402
 
 ESTUARYD, ESTUARYCTL = sys.argv[1], sys.argv[2]
 WORK = tempfile.mkdtemp(prefix="estuary-security-")
-FAILURES = []
 
 ACL = """# anonymous clients: none here (the password file requires a user)
 user alice
@@ -66,12 +65,6 @@ user admin
 topic read $SYS/#
 topic readwrite #
 """
-
-
-def check(condition, what):
-    print(("ok: " if condition else "FAIL: ") + what, flush=True)
-    if not condition:
-        FAILURES.append(what)
 
 
 def path(name):

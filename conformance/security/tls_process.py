@@ -42,19 +42,12 @@ sys.dont_write_bytecode = True
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "support"))
 sys.path.insert(0, HERE)
-from estuary_process import DEADLINE, Estuaryd, LineReader, wait_for  # noqa: E402
+from estuary_process import DEADLINE, FAILURES, Estuaryd, LineReader, check, wait_for  # noqa: E402
 from tls_certs import TlsCerts  # noqa: E402
 
 ESTUARYD = sys.argv[1]
 WORK = tempfile.mkdtemp(prefix="estuary-tls-")
-FAILURES = []
 HANDSHAKE_TIMEOUT_MS = 1000
-
-
-def check(condition, what):
-    print(("ok: " if condition else "FAIL: ") + what, flush=True)
-    if not condition:
-        FAILURES.append(what)
 
 
 def run(argv):

@@ -1,11 +1,13 @@
 """What the Python smoke scripts share (server/cluster_smoke.py,
 server/monitoring_check.py, server/reload_process.py,
 conformance/mqtt/smoke_paho_python.py, conformance/amqp/uamqp_suite.py,
-conformance/amqp/link_recovery.py, conformance/security/*.py): an estuaryd
-or estuary-lb child on free loopback ports whose endpoints come from its
-ready line (read with a deadline), stopped by pid (stop_process); a wait on
-observed state with a deadline; and a child's output read a line at a time
-with a deadline (LineReader). Standard library only.
+conformance/amqp/link_recovery.py, conformance/security/*.py,
+conformance/ws/ws_process.py): an estuaryd or estuary-lb child on free
+loopback ports whose endpoints come from its ready line (read with a
+deadline), stopped by pid (stop_process); a wait on observed state with a
+deadline; a child's output read a line at a time with a deadline
+(LineReader); and the "ok: ..." / "FAIL: ..." checks the process scripts
+print (check, FAILURES). Standard library only.
 
 A script finds this module through its own location:
     sys.dont_write_bytecode = True
@@ -23,6 +25,20 @@ DEADLINE = 10  # seconds for any single wait
 # One node for a smoke test: two shards, quiet, no $SYS publishing, a short
 # shutdown grace.
 SINGLE_NODE_FLAGS = ("--shards", "2", "--log-level", "warn", "--sys-interval", "0", "--shutdown-grace", "500")
+
+
+# What check() found false, in order: a script's summary reports these and
+# exits non-zero if there are any. Mutated in place, never rebound, so
+# `from estuary_process import FAILURES` sees every check.
+FAILURES = []
+
+
+def check(condition, what):
+    """Prints "ok: what" or "FAIL: what" (flushed, so it interleaves with the
+    children's output) and records a failure in FAILURES."""
+    print(("ok: " if condition else "FAIL: ") + what, flush=True)
+    if not condition:
+        FAILURES.append(what)
 
 
 def wait_for(what, predicate, deadline_s=DEADLINE):
@@ -61,8 +77,26 @@ class LineReader:
         line, _, self.buffer = self.buffer.partition(b"\n")
         return line.decode()
 
+    def lines_until(self, *prefixes, deadline_s=DEADLINE):
+        """The lines (stripped, blank ones left out) up to and including the
+        first that starts with one of `prefixes`; fewer if the pipe closed
+        or deadline_s passed first."""
+        lines = []
+        end = time.monotonic() + deadline_s
+        while True:
+            line = self.line(max(0.0, end - time.monotonic()))
+            if line is None:
+                return lines
+            line = line.strip()
+            if not line:
+                continue
+            lines.append(line)
+            if line.startswith(prefixes):
+                return lines
 
-def _port(address):
+
+def port_of(address):
+    """The port of "HOST:PORT" as an int."""
     return int(address.rsplit(":", 1)[1])
 
 
@@ -120,11 +154,11 @@ class Estuaryd(_Child):
         self.ready_line = line
         fields = ready_fields(line)
         self.fields = fields
-        self.mqtts_port = _port(fields["mqtts"]) if "mqtts" in fields else None
-        self.amqps_port = _port(fields["amqps"]) if "amqps" in fields else None
+        self.mqtts_port = port_of(fields["mqtts"]) if "mqtts" in fields else None
+        self.amqps_port = port_of(fields["amqps"]) if "amqps" in fields else None
         self.host = fields["mqtt"].rsplit(":", 1)[0]
-        self.mqtt_port = _port(fields["mqtt"])
-        self.amqp_port = _port(fields["amqp"])
+        self.mqtt_port = port_of(fields["mqtt"])
+        self.amqp_port = port_of(fields["amqp"])
         self.admin = fields["admin"]
         self.cluster = fields["cluster"]
 

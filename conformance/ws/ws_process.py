@@ -44,24 +44,14 @@ import sys
 import tempfile
 import time
 
+sys.dont_write_bytecode = True
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "support"))
 sys.path.insert(0, os.path.join(HERE, "..", "security"))
-from estuary_process import Estuaryd  # noqa: E402
+from estuary_process import FAILURES, EstuaryLb, Estuaryd, LineReader, check, port_of  # noqa: E402
 from tls_certs import TlsCerts  # noqa: E402
 
-DEADLINE = 20.0
-failures = []
-
-
-def check(condition, what):
-    print(("ok: " if condition else "FAIL: ") + what, flush=True)
-    if not condition:
-        failures.append(what)
-
-
-def port_of(address):
-    return int(address.rsplit(":", 1)[1])
+DEADLINE = 20.0  # for a Node client's lines and the mosquitto clients
 
 
 def recv_until(sock, predicate, deadline=5.0):
@@ -217,32 +207,24 @@ def framing(port):
               (what, status, close_status(data)))
 
 
-def node_lines(process, want, deadline=DEADLINE):
-    """Lines of a Node client until one starts with `want` (or it exits)."""
-    lines = []
-    end = time.monotonic() + deadline
-    while time.monotonic() < end:
-        line = process.stdout.readline().decode().strip()
-        if not line and process.poll() is not None:
-            break
-        if line:
-            lines.append(line)
-        if line.startswith(want) or line.startswith("ERROR") or line.startswith("TIMEOUT"):
-            break
-    return lines
+def node_lines(reader, want):
+    """A Node client's lines until one starts with `want`, ERROR or TIMEOUT
+    (or it exits, or DEADLINE passes). `reader`: the client's LineReader."""
+    return reader.lines_until(want, "ERROR", "TIMEOUT", deadline_s=DEADLINE)
 
 
 def mqtt_js(tcp_port, ws_port, how="directly", url="ws://127.0.0.1:%d/mqtt", ca=None):
     env = dict(os.environ, ESTUARY_WS_CA=ca) if ca else None
     client = subprocess.Popen(["node", os.path.join(HERE, "mqtt_ws.js"), url % ws_port],
                               stdout=subprocess.PIPE, cwd=HERE, env=env)
-    lines = node_lines(client, "READY")
+    reader = LineReader(client)
+    lines = node_lines(reader, "READY")
     check(lines[-1:] == ["READY"], "MQTT.js (%s): four clients connected and subscribed over WebSocket (%s)" % (how, lines))
     ids = ["ws-a", "ws-b", "ws-c", "ws-d"]
     for client_id in ids:
         subprocess.run(["mosquitto_pub", "-h", "127.0.0.1", "-p", str(tcp_port), "-q", "1",
                         "-t", "ws/in/" + client_id, "-m", "to-" + client_id], check=True, timeout=DEADLINE)
-    lines = node_lines(client, "SENT")
+    lines = node_lines(reader, "SENT")
     got = sorted(line for line in lines if line.startswith("GOT"))
     check(got == sorted("GOT %s to-%s" % (i, i) for i in ids),
           "MQTT.js over WebSocket (%s) got what mosquitto_pub sent over TCP (%s)" % (how, lines))
@@ -260,11 +242,12 @@ def mqtt_js(tcp_port, ws_port, how="directly", url="ws://127.0.0.1:%d/mqtt", ca=
 def rhea(broker, ws_port):
     client = subprocess.Popen(["node", os.path.join(HERE, "amqp_ws.js"), "ws://127.0.0.1:%d" % ws_port],
                               stdout=subprocess.PIPE, cwd=HERE)
-    lines = node_lines(client, "READY")
+    reader = LineReader(client)
+    lines = node_lines(reader, "READY")
     check(lines[-1:] == ["READY"], "rhea: two connections with receivers attached over WebSocket (%s)" % lines)
     subprocess.run(["mosquitto_pub", "-h", "127.0.0.1", "-p", str(broker.mqtt_port), "-q", "1", "-t", "ws/amqp",
                     "-m", "from-mqtt"], check=True, timeout=DEADLINE)
-    lines = node_lines(client, "GOT ws/amqp-loop loop-3")
+    lines = node_lines(reader, "GOT ws/amqp-loop loop-3")
     check("GOT ws/amqp from-mqtt" in lines, "rhea over WebSocket got what mosquitto_pub sent over TCP (%s)" % lines)
     check(all("GOT ws/amqp-loop loop-%d" % n in lines for n in (1, 2, 3)), "rhea's own messages round trip")
     check(client.wait(DEADLINE) == 0, "rhea closed cleanly")
@@ -298,14 +281,11 @@ def behind_balancer(binary):
 
 def through_balancer(binary, balancer):
     broker = Estuaryd(binary, "--shards", "2", "--mqtt-ws", "127.0.0.1:0", "--proxy-from", "127.0.0.1")
-    lb = subprocess.Popen([balancer, "--mqtt", "127.0.0.1:0", "--amqp", "127.0.0.1:0", "--mqtt-ws", "127.0.0.1:0",
-                           "--heartbeat", "127.0.0.1:0", "--admin", "127.0.0.1:0", "--nodes", broker.admin,
-                           "--role", "active", "--startup-wait", "0", "--poll-interval", "50",
-                           "--log-level", "warn"], stdout=subprocess.PIPE)
+    lb = EstuaryLb(balancer, "--mqtt-ws", "127.0.0.1:0", "--nodes", broker.admin, "--role", "active",
+                   "--startup-wait", "0", "--poll-interval", "50", "--log-level", "warn")
     try:
-        line = lb.stdout.readline().decode().strip()
-        fields = dict(w.split("=", 1) for w in line.split()[2:]) if line.startswith("estuary-lb ready") else {}
-        check("mqtt_ws" in fields, "estuary-lb's ready line names mqtt_ws= (%r)" % line)
+        fields = lb.fields
+        check("mqtt_ws" in fields, "estuary-lb's ready line names mqtt_ws= (%r)" % lb.ready_line)
         if "mqtt_ws" not in fields:
             return
         lb_port = port_of(fields["mqtt_ws"])
@@ -321,12 +301,7 @@ def through_balancer(binary, balancer):
         # mosquitto reaches the node through the balancer too (--proxy-from).
         mqtt_js(port_of(fields["mqtt"]), lb_port, "through estuary-lb")
     finally:
-        lb.terminate()
-        try:
-            lb.wait(DEADLINE)
-        except subprocess.TimeoutExpired:
-            lb.kill()
-            lb.wait()
+        lb.stop()
         broker.stop()
 
 
@@ -375,8 +350,8 @@ def main():
     secure(binary)
     if len(sys.argv) > 2:
         through_balancer(binary, sys.argv[2])
-    if failures:
-        print("%d check(s) failed" % len(failures))
+    if FAILURES:
+        print("%d check(s) failed" % len(FAILURES))
         return 1
     print("all checks passed")
     return 0
