@@ -41,7 +41,6 @@ import urllib.request
 sys.dont_write_bytecode = True
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "support"))
-sys.path.insert(0, HERE)
 from estuary_process import DEADLINE, FAILURES, Estuaryd, check, wait_for  # noqa: E402
 from tls_certs import TlsCerts  # noqa: E402
 

@@ -38,7 +38,6 @@ import tempfile
 
 sys.dont_write_bytecode = True
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "support"))
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from estuary_process import DEADLINE, FAILURES, SINGLE_NODE_FLAGS, EstuaryLb, Estuaryd, check, wait_for  # noqa: E402
 from tls_certs import TlsCerts  # noqa: E402
 

@@ -4,7 +4,7 @@
 write: mosquitto_pub/mosquitto_sub (--cafile, --cert, --key), Proton Python
 (an SSL domain, SASL PLAIN and EXTERNAL) and Python's own ssl module for the
 byte-level cases. Certificates are made now with the openssl command line
-(tls_certs.py). Checks, each printed as "ok: ..." or "FAIL: ...":
+(conformance/support/tls_certs.py). Checks, each printed as "ok: ..." or "FAIL: ...":
 
   - the ready line names mqtts= and amqps=; MQTT over TLS round trips, with
     client ids that land on both shards (the session moves to its shard);
@@ -41,7 +41,6 @@ import time
 sys.dont_write_bytecode = True
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "support"))
-sys.path.insert(0, HERE)
 from estuary_process import DEADLINE, FAILURES, Estuaryd, LineReader, check, wait_for  # noqa: E402
 from tls_certs import TlsCerts  # noqa: E402
 

@@ -47,7 +47,6 @@ import time
 sys.dont_write_bytecode = True
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "support"))
-sys.path.insert(0, os.path.join(HERE, "..", "security"))
 from estuary_process import FAILURES, EstuaryLb, Estuaryd, LineReader, check, port_of  # noqa: E402
 from tls_certs import TlsCerts  # noqa: E402
 
