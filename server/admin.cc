@@ -148,6 +148,14 @@ std::string Node::MetricsText() const {
   }
   if (shared_.guard) out += shared_.guard->MetricsText(config_.node_id);  // docs/security.md "Abuse limits"
   fmt::format_to(std::back_inserter(out),
+                 "# HELP estuary_connect_timeouts_total Client connections closed by --connect-timeout: no MQTT "
+                 "CONNECT (or AUTH exchange), or no AMQP SASL outcome and open, in time.\n"
+                 "# TYPE estuary_connect_timeouts_total counter\n"
+                 "estuary_connect_timeouts_total{{node=\"{}\",protocol=\"mqtt\"}} {}\n"
+                 "estuary_connect_timeouts_total{{node=\"{}\",protocol=\"amqp\"}} {}\n",
+                 config_.node_id, shared_.mqtt_connect_timeouts.load(std::memory_order_relaxed), config_.node_id,
+                 shared_.amqp_connect_timeouts.load(std::memory_order_relaxed));
+  fmt::format_to(std::back_inserter(out),
                  "# HELP estuary_admin_refused_total Admin API requests refused with 401 (no or wrong bearer token, "
                  "--admin-token-file).\n# TYPE estuary_admin_refused_total counter\n"
                  "estuary_admin_refused_total{{node=\"{}\"}} {}\n",

@@ -159,6 +159,11 @@ void AddAbuseLimits(CLI::App& app, NodeConfig& config) {
                  "Client connections, node-wide, that have not finished their MQTT CONNECT or AMQP open (TLS "
                  "handshakes included); new sockets beyond it are closed at accept; 0 = no cap")
       ->capture_default_str();
+  app.add_option("--connect-timeout", config.connect_timeout_ms,
+                 "Milliseconds a client connection has, after its TLS or WebSocket handshake, to finish its MQTT "
+                 "CONNECT (AUTH exchange included) or its AMQP SASL exchange and open; then it is closed")
+      ->capture_default_str()
+      ->check(CLI::Range(1u, 600'000u));
   app.add_option("--max-publish-rate", config.limits.max_publish_rate,
                  "PUBLISH packets (AMQP transfers) per second per client connection; beyond it the client's socket is "
                  "not read until the budget refills (backpressure, not a disconnect); 0 = no cap")

@@ -73,6 +73,10 @@ struct NodeConfig {
   io::TlsSettings tls;  // --tls-cert, --tls-key, --tls-ca, --tls-crl, --tls-min-version, --tls-require-client-cert
   bool tls_identity_as_username = false;  // the client certificate's CN is the MQTT user name
   uint32_t tls_handshake_timeout_ms = 10'000;
+  // --connect-timeout (docs/security.md "Abuse limits"): after the TLS or
+  // WebSocket handshake, a client's MQTT CONNECT (AUTH exchange included)
+  // or AMQP SASL and open must be through within this, or it is closed.
+  uint32_t connect_timeout_ms = 10'000;
   // WebSocket listeners (docs/mqtt.md and docs/amqp.md "WebSocket"): off
   // unless a HOST:PORT is set; the -wss ones use the TLS settings above.
   std::string mqtt_ws;   // --mqtt-ws, path /mqtt, subprotocol mqtt

@@ -248,6 +248,7 @@ TEST_F(ConfigFileTest, AbuseLimitsFromFileOrFlag) {
   EXPECT_EQ(off.abuse.auth_failures_before_backoff, 5u);
   EXPECT_EQ(off.abuse.auth_backoff_ms, 1000u);
   EXPECT_EQ(off.abuse.auth_backoff_max_ms, 60'000u);
+  EXPECT_EQ(off.connect_timeout_ms, 10'000u);  // on by default
   const std::string path = Write(
       "max-connections-per-ip = 20\n"
       "connect-rate-per-ip = 2.5\n"
@@ -256,7 +257,8 @@ TEST_F(ConfigFileTest, AbuseLimitsFromFileOrFlag) {
       "max-publish-bytes-rate = 65536\n"
       "auth-failures-before-backoff = 3\n"
       "auth-backoff = 250\n"
-      "auth-backoff-max = 8000\n");
+      "auth-backoff-max = 8000\n"
+      "connect-timeout = 2500\n");
   auto from_file = Parse({"--config", path.c_str(), "--max-publish-rate", "7"});
   ASSERT_TRUE(std::holds_alternative<NodeConfig>(from_file));
   const NodeConfig& set = std::get<NodeConfig>(from_file);
@@ -268,6 +270,8 @@ TEST_F(ConfigFileTest, AbuseLimitsFromFileOrFlag) {
   EXPECT_EQ(set.abuse.auth_failures_before_backoff, 3u);
   EXPECT_EQ(set.abuse.auth_backoff_ms, 250u);
   EXPECT_EQ(set.abuse.auth_backoff_max_ms, 8000u);
+  EXPECT_EQ(set.connect_timeout_ms, 2500u);
+  EXPECT_TRUE(std::holds_alternative<ExitRequest>(Parse({"--connect-timeout", "0"})));
   EXPECT_TRUE(std::holds_alternative<ExitRequest>(Parse({"--connect-rate-per-ip", "-1"})));
   EXPECT_TRUE(std::holds_alternative<ExitRequest>(Parse({"--max-connections-per-ip", "many"})));
 }

@@ -22,6 +22,7 @@ amqp::AmqpSettings AmqpSettingsFor(const NodeConfig& config) {
   settings.max_frame_size = config.amqp_max_frame_size;
   settings.max_links = config.amqp_max_links;
   settings.link_credit = config.amqp_credit;
+  settings.connect_timeout_ms = config.connect_timeout_ms;
   return settings;
 }
 
@@ -49,6 +50,7 @@ Node::Node(NodeConfig config) : config_(std::move(config)) {
   shared_.max_connections = config_.limits.max_connections;
   shared_.guard = MakeGuard(config_);
   shared_.proxy_from = config_.proxy_from;
+  shared_.connect_timeout_ms = config_.connect_timeout_ms;
   for (uint16_t i = 0; i < config_.shards; ++i) {
     metrics_.push_back(std::make_unique<core::ShardMetrics>());
     core::ShardConfig shard;

@@ -48,6 +48,7 @@ AmqpConnection::AmqpConnection(core::ShardBroker& broker, io::Stream& stream, Am
 
 AmqpConnection::~AmqpConnection() {
   if (tick_timer_ != 0) broker_->loop().CancelTimer(tick_timer_);
+  CancelConnectTimer();
   if (throttle_timer_ != 0) broker_->loop().CancelTimer(throttle_timer_);
   Teardown();
 }
@@ -69,12 +70,37 @@ void AmqpConnection::Start() {
   pn_transport_require_auth(transport, false);
   InstallSasl(transport, &sasl_);
   collector_ = pn_connection_collector(CObject::Of(driver_.connection()));
+  ArmConnectTimer();
   Process();
+}
+
+void AmqpConnection::ArmConnectTimer() {
+  if (settings_.connect_timeout_ms == 0) return;
+  std::weak_ptr<AmqpConnection> weak = weak_from_this();
+  connect_timer_ = broker_->loop().AddTimer(settings_.connect_timeout_ms, [weak] {
+    auto self = weak.lock();
+    if (!self) return;
+    self->connect_timer_ = 0;
+    if (self->state_ != State::kOpening || self->handed_off_) return;
+    // Before the open there is no AMQP close to send (and during SASL no
+    // AMQP layer at all): the socket is closed.
+    spdlog::info("amqp: address={} closed: SASL and open not finished within the connect timeout ({} ms, {} "
+                 "bytes received)",
+                 self->sasl_.peer_address, self->settings_.connect_timeout_ms, self->bytes_received_);
+    if (self->settings_.connect_timed_out) self->settings_.connect_timed_out();
+    self->CloseStream();
+  });
+}
+
+void AmqpConnection::CancelConnectTimer() {
+  if (connect_timer_ != 0) broker_->loop().CancelTimer(connect_timer_);
+  connect_timer_ = 0;
 }
 
 void AmqpConnection::OnBytes(std::string_view bytes) {
   if (state_ == State::kClosed || handed_off_) return;
   ShardMetrics::Add(broker_->metrics().bytes_in, bytes.size());
+  if (state_ == State::kOpening) bytes_received_ += bytes.size();
   while (!bytes.empty()) {
     proton::io::mutable_buffer buffer = driver_.read_buffer();
     if (buffer.size == 0) break;  // the transport stopped reading (closing)
@@ -275,6 +301,7 @@ void AmqpConnection::CloseStream() {
   state_ = State::kClosed;
   if (tick_timer_ != 0) broker_->loop().CancelTimer(tick_timer_);
   tick_timer_ = 0;
+  CancelConnectTimer();
   if (throttle_timer_ != 0) broker_->loop().CancelTimer(throttle_timer_);
   throttle_timer_ = 0;
   Teardown();
@@ -298,6 +325,9 @@ void AmqpConnection::Defer(std::function<void()> work) { deferred_.push_back(std
 // --- connection --------------------------------------------------------------
 
 void AmqpConnection::on_connection_open(proton::connection& connection) {
+  // The open is in (SASL, if any, done): the deadline is met, also for a
+  // connection about to move to another shard (whose loop the timer is not on).
+  CancelConnectTimer();
   container_id_ = connection.container_id();
   if (settings_.route_open && settings_.route_open(container_id_)) {
     handed_off_ = true;  // Process stops; the shard moves us

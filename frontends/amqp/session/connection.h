@@ -72,6 +72,13 @@ struct AmqpSettings {
   uint16_t max_sessions = 64;   // channel-max + 1
   uint32_t max_links = 256;     // per connection, both directions
   uint32_t link_credit = 256;   // credit window per client sender (capped by receive-maximum)
+  // From Start to the client's open (its SASL exchange included): a
+  // connection that has not opened by then is closed (--connect-timeout,
+  // the MQTT CONNECT's deadline too). 0 = none.
+  uint32_t connect_timeout_ms = 10'000;
+  // Called once when the connect timeout closes a connection (the server
+  // counts it; the close is logged at info with the peer's address).
+  std::function<void()> connect_timed_out;
   // Connections over the node's limit are refused with this returning false.
   std::function<bool()> admit_connection;
   // Called once with the client's container-id when its open arrives. If it
@@ -176,6 +183,10 @@ class AmqpConnection final : public proton::messaging_handler,
   void RenameDecodeFailure();
   void WriteOut();
   void ArmTick(int64_t deadline_ms);
+  // The connect timeout (AmqpSettings::connect_timeout_ms), armed by Start
+  // and cancelled once the open arrived (before a move to another shard).
+  void ArmConnectTimer();
+  void CancelConnectTimer();
   void AnswerOpen();
   void CloseStream();
   void Teardown();
@@ -292,6 +303,8 @@ class AmqpConnection final : public proton::messaging_handler,
   uint32_t ingress_pauses_ = 0;
   io::TimerId tick_timer_ = 0;
   int64_t tick_deadline_ms_ = 0;
+  io::TimerId connect_timer_ = 0;
+  uint64_t bytes_received_ = 0;  // until the open: for the connect timeout's report
   // Per-client publish budget (limits max_publish_rate/-bytes_rate;
   // docs/security.md "Abuse limits"): transfers are spent as they arrive
   // (a debt past the budget), and while throttle_timer_ runs the socket is

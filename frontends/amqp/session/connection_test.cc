@@ -339,5 +339,64 @@ TEST_F(AmqpConnectionTest, WithoutAPublishRateReadingNeverStops) {
   EXPECT_EQ(metrics_.publish_throttled.load(), 0u);
 }
 
+// Issue 21 point 6: a connection that has not finished SASL and its open
+// within the connect timeout is closed (a slowloris on the AMQP port holds
+// a pending slot for a bounded time only).
+class Issue21AmqpConnectTimeoutTest : public AmqpConnectionTest {
+ protected:
+  // The server side only; the test sends what it likes.
+  void StartServer() {
+    AmqpSettings settings;
+    settings.connect_timeout_ms = 1000;
+    settings.connect_timed_out = [this] { ++timeouts_; };
+    server_ = std::make_shared<AmqpConnection>(broker_, stream_, std::move(settings));
+    server_->Start();
+  }
+  int timeouts_ = 0;
+};
+
+TEST_F(Issue21AmqpConnectTimeoutTest, SilentSocketIsClosedAtTheDeadline) {
+  StartServer();
+  loop_.AdvanceBy(999);
+  EXPECT_FALSE(stream_.closed);
+  loop_.AdvanceBy(1);
+  EXPECT_TRUE(stream_.closed);
+  EXPECT_TRUE(server_->closed());
+  EXPECT_EQ(timeouts_, 1);
+}
+
+TEST_F(Issue21AmqpConnectTimeoutTest, SaslHeaderAloneIsClosedAtTheDeadline) {
+  StartServer();
+  server_->OnBytes(std::string_view("AMQP\x03\x01\x00\x00", 8));  // §5.3.1: the SASL protocol header
+  EXPECT_NE(stream_.written.find("AMQP\x03\x01\x00\x00"), std::string::npos) << "our SASL header and mechanisms";
+  loop_.AdvanceBy(999);
+  EXPECT_FALSE(stream_.closed);
+  loop_.AdvanceBy(1);
+  EXPECT_TRUE(stream_.closed);
+  EXPECT_EQ(timeouts_, 1);
+}
+
+TEST_F(Issue21AmqpConnectTimeoutTest, OpenedConnectionOutlivesTheDeadline) {
+  AmqpSettings settings;
+  settings.connect_timeout_ms = 1000;
+  settings.connect_timed_out = [this] { ++timeouts_; };
+  Start(settings);
+  ASSERT_TRUE(handler_.opened);
+  loop_.AdvanceBy(5000);
+  Pump();
+  EXPECT_FALSE(stream_.closed);
+  EXPECT_FALSE(server_->closed());
+  EXPECT_EQ(timeouts_, 0);
+}
+
+TEST_F(Issue21AmqpConnectTimeoutTest, ZeroMeansNoDeadline) {
+  AmqpSettings settings;
+  settings.connect_timeout_ms = 0;
+  server_ = std::make_shared<AmqpConnection>(broker_, stream_, std::move(settings));
+  server_->Start();
+  loop_.AdvanceBy(600'000);
+  EXPECT_FALSE(stream_.closed);
+}
+
 }  // namespace
 }  // namespace estuary::amqp

@@ -43,6 +43,12 @@ void MqttConnection::Start() {
     auto self = weak.lock();
     if (!self) return;
     self->keep_alive_timer_ = 0;
+    if (self->state_ == State::kAwaitingConnect || self->state_ == State::kAuthenticating) {
+      spdlog::info("mqtt: address={} closed: {} within the connect timeout ({} ms)", self->stream_.peer_address(),
+                   self->state_ == State::kAwaitingConnect ? "no CONNECT" : "AUTH exchange not finished",
+                   self->settings_.connect_timeout_ms);
+      if (self->settings_.connect_timed_out) self->settings_.connect_timed_out();
+    }
     if (self->state_ == State::kAwaitingConnect) {
       self->Fail(ReasonCode::kMaximumConnectTime, "no CONNECT within the connect timeout");
     } else if (self->state_ == State::kAuthenticating) {

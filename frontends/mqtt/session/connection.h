@@ -54,7 +54,14 @@ struct ConnectionSettings {
   // Connections over the node's limit are refused with this set to false.
   std::function<bool()> admit_connection;
   std::optional<std::string> server_reference;  // for redirects (load transfer)
-  uint32_t connect_timeout_ms = 10'000;         // CONNECT must arrive within
+  // From Start, the CONNECT (and its AUTH exchange) must be through within
+  // this (--connect-timeout); a claim not answered by then is refused.
+  uint32_t connect_timeout_ms = 10'000;
+  // Called once when the connect timeout closes a connection whose CONNECT
+  // (or AUTH exchange) had not finished (the server counts it; the close is
+  // logged at info with the peer's address). Not for an unanswered claim:
+  // the client did its part.
+  std::function<void()> connect_timed_out;
   // Asks the cluster for the client id (docs/cluster.md "One client id per
   // cluster"). `done` must be called exactly once, on this connection's loop
   // thread (the caller posts it there), possibly after the connection has

@@ -416,5 +416,25 @@ TEST_F(ConnectionTest, PausedPublisherHoldsUnreadPacketsAndProcessesThemOnResume
   EXPECT_EQ(metrics_.messages_out.load(), total);
 }
 
+// Issue 21 point 6: --connect-timeout closes a socket that sent no (or
+// half a) CONNECT, and reports it once; a connected client is not touched.
+TEST_F(ConnectionTest, Issue21ConnectTimeoutClosesAHalfConnectAndReportsIt) {
+  int timeouts = 0;
+  ConnectionSettings settings;
+  settings.connect_timeout_ms = 500;
+  settings.connect_timed_out = [&timeouts] { ++timeouts; };
+  Client silent(*broker_, ProtocolVersion::kV311, settings);
+  silent.SendRaw(std::string("\x10\x20\x00\x04MQ", 6));  // a CONNECT cut short
+  Client connected(*broker_, ProtocolVersion::kV311, settings);
+  connected.Connect("c1");
+  EXPECT_EQ(connected.Expect<ConnackPacket>().reason, ReasonCode::kSuccess);
+  loop_.AdvanceBy(499);
+  EXPECT_FALSE(silent.closed());
+  loop_.AdvanceBy(1);
+  EXPECT_TRUE(silent.closed());
+  EXPECT_FALSE(connected.closed());
+  EXPECT_EQ(timeouts, 1);
+}
+
 }  // namespace
 }  // namespace estuary::mqtt
