@@ -23,7 +23,13 @@ sockets the abusive ones. Checks, each printed as "ok: ..." or "FAIL: ...":
     new ones are closed; a finished CONNECT frees a slot;
   - a TLS slowloris (300 sockets, each half a ClientHello, from 30
     addresses) holds bounded memory, delays no one (a TLS client is served
-    within its deadline) and is cut by --tls-handshake-timeout.
+    within its deadline) and is cut by --tls-handshake-timeout;
+  - --connect-timeout on AMQP: sockets that send only the SASL header, or
+    half a sasl-init, hold pending slots (--max-pending-connections caps
+    them: one more is closed at accept) while a Proton Python client is
+    served; each is closed at its deadline, counted in
+    estuary_connect_timeouts_total{protocol="amqp"} and logged at info with
+    its address; an MQTT socket that sends nothing likewise.
 
 usage: /usr/bin/python3 abuse_process.py path/to/estuaryd
 """
@@ -397,6 +403,125 @@ def check_slowloris(broker, certs, timeout_ms):
         sock.close()
 
 
+# --- AMQP connect timeout ----------------------------------------------------
+
+SASL_HEADER = b"AMQP\x03\x01\x00\x00"  # AMQP 1.0 section 5.3.1
+
+
+def half_sasl_init():
+    """The first bytes of a SASL frame (section 5.3.1, type 0x01) that
+    announces 64 bytes: a sasl-init (0x41) that never ends."""
+    body = b"\x00\x53\x41\xc0\x0e\x01\xa3\x09ANONYMOUS"
+    return (64).to_bytes(4, "big") + b"\x02\x01\x00\x00" + body[:8]
+
+
+def stall_amqp(port, source, partial_init):
+    """A socket that sends the SASL header (and half a sasl-init) and no
+    more; returns it once the server's SASL header came back."""
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    reply = b""
+    try:
+        sock.bind((source, 0))
+        sock.settimeout(DEADLINE)
+        sock.connect(("127.0.0.1", port))
+        sock.sendall(SASL_HEADER + (half_sasl_init() if partial_init else b""))
+        while len(reply) < 8:
+            chunk = sock.recv(64)
+            if not chunk:
+                break
+            reply += chunk
+    except OSError:  # refused at accept: a reset
+        pass
+    return sock, reply[:8] == SASL_HEADER
+
+
+def closed_now(sock):
+    """True if the server closed `sock` (EOF or reset), without waiting."""
+    sock.settimeout(0.001)
+    try:
+        while True:
+            chunk = sock.recv(4096)
+            if chunk == b"":
+                return True
+    except socket.timeout:
+        return False
+    except OSError:  # reset
+        return True
+
+
+def proton_round_trip(port):
+    """Seconds a Proton Python client took to open, send and receive one
+    message with SASL ANONYMOUS; None if it failed."""
+    from proton import Message
+    from proton.utils import BlockingConnection
+    started = time.monotonic()
+    try:
+        connection = BlockingConnection("amqp://127.0.0.1:%d" % port, allowed_mechs="ANONYMOUS",
+                                        allow_insecure_mechs=True, timeout=DEADLINE)
+        receiver = connection.create_receiver("deadline/ok")
+        connection.create_sender("deadline/ok").send(Message(body="served"))
+        message = receiver.receive(timeout=DEADLINE)
+        receiver.accept()
+        connection.close()
+    except Exception as error:  # any failure is the check's failure
+        print("proton client: %s" % error)
+        return None
+    return time.monotonic() - started if message.body == "served" else None
+
+
+def check_amqp_connect_timeout(broker, log_path, timeout_ms, cap):
+    opened = []  # (socket, opened at)
+    for i in range(cap - 1):
+        sock, answered = stall_amqp(broker.amqp_port, "127.0.3.%d" % (i + 1), partial_init=i % 2 == 1)
+        opened.append((sock, time.monotonic()))
+        if not answered:
+            check(False, "stalled AMQP socket %d got the server's SASL header" % i)
+    wait_for("%d pending" % (cap - 1), lambda: metric(broker, "estuary_pending_connections") == cap - 1)
+    served = proton_round_trip(broker.amqp_port)
+    held = not any(closed_now(sock) for sock, _ in opened)
+    check(served is not None and served < 2.0 and held,
+          "%d AMQP sockets stalled in SASL (header only, half a sasl-init) delay no one: a Proton Python client "
+          "opened, sent and received in %s s while they were held" % (cap - 1, "%.2f" % served if served else "-"))
+    wait_for("the client's slot freed", lambda: metric(broker, "estuary_pending_connections") == cap - 1)
+    sock, answered = stall_amqp(broker.amqp_port, "127.0.3.100", partial_init=False)
+    opened.append((sock, time.monotonic()))
+    check(answered, "the %dth stalled AMQP socket fills --max-pending-connections %d" % (cap, cap))
+    late, answered = stall_amqp(broker.amqp_port, "127.0.3.101", partial_init=False)
+    check(not answered, "one more AMQP socket is closed at accept, without a SASL header")
+    late.close()
+    check(metric(broker, "estuary_connections_refused_total", 'reason="pending"') >= 1, "counted (reason=\"pending\")")
+
+    closed_after = {}
+
+    def all_closed():
+        for index, (sock, at) in enumerate(opened):
+            if index not in closed_after and closed_now(sock):
+                closed_after[index] = time.monotonic() - at
+        return len(closed_after) == len(opened)
+    wait_for("the stalled AMQP sockets closed", all_closed, deadline_s=timeout_ms / 1000 + DEADLINE)
+    earliest, latest = min(closed_after.values()), max(closed_after.values())
+    check(earliest >= timeout_ms / 1000 * 0.95 and latest < timeout_ms / 1000 + 2.0,
+          "all %d are closed by --connect-timeout %d ms, each %.2f to %.2f s after it opened"
+          % (len(opened), timeout_ms, earliest, latest))
+    check(metric(broker, "estuary_connect_timeouts_total", 'protocol="amqp"') == len(opened),
+          "counted in estuary_connect_timeouts_total{protocol=\"amqp\"} (%d)" % len(opened))
+    wait_for("no pending left", lambda: metric(broker, "estuary_pending_connections") == 0)
+    lines = [line for line in log_text(log_path).splitlines()
+             if "amqp: address=127.0.3." in line and "not finished within the connect timeout" in line]
+    check(len(lines) == len(opened) and " info " in lines[0],
+          "each logged at info with its address (%d lines, e.g. %r)" % (len(lines), lines[0] if lines else ""))
+    for sock, _ in opened:
+        sock.close()
+
+    silent = open_socket(broker.mqtt_port, "127.0.3.200")
+    started = time.monotonic()
+    wait_for("the silent MQTT socket closed", lambda: closed_now(silent), deadline_s=timeout_ms / 1000 + DEADLINE)
+    after = time.monotonic() - started
+    check(after >= timeout_ms / 1000 * 0.95 and metric(broker, "estuary_connect_timeouts_total", 'protocol="mqtt"') == 1,
+          "an MQTT socket that sends nothing is closed by the same deadline (%.2f s) and counted" % after)
+    silent.close()
+
+
 def main():
     certs = TlsCerts(os.path.join(WORK, "ca"))
     passwords = os.path.join(WORK, "passwords")
@@ -445,6 +570,15 @@ def main():
         check_pending(broker)
     finally:
         check(broker.stop() == 0, "estuaryd (pending) exited 0 on SIGTERM")
+
+    log_deadline = os.path.join(WORK, "deadline.log")
+    with open(log_deadline, "w") as log:
+        broker = Estuaryd(ESTUARYD, *BASE_FLAGS, "--connect-timeout", "2000", "--max-pending-connections", "12",
+                          stderr=log)
+    try:
+        check_amqp_connect_timeout(broker, log_deadline, 2000, 12)
+    finally:
+        check(broker.stop() == 0, "estuaryd (connect timeout) exited 0 on SIGTERM")
 
     shutil.rmtree(WORK, ignore_errors=True)
     if FAILURES:
