@@ -13,9 +13,9 @@ sockets the abusive ones. Checks, each printed as "ok: ..." or "FAIL: ...":
     closed;
   - behind a balancer (--proxy-from), the PROXY v2 header's source address
     is the one limited and logged, not the balancer's;
-  - --max-publish-rate: an MQTT publisher at 10x the limit is held near
-    the limit (measured at a Paho subscriber) and is not disconnected (AMQP:
-    amqp_session_test's Issue21AmqpPublishRateTest, not here);
+  - --max-publish-rate: an MQTT publisher, and a Proton Python AMQP sender
+    (pre-settled transfers), at 10x the limit are held near the limit
+    (measured at a Paho subscriber) and are not disconnected;
   - authentication failures from one address put it in back-off (even the
     right password is refused for --auth-backoff), another address is
     served meanwhile, and the address is served again after it;
@@ -261,8 +261,8 @@ def check_proxy(broker, log_path):
         sock.close()
 
 
-def held_rate(broker, limit, topic, send_batch):
-    """Runs send_batch() (20 messages) every 10 ms for 3 s: 10x `limit`.
+def held_rate(broker, limit, topic, send_batch, batch=20):
+    """Runs send_batch() (`batch` messages) every 10 ms for 3 s: 10x `limit`.
     Returns (offered rate, rate a Paho subscriber to `topic` saw between
     1 s and 3 s, after the first second's burst)."""
     received = []
@@ -279,7 +279,7 @@ def held_rate(broker, limit, topic, send_batch):
     sent = 0
     while time.monotonic() - started < 3.0:
         send_batch()
-        sent += 20
+        sent += batch
         time.sleep(0.01)  # pacing the load, not waiting for a condition
     offered = sent / (time.monotonic() - started)
     window = [t for t in received if started + 1.0 <= t < started + 3.0]
@@ -306,6 +306,43 @@ def check_publish_rate(broker, limit):
     check(alive and metric(broker, "estuary_connections") >= 1, "the throttled MQTT publisher is not disconnected")
     check(metric(broker, "estuary_publish_throttled_total") > 0, "throttling is counted (estuary_publish_throttled_total)")
     publisher.close()
+
+
+def check_amqp_publish_rate(broker, limit):
+    from proton import Message, Timeout
+    from proton.reactor import AtMostOnce
+    from proton.utils import BlockingConnection
+    connection = BlockingConnection("amqp://127.0.0.1:%d" % broker.amqp_port, allowed_mechs="ANONYMOUS",
+                                    allow_insecure_mechs=True, timeout=DEADLINE)
+    sender = connection.create_sender("ra", options=AtMostOnce())
+
+    def pump(seconds):
+        """Drives the connection's IO for about `seconds`; False if it was closed."""
+        try:
+            connection.wait(lambda: False, timeout=seconds)
+        except Timeout:
+            return True
+        except Exception as error:
+            print("amqp sender: %s" % error)
+            return False
+        return False
+
+    def send_batch():
+        # Pre-settled: queued in Proton beyond the credit, sent as the broker
+        # grants it. 30 a batch: Python's own cost per batch is not small.
+        for _ in range(30):
+            sender.link.send(Message(body=b"xxxx"))
+        pump(0.001)
+
+    throttled_before = metric(broker, "estuary_publish_throttled_total")
+    offered, rate = held_rate(broker, limit, "ra", send_batch, batch=30)
+    check(offered >= 9 * limit, "the AMQP sender offered %.0f transfers/s (10x the limit of %d)" % (offered, limit))
+    check(0.8 * limit <= rate <= 1.2 * limit,
+          "--max-publish-rate %d holds an AMQP sender to %.0f messages/s at the subscriber" % (limit, rate))
+    check(pump(0.3) and not connection.disconnected, "the throttled AMQP sender is not disconnected")
+    check(metric(broker, "estuary_publish_throttled_total") > throttled_before,
+          "the AMQP sender's pauses are counted (estuary_publish_throttled_total)")
+    connection.close()
 
 
 def check_auth_backoff(broker):
@@ -550,9 +587,12 @@ def main():
         check(broker.stop() == 0, "estuaryd (behind a balancer) exited 0 on SIGTERM")
 
     with open(os.path.join(WORK, "rate.log"), "w") as log:
-        broker = Estuaryd(ESTUARYD, *BASE_FLAGS, "--max-publish-rate", "200", stderr=log)
+        # A small AMQP credit window: a read brings at most 20 transfers, so
+        # the budget's debt (and the subscriber's rate) moves in small steps.
+        broker = Estuaryd(ESTUARYD, *BASE_FLAGS, "--max-publish-rate", "200", "--amqp-credit", "20", stderr=log)
     try:
         check_publish_rate(broker, 200)
+        check_amqp_publish_rate(broker, 200)
     finally:
         check(broker.stop() == 0, "estuaryd (publish rate) exited 0 on SIGTERM")
 
