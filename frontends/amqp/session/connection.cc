@@ -84,9 +84,10 @@ void AmqpConnection::ArmConnectTimer() {
     if (self->state_ != State::kOpening || self->handed_off_) return;
     // Before the open there is no AMQP close to send (and during SASL no
     // AMQP layer at all): the socket is closed.
-    spdlog::info("amqp: address={} closed: SASL and open not finished within the connect timeout ({} ms, {} "
-                 "bytes received)",
-                 self->sasl_.peer_address, self->settings_.connect_timeout_ms, self->bytes_received_);
+    spdlog::info("amqp: address={} closed: {} within the connect timeout ({} ms, {} bytes received)",
+                 self->sasl_.peer_address,
+                 self->open_arrived_ ? "open refused and the connection not closed" : "SASL and open not finished",
+                 self->settings_.connect_timeout_ms, self->bytes_received_);
     if (self->settings_.connect_timed_out) self->settings_.connect_timed_out();
     self->CloseStream();
   });
@@ -149,6 +150,7 @@ void AmqpConnection::Resume(core::ShardBroker& broker, io::Stream& stream) {
   stream_ = &stream;
   handed_off_ = false;
   AnswerOpen();
+  if (state_ == State::kOpening) ArmConnectTimer();  // refused here: bounded as on the first shard
   auto deferred = std::move(deferred_);
   deferred_.clear();
   for (auto& work : deferred) work();
@@ -325,11 +327,12 @@ void AmqpConnection::Defer(std::function<void()> work) { deferred_.push_back(std
 // --- connection --------------------------------------------------------------
 
 void AmqpConnection::on_connection_open(proton::connection& connection) {
-  // The open is in (SASL, if any, done): the deadline is met, also for a
-  // connection about to move to another shard (whose loop the timer is not on).
-  CancelConnectTimer();
+  open_arrived_ = true;
   container_id_ = connection.container_id();
   if (settings_.route_open && settings_.route_open(container_id_)) {
+    // The timer is on this shard's loop; the new shard arms its own if it
+    // refuses the open (Resume).
+    CancelConnectTimer();
     handed_off_ = true;  // Process stops; the shard moves us
     return;
   }
@@ -359,6 +362,9 @@ void AmqpConnection::AnswerOpen() {
     return;
   }
   state_ = State::kOpen;
+  // Only an open that was let in meets the deadline: a refused one stays
+  // pending until the client closes, or the timer does.
+  CancelConnectTimer();
   if (settings_.authorizer != nullptr) {
     // The SASL PLAIN or EXTERNAL user; ANONYMOUS or no SASL layer is an
     // anonymous client.

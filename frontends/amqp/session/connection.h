@@ -184,7 +184,8 @@ class AmqpConnection final : public proton::messaging_handler,
   void WriteOut();
   void ArmTick(int64_t deadline_ms);
   // The connect timeout (AmqpSettings::connect_timeout_ms), armed by Start
-  // and cancelled once the open arrived (before a move to another shard).
+  // and cancelled once an open is let in, or before a move to another
+  // shard (which arms its own if it refuses the open).
   void ArmConnectTimer();
   void CancelConnectTimer();
   void AnswerOpen();
@@ -304,6 +305,7 @@ class AmqpConnection final : public proton::messaging_handler,
   io::TimerId tick_timer_ = 0;
   int64_t tick_deadline_ms_ = 0;
   io::TimerId connect_timer_ = 0;
+  bool open_arrived_ = false;    // the client's open came (it may have been refused)
   uint64_t bytes_received_ = 0;  // until the open: for the connect timeout's report
   // Per-client publish budget (limits max_publish_rate/-bytes_rate;
   // docs/security.md "Abuse limits"): transfers are spent as they arrive

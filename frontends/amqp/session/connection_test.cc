@@ -389,6 +389,35 @@ TEST_F(Issue21AmqpConnectTimeoutTest, OpenedConnectionOutlivesTheDeadline) {
   EXPECT_EQ(timeouts_, 0);
 }
 
+class DenyAll final : public core::Authenticator {
+ public:
+  core::AuthDecision Authenticate(const core::Credentials&) override { return core::AuthDecision::kNotAuthorized; }
+};
+
+TEST_F(Issue21AmqpConnectTimeoutTest, RefusedOpenFromAClientThatNeverClosesIsClosedAtTheDeadline) {
+  DenyAll deny;
+  AmqpSettings settings;
+  settings.authenticator = &deny;
+  settings.connect_timeout_ms = 1000;
+  settings.connect_timed_out = [this] { ++timeouts_; };
+  server_ = std::make_shared<AmqpConnection>(broker_, stream_, std::move(settings));
+  server_->Start();
+  // No SASL layer: the open is refused (amqp:unauthorized-access); the
+  // client never reads the close, let alone answers it.
+  client_.connect(proton::connection_options(handler_).container_id("lingering").sasl_enabled(false));
+  while (client_.has_events()) client_.dispatch();
+  for (auto out = client_.write_buffer(); out.size > 0; out = client_.write_buffer()) {
+    server_->OnBytes(std::string_view(static_cast<const char*>(out.data), out.size));
+    client_.write_done(out.size);
+  }
+  loop_.RunUntilIdle();
+  EXPECT_NE(stream_.written.find("amqp:unauthorized-access"), std::string::npos);
+  EXPECT_FALSE(stream_.closed);
+  loop_.AdvanceBy(1000);
+  EXPECT_TRUE(stream_.closed);
+  EXPECT_EQ(timeouts_, 1);
+}
+
 TEST_F(Issue21AmqpConnectTimeoutTest, ZeroMeansNoDeadline) {
   AmqpSettings settings;
   settings.connect_timeout_ms = 0;
