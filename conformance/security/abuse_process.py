@@ -29,7 +29,8 @@ sockets the abusive ones. Checks, each printed as "ok: ..." or "FAIL: ...":
     them: one more is closed at accept) while a Proton Python client is
     served; each is closed at its deadline, counted in
     estuary_connect_timeouts_total{protocol="amqp"} and logged at info with
-    its address; an MQTT socket that sends nothing likewise.
+    its address; an MQTT socket that sends nothing likewise; over --amqps
+    the deadline runs from the end of the TLS handshake.
 
 usage: /usr/bin/python3 abuse_process.py path/to/estuaryd
 """
@@ -559,6 +560,24 @@ def check_amqp_connect_timeout(broker, log_path, timeout_ms, cap):
     silent.close()
 
 
+def check_amqps_connect_timeout(broker, certs, timeout_ms):
+    """Over TLS the deadline counts from the end of the handshake."""
+    import ssl
+    context = ssl.create_default_context(cafile=certs.ca)
+    raw = open_socket(broker.amqps_port, "127.0.3.210")
+    sock = context.wrap_socket(raw, server_hostname="localhost")  # the handshake, done here
+    started = time.monotonic()
+    sock.sendall(SASL_HEADER)
+    check(sock.recv(8) == SASL_HEADER, "an AMQP client over TLS gets the SASL header, then sends nothing")
+    before = metric(broker, "estuary_connect_timeouts_total", 'protocol="amqp"')
+    wait_for("the silent TLS client closed", lambda: closed_now(sock), deadline_s=timeout_ms / 1000 + DEADLINE)
+    after = time.monotonic() - started
+    check(after >= timeout_ms / 1000 * 0.95
+          and metric(broker, "estuary_connect_timeouts_total", 'protocol="amqp"') == before + 1,
+          "over --amqps it is closed by --connect-timeout %.2f s after its handshake, and counted" % after)
+    sock.close()
+
+
 def main():
     certs = TlsCerts(os.path.join(WORK, "ca"))
     passwords = os.path.join(WORK, "passwords")
@@ -614,9 +633,11 @@ def main():
     log_deadline = os.path.join(WORK, "deadline.log")
     with open(log_deadline, "w") as log:
         broker = Estuaryd(ESTUARYD, *BASE_FLAGS, "--connect-timeout", "2000", "--max-pending-connections", "12",
+                          "--amqps", "127.0.0.1:0", "--tls-cert", certs.server_cert, "--tls-key", certs.server_key,
                           stderr=log)
     try:
         check_amqp_connect_timeout(broker, log_deadline, 2000, 12)
+        check_amqps_connect_timeout(broker, certs, 2000)
     finally:
         check(broker.stop() == 0, "estuaryd (connect timeout) exited 0 on SIGTERM")
 
