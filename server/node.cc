@@ -22,7 +22,6 @@ amqp::AmqpSettings AmqpSettingsFor(const NodeConfig& config) {
   settings.max_frame_size = config.amqp_max_frame_size;
   settings.max_links = config.amqp_max_links;
   settings.link_credit = config.amqp_credit;
-  settings.connect_timeout_ms = config.connect_timeout_ms;
   return settings;
 }
 

@@ -53,6 +53,7 @@ void Node::ReloadConfig(ReloadReport& report) {
 void Node::ApplyLimits(const NodeConfig& before) {
   if (config_.log_level != before.log_level) spdlog::set_level(spdlog::level::from_str(config_.log_level));
   shared_.max_connections.store(config_.limits.max_connections);
+  shared_.connect_timeout_ms.store(config_.connect_timeout_ms, std::memory_order_relaxed);
   if (shared_.guard) {
     shared_.guard->SetLimits(config_.abuse.max_connections_per_ip, config_.abuse.connect_rate_per_ip,
                              config_.abuse.max_pending_connections);

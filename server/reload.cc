@@ -83,7 +83,7 @@ const std::vector<Key>& Keys() {
       Make("max-connections-per-ip", Mode::kGuardAddress, ESTUARY_FIELD(abuse.max_connections_per_ip)),
       Make("connect-rate-per-ip", Mode::kGuardAddress, ESTUARY_FIELD(abuse.connect_rate_per_ip)),
       Make("max-pending-connections", Mode::kGuard, ESTUARY_FIELD(abuse.max_pending_connections)),
-      Make("connect-timeout", Mode::kRestart, ESTUARY_FIELD(connect_timeout_ms)),
+      Make("connect-timeout", Mode::kLive, ESTUARY_FIELD(connect_timeout_ms)),
       Make("max-packet-size", Mode::kNegotiated, ESTUARY_FIELD(limits.max_packet_size)),
       Make("receive-maximum", Mode::kNegotiated, ESTUARY_FIELD(limits.receive_maximum)),
       Make("topic-alias-maximum", Mode::kNegotiated, ESTUARY_FIELD(limits.topic_alias_maximum)),

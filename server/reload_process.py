@@ -8,7 +8,8 @@ and estuary-lb processes. Checks, each printed as "ok: ..." or "FAIL: ...":
   - the file changes log-level and max-connections-per-ip; SIGHUP applies
     both (logged as applied): a third connection from the clients' address
     is refused, and a debug line about a new client shows up with its
-    client_id and address fields;
+    client_id and address fields; connect-timeout 60000 -> 1500 closes a
+    new AMQP socket silent in SASL after 1.5 s;
   - `estuaryctl reload` applies the next change (the per-IP cap raised: a
     third connection is served) and reports a key that needs a restart;
   - a broken file is reported (estuaryctl exits 1 with the error, SIGHUP
@@ -32,6 +33,7 @@ import subprocess
 import sys
 import tempfile
 import threading
+import time
 import urllib.request
 
 sys.dont_write_bytecode = True
@@ -172,7 +174,7 @@ def ctl(admin, *args):
 def check_reload():
     config = os.path.join(WORK, "estuaryd.toml")
     log = os.path.join(WORK, "estuaryd.log")
-    write(config, 'log-level = "info"\nmax-connections-per-ip = 100\nshutdown-grace = 500\n')
+    write(config, 'log-level = "info"\nmax-connections-per-ip = 100\nshutdown-grace = 500\nconnect-timeout = 60000\n')
     node = Estuaryd(ESTUARYD, "--config", config, "--shards", "2", "--sys-interval", "0", "--log-file", log,
                     "--log-format", "json")
     try:
@@ -180,7 +182,7 @@ def check_reload():
         wait_for("traffic flowing", lambda: len(traffic.received) > 20)
 
         # SIGHUP: the log level and a limit.
-        write(config, 'log-level = "debug"\nmax-connections-per-ip = 2\nshutdown-grace = 500\n')
+        write(config, 'log-level = "debug"\nmax-connections-per-ip = 2\nshutdown-grace = 500\nconnect-timeout = 1500\n')
         node.process.send_signal(signal.SIGHUP)
         wait_for("the reload logged", lambda: logged(log, "reload: done"))
         check(logged(log, "reload: log-level: info -> debug (applied)"), "SIGHUP: log-level change logged as applied")
@@ -202,8 +204,27 @@ def check_reload():
         check(record.get("address", "").startswith("127.0.0.2:"),
               "the new log level is in effect: a debug line with client_id and address %r" % record.get("address"))
 
+        # connect-timeout 60000 -> 1500: a socket accepted from now on gets the new deadline.
+        check(logged(log, "reload: connect-timeout: 60000 -> 1500 (applied)"),
+              "SIGHUP: connect-timeout change logged as applied")
+        silent = socket.socket()
+        silent.settimeout(DEADLINE)
+        silent.bind(("127.0.0.3", 0))
+        silent.connect(("127.0.0.1", node.amqp_port))
+        started = time.monotonic()
+        silent.sendall(b"AMQP\x03\x01\x00\x00")  # the SASL header, then nothing
+        try:
+            while silent.recv(4096):
+                pass
+        except OSError:  # a reset, or DEADLINE passed (the old 60 s deadline)
+            pass
+        took = time.monotonic() - started
+        silent.close()
+        check(1.4 <= took < 5, "a new AMQP socket silent in SASL is closed by the new connect-timeout after %.2f s" % took)
+
         # estuaryctl reload: a raised cap, and a key that needs a restart.
-        write(config, 'log-level = "debug"\nmax-connections-per-ip = 3\nshutdown-grace = 500\namqp-max-links = 100\n')
+        write(config, 'log-level = "debug"\nmax-connections-per-ip = 3\nshutdown-grace = 500\namqp-max-links = 100\n'
+                      'connect-timeout = 1500\n')
         status, output = ctl(node.admin, "reload")
         check(status == 0 and "max-connections-per-ip: 2 -> 3 (applied)" in output,
               "estuaryctl reload applies the raised cap: %r" % output.strip())

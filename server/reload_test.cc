@@ -63,6 +63,17 @@ TEST(ReloadTest, ApplyCopiesOnlyLiveKeys) {
   EXPECT_EQ(again[1].key, "node-id");
 }
 
+TEST(ReloadTest, ConnectTimeoutIsLiveWithoutAnyLimitSet) {
+  NodeConfig running;
+  NodeConfig fresh = running;
+  fresh.connect_timeout_ms = 2500;
+  const auto changes = DiffConfig(running, fresh, {});
+  ASSERT_EQ(changes.size(), 1u);
+  EXPECT_TRUE(Find(changes, "connect-timeout")->live);
+  ApplyLiveChanges(running, fresh, {});
+  EXPECT_EQ(running.connect_timeout_ms, 2500u);
+}
+
 TEST(ReloadTest, AbuseLimitsAreLiveOnlyWhereTheGuardCanChangeThem) {
   NodeConfig running;
   running.abuse.max_connections_per_ip = 10;

@@ -38,9 +38,10 @@ struct NodeShared {
   // --mqtts/--amqps (docs/security.md "TLS"): null without a certificate.
   std::shared_ptr<io::TlsContext> tls;
   int64_t tls_handshake_timeout_ms = 10'000;
-  // --connect-timeout for MQTT (AMQP's is in its settings), and the
-  // connections it closed, per protocol (estuary_connect_timeouts_total).
-  uint32_t connect_timeout_ms = 10'000;
+  // --connect-timeout (a reload stores a new one; connections take it as
+  // they start), and the connections it closed, per protocol
+  // (estuary_connect_timeouts_total).
+  std::atomic<uint32_t> connect_timeout_ms{10'000};
   std::atomic<uint64_t> mqtt_connect_timeouts{0};
   std::atomic<uint64_t> amqp_connect_timeouts{0};
   // WebSocket listeners (server/ws_stream.h): the opening handshake's
