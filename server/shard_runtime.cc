@@ -168,7 +168,9 @@ void ShardRuntime::StartMqttPeer(std::unique_ptr<ClientStream> stream, std::stri
   };
   settings.admit_connection = [this] { return shared_.connections.load() <= shared_.max_connections; };
   settings.connect_timeout_ms = shared_.connect_timeout_ms.load(std::memory_order_relaxed);
-  settings.connect_timed_out = [this] { shared_.mqtt_connect_timeouts.fetch_add(1, std::memory_order_relaxed); };
+  settings.connect_timed_out = [&shared = shared_] {
+    shared.mqtt_connect_timeouts.fetch_add(1, std::memory_order_relaxed);
+  };
   if (shared_.claim_client_id) {
     // The CONNACK waits for the cluster's registry; its answer comes back
     // to this shard's loop.

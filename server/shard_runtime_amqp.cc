@@ -67,7 +67,10 @@ void ShardRuntime::StartAmqpPeer(std::unique_ptr<ClientStream> stream,
     };
     settings.admit_connection = [this] { return shared_.connections.load() <= shared_.max_connections; };
     settings.connect_timeout_ms = shared_.connect_timeout_ms.load(std::memory_order_relaxed);
-    settings.connect_timed_out = [this] { shared_.amqp_connect_timeouts.fetch_add(1, std::memory_order_relaxed); };
+    // Node-wide, not this shard's: the connection may have moved when it fires.
+    settings.connect_timed_out = [&shared = shared_] {
+      shared.amqp_connect_timeouts.fetch_add(1, std::memory_order_relaxed);
+    };
     connection = std::make_shared<amqp::AmqpConnection>(broker_, *peer->stream, std::move(settings));
   }
   peer->amqp = std::move(connection);

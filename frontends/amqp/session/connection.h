@@ -72,9 +72,10 @@ struct AmqpSettings {
   uint16_t max_sessions = 64;   // channel-max + 1
   uint32_t max_links = 256;     // per connection, both directions
   uint32_t link_credit = 256;   // credit window per client sender (capped by receive-maximum)
-  // From Start to the client's open (its SASL exchange included): a
-  // connection that has not opened by then is closed (--connect-timeout,
-  // the MQTT CONNECT's deadline too). 0 = none.
+  // From Start to an open that is let in (the SASL exchange included): a
+  // connection not open by then is closed, also one whose refused open the
+  // client never closed (--connect-timeout, the MQTT CONNECT's deadline
+  // too). 0 = none.
   uint32_t connect_timeout_ms = 10'000;
   // Called once when the connect timeout closes a connection (the server
   // counts it; the close is logged at info with the peer's address).
