@@ -204,7 +204,7 @@ void RunCase(const PartitionCase& c, uint64_t seed) {
                std::to_string(during) + " acks in the cut, last at " + std::to_string(last_during) +
                " ms, longest gap " + std::to_string(LongestGap(times, cut_at, heal_at + 3000)) +
                " ms, first after heal " + std::to_string(first_after) + " ms, refused " +
-               std::to_string(publisher.refused) + ";";
+               std::to_string(publisher.refused) + ", late " + std::to_string(publisher.late) + ";";
   }
   figures += " | ends " + std::to_string(result.ends.size()) + " (majority side " + std::to_string(majority_ends) +
              "), not present " + std::to_string(result.sessions_not_present) + connects + " |";

@@ -175,6 +175,10 @@ void PartitionWorkload::RunPublisher(Publisher& publisher) {
   while (!stop_all_) {
     if (!publisher.client) {
       publisher.in_flight.clear();  // given up: never acknowledged
+      {
+        std::lock_guard lock(mutex_);
+        publisher.figures.outstanding = 0;
+      }
       auto client = std::make_unique<RawClient>();
       if (client->Open(cluster_.node(node).host, cluster_.node(node).mqtt_port)) {
         auto connack = client->Connect("part-pub" + std::to_string(publisher.index) + "-" +
@@ -204,6 +208,7 @@ void PartitionWorkload::RunPublisher(Publisher& publisher) {
       {
         std::lock_guard lock(mutex_);
         ++publisher.figures.sent;
+        publisher.figures.outstanding = static_cast<int64_t>(publisher.in_flight.size());
       }
       next_send += interval;
       if (next_send < now - std::chrono::milliseconds(100)) next_send = now;  // no burst after a stall
@@ -229,6 +234,11 @@ void PartitionWorkload::RunPublisher(Publisher& publisher) {
       publisher.client->Send(release);
     }
     std::lock_guard lock(mutex_);
+    publisher.figures.outstanding = static_cast<int64_t>(publisher.in_flight.size());
+    if (ledger_closed_) {
+      ++publisher.figures.late;
+      continue;
+    }
     if (static_cast<int>(ack->reason) >= 0x80) {
       ++publisher.figures.refused;
       continue;
@@ -262,6 +272,21 @@ bool PartitionWorkload::Start(std::string* error) {
 void PartitionWorkload::StopPublishing() { stop_publishing_ = true; }
 
 bool PartitionWorkload::WaitDelivered(std::chrono::milliseconds timeout) {
+  // An acknowledgement that came after the last check of the ledger would
+  // count a message the subscribers were no longer read for as lost: the
+  // publishers' last acknowledgements come first, then the ledger closes.
+  auto none_outstanding = [&] {
+    std::lock_guard lock(mutex_);
+    for (const auto& publisher : publishers_) {
+      if (publisher->figures.outstanding != 0) return false;
+    }
+    return true;
+  };
+  (void)estuary::testing::WaitFor(none_outstanding, timeout, milliseconds(100));
+  {
+    std::lock_guard lock(mutex_);
+    ledger_closed_ = true;
+  }
   auto all_came = [&] {
     std::lock_guard lock(mutex_);
     for (const auto& session : sessions_) {

@@ -58,6 +58,8 @@ struct PublisherFigures {
   int64_t sent = 0;
   int64_t acknowledged = 0;
   int64_t refused = 0;  // acknowledged with a reason >= 0x80
+  int64_t outstanding = 0;  // sent on the current connection, not acknowledged yet
+  int64_t late = 0;  // acknowledged after the ledger was closed (not counted above)
   std::vector<int64_t> ack_times_ms;  // every acknowledgement, ms since start
 };
 
@@ -83,7 +85,10 @@ class PartitionWorkload {
   bool Start(std::string* error);
   // Stops publishing (subscribers keep reading).
   void StopPublishing();
-  // Waits until every acknowledged message came, or `timeout`.
+  // Waits (up to `timeout` for each step) until no publisher waits for an
+  // acknowledgement, closes the ledger (an acknowledgement after it is
+  // counted as late, not as acknowledged: the last check cannot miss it),
+  // then until every acknowledged message came. False if one did not.
   bool WaitDelivered(std::chrono::milliseconds timeout);
   // Stops everything and counts.
   WorkloadResult Finish();
@@ -103,6 +108,7 @@ class PartitionWorkload {
   std::atomic<bool> stop_all_{false};
   std::atomic<bool> stop_publishing_{false};
   mutable std::mutex mutex_;  // the ledgers and figures below
+  bool ledger_closed_ = false;
   std::vector<std::unique_ptr<Session>> sessions_;
   std::vector<std::unique_ptr<Publisher>> publishers_;
   std::vector<SessionEnd> ends_;
