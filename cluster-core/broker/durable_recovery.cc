@@ -2,8 +2,11 @@
 // and the bookkeeping that holds a publisher's acknowledgement until the
 // writes it caused are durable on every shard (docs/storage.md).
 #include <fmt/format.h>
+#include <spdlog/spdlog.h>
 
 #include <algorithm>
+#include <set>
+#include <tuple>
 
 #include "cluster-core/broker/shard_broker.h"
 #include "cluster-core/store/shard_store.h"
@@ -42,9 +45,16 @@ void ShardBroker::AdoptSession(const std::string& client_id,
   std::vector<store::RecoveredSession> sessions = decoder.Take();
   if (sessions.empty() || sessions.front().client_id != client_id) return;
   if (!taken_over) sessions.front().record.will.reset();
+  std::vector<uint64_t> delivered_again = DropQueuedAlreadyDelivered(sessions.front());
   RecoveryCounts counts;
   RestoreSession(sessions.front(), counts);
   if (Session* session = FindSession(client_id)) {
+    for (uint64_t seq : delivered_again) store_->DeleteQueued(client_id, seq);
+    if (!delivered_again.empty()) {
+      spdlog::info("shard {}: the session of '{}' read from its partition held {} message(s) both queued and "
+                   "already delivered; the queued copies were dropped",
+                   config_.shard_id, client_id, delivered_again.size());
+    }
     if (taken_from != 0 && taken_from != config_.node_id) {
       session->MarkTakenFrom(taken_from, loop_.clock().WallMs() + kTakenFromWindowMs);
     } else {
@@ -59,6 +69,41 @@ void ShardBroker::AdoptSession(const std::string& client_id,
   // copy's subscriptions hold the routes (no route flaps in between).
   if (!moved_stubs_.empty()) EndMovedStub(client_id);
   ShardMetrics::Add(taken_over ? metrics_.sessions_taken_over : metrics_.sessions_adopted);
+}
+
+std::vector<uint64_t> ShardBroker::DropQueuedAlreadyDelivered(store::RecoveredSession& recovered) {
+  // A session read from its partition can hold one message both in flight
+  // (or past PUBREC, or completed) and queued: the copy that lost the
+  // client id to another node wrote its in-flight record after that node
+  // had queued the message, and the write landed once this node claimed
+  // the id back (the partition fences writes by node: docs/partitions.md
+  // "Late writes of a copy that lost its client id"). Sending the queued
+  // copy would deliver the message a second time under another packet id,
+  // which the client cannot recognise (a QoS 2 duplicate): it is dropped.
+  // A retained copy (sent again by a subscribe) is not the same delivery.
+  using Key = std::tuple<uint16_t, uint64_t, uint32_t>;
+  auto key_of = [](const MessageId& id) { return Key{id.node, id.timestamp, id.sequence}; };
+  std::set<Key> delivered;
+  for (const auto& [packet_id, inflight] : recovered.inflight) {
+    if (inflight.delivery.message) delivered.insert(key_of(inflight.delivery.message->id));
+    if (inflight.released_id.timestamp != 0) delivered.insert(key_of(inflight.released_id));
+  }
+  for (const Session::Completed& completed : recovered.completed) delivered.insert(key_of(completed.id));
+  delivered.erase(Key{0, 0, 0});  // no id: nothing to compare by
+  std::vector<uint64_t> dropped;
+  if (delivered.empty()) return dropped;
+  std::vector<Delivery> kept;
+  kept.reserve(recovered.queued.size());
+  for (Delivery& delivery : recovered.queued) {
+    if (delivery.message && !delivery.retain && delivery.message->id.timestamp != 0 &&
+        delivered.count(key_of(delivery.message->id)) != 0) {
+      dropped.push_back(delivery.store_seq);
+      continue;
+    }
+    kept.push_back(std::move(delivery));
+  }
+  recovered.queued = std::move(kept);
+  return dropped;
 }
 
 void ShardBroker::FlushStore() {

@@ -429,6 +429,10 @@ class ShardBroker {
   uint64_t BeginSafe(SafeWaiter waiter);
   void AddSafeStep(uint64_t token);
   void RestoreSession(store::RecoveredSession& recovered, RecoveryCounts& counts, bool hold_will = false);
+  // AdoptSession: the queued deliveries of a message the session holds in
+  // flight, past PUBREC or completed are taken out of `recovered`; their
+  // store sequences are returned (their keys are deleted once restored).
+  std::vector<uint64_t> DropQueuedAlreadyDelivered(store::RecoveredSession& recovered);
   // A partitioned group's queue message into a member's session; the port
   // is told once it is durable there.
   void DeliverGroupQueueMessage(Session& session, Delivery delivery, uint64_t handoff);

@@ -590,6 +590,59 @@ TEST_F(SessionReplicationTest, DeliveriesLeftBehindByAMoveReachTheNewCopyOnce) {
   EXPECT_EQ(metrics_[0].replayed_duplicates_skipped.load(), 2u);
 }
 
+// A copy that lost its client id can have a late write land once this node
+// claims the id back (docs/partitions.md "Late writes of a copy that lost
+// its client id"): the session read then holds a message both in flight
+// (the old copy's record) and queued (the other node's). Issue 29's QoS 2
+// duplicate: the adopted copy resent it in flight and then sent the queued
+// copy under a new packet id. The queued copy is dropped at the adoption,
+// here and in the partition.
+TEST_F(SessionReplicationTest, AnAdoptedCopyDropsAQueuedCopyOfAMessageItHoldsInFlight) {
+  StartNode();
+  OfflineSubscriber("sub", "t", QoS::kExactlyOnce);
+  brokers_[0]->Publish(Make("t", "m0", QoS::kExactlyOnce), [] {});
+  brokers_[0]->Publish(Make("t", "m1", QoS::kExactlyOnce), [] {});
+  brokers_[0]->Publish(Make("t", "m2", QoS::kExactlyOnce), [] {});
+  Settle();
+  port_.ReleaseAll();
+  Settle();
+  const auto all_queued = port_.Load("sub");  // the other node's queued records
+  Session* session = brokers_[0]->Attach("sub", false, &sink_).session;
+  session->set_expiry_interval(3600);
+  Delivery first = session->PopQueued();
+  const uint16_t id = session->NextPacketId();
+  session->AddInflight(id, InflightDelivery{std::move(first), InflightPhase::kAwaitingPubrec, session->NextSendOrder()});
+  Settle();
+  port_.ReleaseAll();
+  Settle();
+  // The old copy's in-flight record of m0 together with every queued record.
+  std::map<std::string, std::string> merged(all_queued.begin(), all_queued.end());
+  for (const auto& [key, value] : port_.Load("sub")) merged.insert_or_assign(key, value);
+  auto count_tag = [](const auto& keys, char tag) {
+    return std::count_if(keys.begin(), keys.end(), [tag](const auto& kv) { return kv.first[0] == tag; });
+  };
+  ASSERT_EQ(count_tag(merged, store::kQueuedTag), 3) << "m0 queued as well as in flight";
+  ASSERT_EQ(count_tag(merged, store::kInflightTag), 1);
+
+  MoveToAnotherNode();
+  std::vector<std::pair<std::string, std::string>> keys;  // in Load's order: record first
+  for (char tag : {store::kSessionTag, store::kSubscriptionTag, store::kQueuedTag, store::kInflightTag}) {
+    for (const auto& kv : merged) {
+      if (kv.first[0] == tag) keys.push_back(kv);
+    }
+  }
+  brokers_[0]->AdoptSession("sub", keys, /*taken_over=*/false, /*taken_from=*/9);
+  Settle();
+  port_.ReleaseAll();
+  Settle();
+  session = brokers_[0]->FindSession("sub");
+  ASSERT_NE(session, nullptr);
+  ASSERT_EQ(session->inflight().count(id), 1u);
+  EXPECT_EQ(*session->inflight().at(id).delivery.message->payload, "m0");
+  EXPECT_EQ(QueuedPayloads(session), (std::vector<std::string>{"m1", "m2"})) << "m0 once, in flight";
+  EXPECT_EQ(count_tag(port_.Load("sub"), store::kQueuedTag), 2) << "the partition's queued copy is gone too";
+}
+
 // A claim whose result was no longer kept does not name the previous node
 // (taken_from 0): the adopted copy still offers a hand-off's message once.
 TEST_F(SessionReplicationTest, ACopyAdoptedFromAnUnknownNodeStillTakesAHandedOnMessageOnce) {
