@@ -30,9 +30,16 @@ void ShardBroker::AttachStore(persistence::StorageEngine& engine) {
 void ShardBroker::AdoptSession(const std::string& client_id,
                                const std::vector<std::pair<std::string, std::string>>& keys, bool taken_over,
                                uint16_t taken_from) {
+  // A copy still here lost the id to another node without hearing of it
+  // (its refused writes not answered yet, or none made): what it holds may
+  // be in no other copy (accepted after the other node's claim, written or
+  // still on its way), so its plain QoS 1/2 deliveries are offered to the
+  // copy adopted below, which takes each message once (as a hand-off's).
+  std::vector<Delivery> carried;
   if (Session* stale = FindSession(client_id)) {
     DetachTakenOver(*stale);
     stale->will().reset();
+    if (!stale->moved_stub()) carried = StaleDeliveries(*stale);
     stale->set_store(nullptr);  // the partition's copy is the one adopted below
     RemoveSession(stale);
   }
@@ -62,6 +69,14 @@ void ShardBroker::AdoptSession(const std::string& client_id,
       // claim's result was no longer kept) or this node's earlier process:
       // what a copy elsewhere hands on is offered once all the same.
       session->RememberOffers(loop_.clock().WallMs() + kTakenFromWindowMs);
+    }
+    const size_t queued_before = session->queued_messages();
+    for (Delivery& delivery : carried) (void)Offer(*session, std::move(delivery));
+    const size_t kept = session->queued_messages() - queued_before;
+    if (kept != 0) {
+      spdlog::info("shard {}: the copy of '{}' this node held before reading it from its partition had {} "
+                   "delivery(ies) the partition's copy lacked; they are queued",
+                   config_.shard_id, client_id, kept);
     }
     ReportGroupSessionArrived(*session);
   }

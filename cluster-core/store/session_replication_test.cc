@@ -643,6 +643,32 @@ TEST_F(SessionReplicationTest, AnAdoptedCopyDropsAQueuedCopyOfAMessageItHoldsInF
   EXPECT_EQ(count_tag(port_.Load("sub"), store::kQueuedTag), 2) << "the partition's queued copy is gone too";
 }
 
+// A copy that lost its client id without hearing of it is replaced when
+// this node reads the session back for a reconnect (the claim names
+// another node). What it took after the other node's claim may be in no
+// other copy: it is offered to the copy read back, once.
+TEST_F(SessionReplicationTest, ACopyReadBackTakesWhatTheReplacedCopyHeldOnce) {
+  StartNode();
+  OfflineSubscriber("sub", "t");
+  port_.ReleaseAll();
+  brokers_[0]->Publish(Make("t", "on the partition"), [] {});
+  Settle();
+  port_.ReleaseAll();
+  Settle();
+  const auto keys = port_.Load("sub");  // the session as the other node had it
+  int acked = 0;
+  brokers_[0]->Publish(Make("t", "held here"), [&] { ++acked; });  // its write not answered yet
+  Settle();
+  brokers_[0]->AdoptSession("sub", keys, /*taken_over=*/false, /*taken_from=*/9);
+  Settle();
+  port_.ReleaseAll();
+  Settle();
+  EXPECT_EQ(QueuedPayloads(brokers_[0]->FindSession("sub")),
+            (std::vector<std::string>{"on the partition", "held here"}));
+  EXPECT_EQ(metrics_[0].replayed_duplicates_skipped.load(), 1u) << "the one both copies held";
+  EXPECT_EQ(acked, 1);
+}
+
 // A claim whose result was no longer kept does not name the previous node
 // (taken_from 0): the adopted copy still offers a hand-off's message once.
 TEST_F(SessionReplicationTest, ACopyAdoptedFromAnUnknownNodeStillTakesAHandedOnMessageOnce) {
