@@ -45,6 +45,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "support"))
 sys.path.insert(0, HERE)
 from estuary_process import DEADLINE, Estuaryd, wait_for  # noqa: E402
+from paho_client import PahoClient  # noqa: E402
 from tls_certs import TlsCerts  # noqa: E402
 
 import paho.mqtt.client as mqtt  # noqa: E402
@@ -108,48 +109,9 @@ def log_count(log_file, needle):
         return handle.read().count(needle)
 
 
-class Paho:
-    """A Paho MQTT 5 client over TLS on its own network thread."""
-
-    def __init__(self, port, cafile, client_id, user, password):
-        self.client = mqtt.Client(client_id=client_id, protocol=mqtt.MQTTv5)
-        self.client.username_pw_set(user, password)
-        self.client.tls_set(ca_certs=cafile)
-        self.client.max_inflight_messages_set(50)
-        self.connected = threading.Event()
-        self.disconnects = 0
-        self.subacks = queue.Queue()
-        self.messages = queue.Queue()
-        self.acked = set()  # mids whose PUBACK came back
-        self.client.on_connect = lambda *args: self.connected.set()
-        self.client.on_disconnect = self.on_disconnect
-        self.client.on_subscribe = lambda client, userdata, mid, codes, *rest: self.subacks.put(codes)
-        self.client.on_message = lambda client, userdata, message: self.messages.put(message)
-        self.client.on_publish = lambda client, userdata, mid: self.acked.add(mid)
-        self.client.connect("127.0.0.1", port, keepalive=30)
-        self.client.loop_start()
-        if not self.connected.wait(DEADLINE):
-            raise AssertionError("no CONNACK for " + client_id)
-
-    def on_disconnect(self, *args):
-        self.disconnects += 1
-
-    def suback(self, topic):
-        """The SUBACK's reason codes as numbers."""
-        self.client.subscribe(topic, 1)
-        codes = self.subacks.get(timeout=DEADLINE)
-        return [code if isinstance(code, int) else code.value for code in codes]
-
-    def next_message(self, timeout=DEADLINE):
-        try:
-            message = self.messages.get(timeout=timeout)
-            return message.topic, message.payload.decode()
-        except queue.Empty:
-            return None
-
-    def close(self):
-        self.client.disconnect()
-        self.client.loop_stop()
+def Paho(port, cafile, client_id, user, password):
+    """A Paho MQTT 5 client over TLS (conformance/support/paho_client.py)."""
+    return PahoClient("127.0.0.1", port, client_id, user, password, cafile=cafile, keepalive=30, max_inflight=50)
 
 
 class MqttStream:

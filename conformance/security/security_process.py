@@ -30,7 +30,6 @@ usage: /usr/bin/python3 security_process.py path/to/estuaryd path/to/estuaryctl
 """
 
 import os
-import queue
 import selectors
 import shutil
 import signal
@@ -38,7 +37,6 @@ import socket
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 
 import paho.mqtt.client as mqtt
@@ -46,6 +44,7 @@ import paho.mqtt.client as mqtt
 sys.dont_write_bytecode = True
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "support"))
 from estuary_process import DEADLINE, FAILURES, Estuaryd, LineReader, check, wait_for  # noqa: E402
+from paho_client import PahoClient  # noqa: E402
 
 ESTUARYD, ESTUARYCTL = sys.argv[1], sys.argv[2]
 WORK = tempfile.mkdtemp(prefix="estuary-security-")
@@ -104,43 +103,9 @@ class Sub:
         return self.process.stderr.read().decode()
 
 
-class Paho:
-    """A Paho client on its own network thread; events land in queues."""
-
-    def __init__(self, broker, client_id, user, password, protocol=mqtt.MQTTv5):
-        self.client = mqtt.Client(client_id=client_id, protocol=protocol)
-        self.client.username_pw_set(user, password)
-        self.connected = threading.Event()
-        self.subacks = queue.Queue()
-        self.messages = queue.Queue()
-        self.client.on_connect = lambda *args: self.connected.set()
-        self.client.on_subscribe = lambda client, userdata, mid, codes, *rest: self.subacks.put(codes)
-        self.client.on_message = lambda client, userdata, message: self.messages.put(message)
-        self.client.connect(broker.host, broker.mqtt_port, keepalive=60)
-        self.client.loop_start()
-        if not self.connected.wait(DEADLINE):
-            raise AssertionError("no CONNACK for " + client_id)
-
-    def suback(self, topic):
-        """The SUBACK's codes as numbers."""
-        self.client.subscribe(topic, 1)
-        codes = self.subacks.get(timeout=DEADLINE)
-        return [code if isinstance(code, int) else code.value for code in codes]
-
-    def publish(self, topic, payload, qos=1):
-        info = self.client.publish(topic, payload, qos)
-        info.wait_for_publish(DEADLINE)
-
-    def next_message(self, timeout=DEADLINE):
-        try:
-            message = self.messages.get(timeout=timeout)
-            return message.topic, message.payload.decode()
-        except queue.Empty:
-            return None
-
-    def close(self):
-        self.client.disconnect()
-        self.client.loop_stop()
+def Paho(broker, client_id, user, password, protocol=mqtt.MQTTv5):
+    """A Paho client of `broker` (conformance/support/paho_client.py)."""
+    return PahoClient(broker.host, broker.mqtt_port, client_id, user, password, protocol)
 
 
 def make_password_file():
