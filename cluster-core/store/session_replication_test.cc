@@ -120,6 +120,18 @@ class SessionReplicationTest : public DurableBrokerTest {
     Boot();
     brokers_[0]->set_cluster(&port_);
   }
+  // A node whose offline subscriber "sub" (to "t") holds `payload`, durable
+  // on the partition: the keys a node claiming "sub" reads.
+  std::vector<std::pair<std::string, std::string>> SubscriberHolding(const std::string& payload) {
+    StartNode();
+    OfflineSubscriber("sub", "t");
+    port_.ReleaseAll();
+    brokers_[0]->Publish(Make("t", payload), [] {});
+    Settle();
+    port_.ReleaseAll();
+    Settle();
+    return port_.Load("sub");
+  }
   ReplicatingPort port_;
 };
 
@@ -545,14 +557,7 @@ TEST_F(SessionReplicationTest, CompletedQos2MarkersAreBoundedAndGiveWayToTheirPa
 // read from the partition and what reached it directly are not offered
 // twice.
 TEST_F(SessionReplicationTest, DeliveriesLeftBehindByAMoveReachTheNewCopyOnce) {
-  StartNode();
-  OfflineSubscriber("sub", "t");
-  port_.ReleaseAll();
-  brokers_[0]->Publish(Make("t", "on the partition"), [] {});
-  Settle();
-  port_.ReleaseAll();
-  Settle();
-  const auto keys = port_.Load("sub");  // what the new node reads at its claim
+  const auto keys = SubscriberHolding("on the partition");  // what the new node reads at its claim
   const MessagePtr both_ways = Make("t", "both ways");
   brokers_[0]->Publish(Make("t", "refused"), [] {});
   brokers_[0]->Publish(both_ways, [] {});
@@ -648,14 +653,7 @@ TEST_F(SessionReplicationTest, AnAdoptedCopyDropsAQueuedCopyOfAMessageItHoldsInF
 // another node). What it took after the other node's claim may be in no
 // other copy: it is offered to the copy read back, once.
 TEST_F(SessionReplicationTest, ACopyReadBackTakesWhatTheReplacedCopyHeldOnce) {
-  StartNode();
-  OfflineSubscriber("sub", "t");
-  port_.ReleaseAll();
-  brokers_[0]->Publish(Make("t", "on the partition"), [] {});
-  Settle();
-  port_.ReleaseAll();
-  Settle();
-  const auto keys = port_.Load("sub");  // the session as the other node had it
+  const auto keys = SubscriberHolding("on the partition");  // the session as the other node had it
   int acked = 0;
   brokers_[0]->Publish(Make("t", "held here"), [&] { ++acked; });  // its write not answered yet
   Settle();
@@ -672,14 +670,7 @@ TEST_F(SessionReplicationTest, ACopyReadBackTakesWhatTheReplacedCopyHeldOnce) {
 // A claim whose result was no longer kept does not name the previous node
 // (taken_from 0): the adopted copy still offers a hand-off's message once.
 TEST_F(SessionReplicationTest, ACopyAdoptedFromAnUnknownNodeStillTakesAHandedOnMessageOnce) {
-  StartNode();
-  OfflineSubscriber("sub", "t");
-  port_.ReleaseAll();
-  brokers_[0]->Publish(Make("t", "held"), [] {});
-  Settle();
-  port_.ReleaseAll();
-  Settle();
-  const auto keys = port_.Load("sub");
+  const auto keys = SubscriberHolding("held");
   std::vector<Delivery> stale = brokers_[0]->LostToAnotherNode("sub");
   ASSERT_EQ(stale.size(), 1u);
   MoveToAnotherNode();
