@@ -361,8 +361,9 @@ void Balancer::Probe(const std::string& admin) {
                       table_.OnReport(admin, std::move(*report), loop_.NowMs());
                       PublishNodes();
                     },
-                    config_.admin_token);
-          });
+                    config_.admin_token, config_.admin_tls);
+          },
+          /*bearer=*/{}, config_.admin_tls);
 }
 
 // ---- the pair --------------------------------------------------------------

@@ -1,7 +1,12 @@
 #include "balancer/http_probe.h"
 
+#include <openssl/ssl.h>
+#include <openssl/x509v3.h>
+
 #include <cstdlib>
 #include <memory>
+
+#include "io/tls/tls_session.h"
 
 namespace estuary::balancer {
 namespace {
@@ -13,6 +18,39 @@ struct Request : std::enable_shared_from_this<Request> {
   std::string received;
   io::TimerId timer = 0;
   bool answered = false;
+  // HTTPS: the session, and the request until the handshake is done.
+  std::unique_ptr<io::TlsSession> tls;
+  std::string request_text;
+
+  void Flush() {
+    std::string out;
+    tls->TakeOutput(out);
+    if (!out.empty()) connection->Write(out);
+  }
+
+  // Bytes from the socket: as they are, or decrypted.
+  void OnBytes(std::string_view bytes) {
+    if (!tls) {
+      received.append(bytes);
+    } else {
+      const bool ok = tls->Receive(bytes, received);
+      if (!ok && tls->state() == io::TlsSession::State::kFailed) {
+        Flush();
+        const long verified = SSL_get_verify_result(tls->raw());
+        if (verified != X509_V_OK) {
+          return Answer({0, {}, std::string("TLS: the node's certificate: ") + X509_verify_cert_error_string(verified)});
+        }
+        return Answer({0, {}, "TLS: " + tls->error()});
+      }
+      if (tls->open() && !request_text.empty()) {
+        tls->Send(request_text);
+        request_text.clear();
+      }
+      Flush();
+    }
+    if (received.size() > 1024 * 1024) return Answer({0, {}, "response too large"});
+    TryParse(false);
+  }
 
   void Answer(HttpAnswer answer) {
     if (answered) return;
@@ -56,7 +94,8 @@ struct Request : std::enable_shared_from_this<Request> {
 }  // namespace
 
 void HttpGet(io::UvLoop& loop, const io::Endpoint& to, const std::string& method, const std::string& path,
-             int64_t timeout_ms, std::function<void(const HttpAnswer&)> done, const std::string& bearer) {
+             int64_t timeout_ms, std::function<void(const HttpAnswer&)> done, const std::string& bearer,
+             const std::shared_ptr<ssl_ctx_st>& tls) {
   auto request = std::make_shared<Request>();
   request->loop = &loop;
   request->done = std::move(done);
@@ -65,19 +104,29 @@ void HttpGet(io::UvLoop& loop, const io::Endpoint& to, const std::string& method
   if (!bearer.empty()) text += "Authorization: Bearer " + bearer + "\r\n";
   text += "\r\n";
   std::weak_ptr<Request> weak = request;
+  if (tls) {
+    request->tls = std::make_unique<io::TlsSession>(tls, /*server=*/false);
+    request->request_text = text;
+    const std::string host = to.host;
+    X509_VERIFY_PARAM* param = SSL_get0_param(request->tls->raw());
+    if (X509_VERIFY_PARAM_set1_ip_asc(param, host.c_str()) != 1) {
+      SSL_set_tlsext_host_name(request->tls->raw(), host.c_str());
+      SSL_set1_host(request->tls->raw(), host.c_str());
+    }
+  }
   request->connection = io::TcpConnection::Connect(loop, to, [weak, text](int status) {
     auto self = weak.lock();
     if (!self || self->answered) return;
     if (status != 0) return self->Answer({0, {}, std::string("connect: ") + uv_err_name(status)});
-    self->connection->Write(text);
+    if (!self->tls) return self->connection->Write(text);
+    self->tls->Connect();
+    self->Flush();
   });
   io::TcpConnection::Handlers handlers;
   handlers.on_data = [weak](std::string_view bytes) {
     auto self = weak.lock();
     if (!self || self->answered) return;
-    self->received.append(bytes);
-    if (self->received.size() > 1024 * 1024) return self->Answer({0, {}, "response too large"});
-    self->TryParse(false);
+    self->OnBytes(bytes);
   };
   handlers.on_close = [weak](int status) {
     auto self = weak.lock();

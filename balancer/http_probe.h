@@ -5,9 +5,12 @@
 // timed out, malformed). The connection is closed after the answer.
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <string>
 
 #include "io/uv/tcp.h"
+
+using ssl_ctx_st = struct ssl_ctx_st;
 
 namespace estuary::balancer {
 
@@ -18,8 +21,11 @@ struct HttpAnswer {
 };
 
 // `bearer`: the admin token (--admin-token-file) sent as `Authorization:
-// Bearer`, "" for none.
+// Bearer`, "" for none. `tls` (a client context, io::BuildClientContext):
+// HTTPS, the server's certificate verified against its CA and its IP
+// address (or name) against `to`'s host; null: plain HTTP.
 void HttpGet(io::UvLoop& loop, const io::Endpoint& to, const std::string& method, const std::string& path,
-             int64_t timeout_ms, std::function<void(const HttpAnswer&)> done, const std::string& bearer = {});
+             int64_t timeout_ms, std::function<void(const HttpAnswer&)> done, const std::string& bearer = {},
+             const std::shared_ptr<ssl_ctx_st>& tls = nullptr);
 
 }  // namespace estuary::balancer

@@ -7,6 +7,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "io/tls/tls_context.h"
 #include "io/uv/admin_token.h"
 #include "io/uv/cli_options.h"
 
@@ -133,6 +134,9 @@ void BuildApp(CLI::App& app, BalancerConfig& config) {
   app.add_option("--admin-token-file", config.admin_token_file,
                  "File whose first line is the admin token of the nodes (their --admin-token-file): sent on every "
                  "probe, and required (Authorization: Bearer) on this balancer's --admin but /healthz");
+  app.add_option("--admin-ca", config.admin_ca,
+                 "CA bundle (PEM) of the nodes' HTTPS admin APIs (their --admin-tls): the probes speak HTTPS and "
+                 "verify each node's certificate and address (default: plain HTTP)");
   app.add_option("--vip", config.vip, "Virtual-IP mode: ADDRESS/PREFIX held by the active (needs root)");
   app.add_option("--vip-interface", config.vip_interface, "Interface for --vip");
   AddSelection(app, config);
@@ -155,6 +159,11 @@ void Validate(BalancerConfig& config) {
     auto token = io::ReadAdminTokenFile(config.admin_token_file);
     if (!token) throw CLI::ValidationError("--admin-token-file", token.error());
     config.admin_token = std::move(*token);
+  }
+  if (!config.admin_ca.empty()) {
+    auto context = io::BuildClientContext(config.admin_ca);
+    if (!context) throw CLI::ValidationError("--admin-ca", context.error());
+    config.admin_tls = std::move(*context);
   }
   if (!config.pair_secret_file.empty()) {
     auto secret = ReadPairSecret(config.pair_secret_file);

@@ -2,6 +2,7 @@
 // estuary-lb's configuration: flags and a TOML file (--config) whose keys
 // are named like the flags, as for estuaryd (docs/balancer.md lists them).
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <string>
 #include <variant>
@@ -13,6 +14,8 @@
 #include "io/uv/cli_options.h"
 #include "io/uv/log_setup.h"
 #include "io/uv/tcp.h"
+
+using ssl_ctx_st = struct ssl_ctx_st;
 
 namespace estuary::balancer {
 
@@ -45,6 +48,12 @@ struct BalancerConfig {
   // admin listener (but /healthz). Read at parse time; "" = none.
   std::string admin_token_file;
   std::string admin_token;
+  // --admin-ca: the nodes' admin APIs speak HTTPS (their --admin-tls); the
+  // probes verify each node's certificate against this CA bundle and its
+  // IP address or name against the --nodes address. Read at parse time
+  // into `admin_tls`; "" = plain HTTP.
+  std::string admin_ca;
+  std::shared_ptr<ssl_ctx_st> admin_tls;
   unsigned threads = 0;  // data-plane worker threads, 0 = one per CPU
   // Heartbeat authentication (heartbeat_auth.h): the file's path and its
   // contents (read at parse time; "" = heartbeats are not authenticated).

@@ -165,6 +165,42 @@ def https_request(address, path, ca, token=None):
     return result
 
 
+def check_balancer_https(node, token_file, certs, other):
+    """estuary-lb --admin-ca probes a node's HTTPS admin: eligible with the
+    node's CA; with another CA the probe fails and the log names the
+    certificate; without --admin-ca (plain HTTP) it fails too."""
+    def balancer(*flags):
+        return EstuaryLb(ESTUARY_LB, "--nodes", node.admin, "--role", "active", "--startup-wait", "0",
+                         "--poll-interval", "50", "--admin-token-file", token_file, "--log-level", "info", *flags)
+
+    def eligible(lb):
+        status, _, body = request(lb.fields["admin"], "GET", "/api/nodes", TOKEN)
+        return status == 200 and any(n.get("eligible") for n in json.loads(body)["nodes"])
+
+    lb = balancer("--admin-ca", certs.ca)
+    try:
+        wait_for("estuary-lb --admin-ca to judge the HTTPS node eligible", lambda: eligible(lb))
+        check(True, "estuary-lb --admin-ca probes the --admin-tls node over HTTPS: eligible")
+    finally:
+        lb.stop()
+    for flags, what in ((["--admin-ca", other.ca], "with another CA"), ([], "without --admin-ca")):
+        lb = balancer(*flags)
+        try:
+            def probed_and_failed():
+                status, _, body = request(lb.fields["admin"], "GET", "/api/nodes", TOKEN)
+                nodes = json.loads(body)["nodes"] if status == 200 else []
+                return any(n.get("last_error") for n in nodes), nodes
+            wait_for("estuary-lb %s to report a failed probe" % what, lambda: probed_and_failed()[0])
+            _, nodes = probed_and_failed()
+            check(not any(n.get("eligible") for n in nodes),
+                  "estuary-lb %s: the HTTPS node is not eligible (%r)" % (what, [n.get("last_error") for n in nodes]))
+            if flags:
+                errors = " ".join(str(n.get("last_error")) for n in nodes)
+                check("certificate" in errors, "estuary-lb with another CA names the certificate (%r)" % errors)
+        finally:
+            lb.stop()
+
+
 def check_admin_tls(token_file):
     certs = TlsCerts(os.path.join(WORK, "tls"))
     other = TlsCerts(os.path.join(WORK, "other"), ca_name="Another CA")
@@ -198,6 +234,7 @@ def check_admin_tls(token_file):
         done = subprocess.run(ctl + ["--timeout-ms", "2000", "load"], capture_output=True, text=True,
                               timeout=DEADLINE)
         check(done.returncode == 1, "estuaryctl without --admin-ca: exit 1 (%d %r)" % (done.returncode, done.stderr))
+        check_balancer_https(node, token_file, certs, other)
     finally:
         check(node.stop() == 0, "the --admin-tls node stops with status 0")
     code, error = start_up_error("--admin", "127.0.0.1:0", "--admin-tls")
