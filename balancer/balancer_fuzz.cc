@@ -1,7 +1,8 @@
 // libFuzzer target for the bytes estuary-lb and estuaryd read from outside
 // the process before any protocol: the PROXY v2 header (estuaryd, from a
 // balancer), the first MQTT bytes (estuary-lb, from any client) and the
-// pair's heartbeat datagram (plain and sealed). Each must answer without
+// pair's heartbeat datagram (plain and sealed), and a node's /api/load
+// answer (the probes read it from the network). Each must answer without
 // crashing, and what the PROXY decoder accepts must encode back to the
 // same addresses.
 #include <cstddef>
@@ -12,6 +13,7 @@
 
 #include "balancer/connect_peek.h"
 #include "balancer/heartbeat_auth.h"
+#include "balancer/load_report.h"
 #include "balancer/pair_state.h"
 #include "balancer/proxy_protocol.h"
 
@@ -42,5 +44,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   // The authenticated path (--pair-secret-file) reads the same datagram.
   static estuary::balancer::HeartbeatAuth auth("fuzz", "fuzz-boot");
   (void)auth.Open(bytes, 0);
+  if (auto report = estuary::balancer::ParseLoadReport(bytes)) {
+    (void)estuary::balancer::Score(*report, 0, estuary::balancer::ScoreWeights{});
+  }
   return 0;
 }

@@ -10,7 +10,7 @@
 #include <nlohmann/json.hpp>
 
 #include "balancer/http_probe.h"
-#include "balancer/node_table.h"
+#include "balancer/load_report.h"
 #include "cluster-core/membership/membership_admin.h"
 #include "io/uv/admin_token.h"
 #include "server/node.h"
