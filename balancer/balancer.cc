@@ -330,6 +330,7 @@ void Balancer::Probe(const std::string& admin) {
   probing_.insert(admin);
   auto fail = [this, admin](const std::string& why) {
     probing_.erase(admin);
+    if (!table_.Has(admin)) return;  // removed from --nodes (SIGHUP) meanwhile
     for (const NodeState& node : table_.nodes()) {
       if (node.admin == admin && node.probe_ok) spdlog::warn("node {} unhealthy: {}", admin, why);
     }
@@ -353,6 +354,7 @@ void Balancer::Probe(const std::string& admin) {
                       auto report = ParseLoadReport(load.body);
                       if (!report) return fail(report.error());
                       probing_.erase(admin);
+                      if (!table_.Has(admin)) return;  // removed from --nodes (SIGHUP) meanwhile
                       bool was_ok = false;
                       for (const NodeState& node : table_.nodes()) {
                         if (node.admin == admin) was_ok = node.probe_ok;

@@ -46,10 +46,10 @@ class Balancer {
   void Stop(std::function<void()> done);
 
   // SIGHUP (docs/balancer.md "Reload"): `fresh` is the command line parsed
-  // again (its --config read again). Applies --log-level and the admin
-  // token (--admin-token-file read again: the probes send the new one and
-  // the admin listener wants it); every other key is logged as needing a
-  // restart when it changed. Returns false, logging why, when the token
+  // again (its --config read again). Applies --nodes (ReloadNodes),
+  // --log-level and the admin token (--admin-token-file read again: the
+  // probes send the new one and the admin listener wants it); every other
+  // key is logged as needing a restart when it changed. Returns false, logging why, when the token
   // could not be read (the old one is kept). Main loop.
   bool Reload(const BalancerConfig& fresh);
 
@@ -64,6 +64,7 @@ class Balancer {
   bool listening() const { return mqtt_listener_ || amqp_listener_ || mqtt_ws_listener_ || amqp_ws_listener_; }
 
  private:
+  void ReloadNodes(const std::vector<io::Endpoint>& fresh);
   Expected<void, std::string> BindHeartbeat();
   Expected<void, std::string> Reserve(io::Endpoint& at, int& fd);
   void PollNodes();

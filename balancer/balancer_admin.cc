@@ -2,9 +2,12 @@
 // balancer sees it, JSON), /metrics (Prometheus text) and the dashboard at
 // "/" (balancer/dashboard/index.html, compiled in; docs/admin-api.md).
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <spdlog/spdlog.h>
 
 #include <nlohmann/json.hpp>
+
+#include <set>
 
 #include "balancer/balancer.h"
 #include "balancer/dashboard_assets.h"
@@ -155,14 +158,8 @@ std::vector<std::string> RestartKeysChanged(const BalancerConfig& running, const
   auto check = [&keys](const char* key, bool changed) {
     if (changed) keys.emplace_back(key);
   };
-  auto endpoints = [](const std::vector<io::Endpoint>& list) {
-    std::string text;
-    for (const io::Endpoint& endpoint : list) text += endpoint.ToString() + ",";
-    return text;
-  };
   check("mqtt", running.mqtt.ToString() != fresh.mqtt.ToString());
   check("amqp", running.amqp.ToString() != fresh.amqp.ToString());
-  check("nodes", endpoints(running.nodes) != endpoints(fresh.nodes));
   check("heartbeat", running.heartbeat.ToString() != fresh.heartbeat.ToString());
   check("peer", running.peer != fresh.peer);
   check("admin", running.admin != fresh.admin);
@@ -180,10 +177,36 @@ std::vector<std::string> RestartKeysChanged(const BalancerConfig& running, const
 
 }  // namespace
 
+// --nodes is live: nodes added are probed from the next poll, nodes removed
+// are forgotten (their connections stay; a probe on its way is ignored).
+// A node the partner still lists comes back through its heartbeats.
+void Balancer::ReloadNodes(const std::vector<io::Endpoint>& fresh) {
+  std::set<std::string> wanted;
+  for (const io::Endpoint& endpoint : fresh) wanted.insert(endpoint.ToString());
+  std::set<std::string> had;
+  for (const io::Endpoint& endpoint : config_.nodes) had.insert(endpoint.ToString());
+  std::vector<std::string> added;
+  std::vector<std::string> removed;
+  for (const std::string& admin : wanted) {
+    if (had.count(admin) == 0) added.push_back(admin);
+  }
+  for (const std::string& admin : had) {
+    if (wanted.count(admin) == 0) removed.push_back(admin);
+  }
+  if (added.empty() && removed.empty()) return;
+  for (const std::string& admin : added) table_.AddNode(admin);
+  for (const std::string& admin : removed) table_.RemoveNode(admin);
+  config_.nodes = fresh;
+  spdlog::info("reload: nodes: {} added ({}), {} removed ({}) (applied)", added.size(), fmt::join(added, ","),
+               removed.size(), fmt::join(removed, ","));
+  PublishNodes();
+}
+
 bool Balancer::Reload(const BalancerConfig& fresh) {
   for (const std::string& key : RestartKeysChanged(config_, fresh)) {
     spdlog::warn("reload: {} changed: needs a restart (read once at start); the running value is kept", key);
   }
+  ReloadNodes(fresh.nodes);
   if (fresh.log_level != config_.log_level) {
     spdlog::info("reload: log-level: {} -> {} (applied)", config_.log_level, fresh.log_level);
     config_.log_level = fresh.log_level;

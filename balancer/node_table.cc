@@ -56,6 +56,18 @@ void NodeTable::AddNode(const std::string& admin) {
   if (Find(admin) == nullptr) nodes_.push_back(NodeState{.admin = admin});
 }
 
+bool NodeTable::RemoveNode(const std::string& admin) {
+  auto it = std::find_if(nodes_.begin(), nodes_.end(), [&](const NodeState& node) { return node.admin == admin; });
+  if (it == nodes_.end()) return false;
+  nodes_.erase(it);
+  RebuildRing();
+  return true;
+}
+
+bool NodeTable::Has(const std::string& admin) const {
+  return std::any_of(nodes_.begin(), nodes_.end(), [&](const NodeState& node) { return node.admin == admin; });
+}
+
 void NodeTable::OnReport(const std::string& admin, LoadReport report, int64_t now_ms) {
   AddNode(admin);
   NodeState& node = *Find(admin);

@@ -75,6 +75,9 @@ class NodeTable {
   explicit NodeTable(SelectionOptions options = {});
 
   void AddNode(const std::string& admin);  // idempotent
+  // Forgets the node (its report and counters); false if it was not known.
+  bool RemoveNode(const std::string& admin);
+  bool Has(const std::string& admin) const;
   void OnReport(const std::string& admin, LoadReport report, int64_t now_ms);
   void OnFailure(const std::string& admin, std::string why);
   void SetDrained(const std::string& admin, bool drained);

@@ -73,6 +73,25 @@ TEST(NodeTableTest, LeastScoreWinsAndABurstSpreads) {
   EXPECT_EQ(table.Pick(Service::kAmqp, "", 1)->admin, "b:1");
 }
 
+// --nodes on SIGHUP (Balancer::ReloadNodes): a node removed gets nothing,
+// affinity included (the ring is built again without it).
+TEST(NodeTableTest, ARemovedNodeGetsNothing) {
+  NodeTable table;
+  table.OnReport("a:1", Report(1, 0, 1000), 0);
+  table.OnReport("b:1", Report(2, 100, 2000), 0);
+  ASSERT_EQ(table.Pick(Service::kAmqp, "", 0)->admin, "a:1");
+  EXPECT_TRUE(table.Has("a:1"));
+  EXPECT_TRUE(table.RemoveNode("a:1"));
+  EXPECT_FALSE(table.RemoveNode("a:1"));
+  EXPECT_FALSE(table.Has("a:1"));
+  ASSERT_EQ(table.nodes().size(), 1u);
+  for (const char* client : {"", "c1", "c2", "c3", "c4"}) {
+    auto choice = table.Pick(Service::kMqtt, client, 0);
+    ASSERT_TRUE(choice);
+    EXPECT_EQ(choice->admin, "b:1") << client;
+  }
+}
+
 TEST(NodeTableTest, UnhealthyStaleAndDrainedNodesGetNothing) {
   NodeTable table;
   table.OnReport("a:1", Report(1, 0, 1000), 0);

@@ -285,13 +285,13 @@ def check_balancer():
     token = os.path.join(WORK, "lb.token")
     write(token, "first-token-0123456789\n")
     os.chmod(token, 0o600)
-    write(config, 'log-level = "info"\n')
+    write(config, 'log-level = "info"\nnodes = "127.0.0.1:9"\n')
     lb = EstuaryLb(ESTUARY_LB, "--config", config, "--admin-token-file", token, "--startup-wait", "10",
                    "--log-file", log)
     try:
         check(lb.ready_line.startswith("estuary-lb ready"), "estuary-lb ready: %r" % lb.ready_line)
         admin = lb.admin
-        write(config, 'log-level = "debug"\n')
+        write(config, 'log-level = "debug"\nnodes = "127.0.0.1:10,127.0.0.1:11"\n')
         write(token, "second-token-0123456789\n")
         lb.process.send_signal(signal.SIGHUP)
         wait_for("estuary-lb reloaded", lambda: "admin token file" in read(log))
@@ -302,6 +302,12 @@ def check_balancer():
                                              headers={"Authorization": "Bearer second-token-0123456789"})
             with urllib.request.urlopen(request, timeout=DEADLINE) as response:
                 check(response.status == 200, "estuary-lb's admin takes the reloaded token")
+                listed = sorted(n["admin"] for n in json.loads(response.read())["nodes"])
+            check(listed == ["127.0.0.1:10", "127.0.0.1:11"],
+                  "estuary-lb applied the new --nodes: %r" % listed)
+            check("reload: nodes: 2 added (127.0.0.1:10,127.0.0.1:11), 1 removed (127.0.0.1:9) (applied)" in read(log),
+                  "estuary-lb logged the --nodes change as applied")
+            check("nodes changed: needs a restart" not in read(log), "--nodes is no longer a restart key")
         else:
             check(False, "estuary-lb's ready line names its admin address: %r" % lb.ready_line)
     finally:
