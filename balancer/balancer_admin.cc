@@ -207,6 +207,13 @@ bool Balancer::Reload(const BalancerConfig& fresh) {
     spdlog::warn("reload: {} changed: needs a restart (read once at start); the running value is kept", key);
   }
   ReloadNodes(fresh.nodes);
+  if (!fresh.admin_ca.empty() || !config_.admin_ca.empty()) {
+    // Read again by the parse (a CA that cannot be read failed it): the
+    // next probes verify against it.
+    spdlog::info("reload: admin-ca: {} (applied)", fresh.admin_ca.empty() ? "off: plain HTTP" : fresh.admin_ca);
+    config_.admin_ca = fresh.admin_ca;
+    config_.admin_tls = fresh.admin_tls;
+  }
   if (fresh.log_level != config_.log_level) {
     spdlog::info("reload: log-level: {} -> {} (applied)", config_.log_level, fresh.log_level);
     config_.log_level = fresh.log_level;

@@ -183,7 +183,9 @@ def check_balancer_https(node, token_file, certs, other):
         check(True, "estuary-lb --admin-ca probes the --admin-tls node over HTTPS: eligible")
     finally:
         lb.stop()
-    for flags, what in ((["--admin-ca", other.ca], "with another CA"), ([], "without --admin-ca")):
+    ca_file = os.path.join(WORK, "lb-admin-ca.pem")
+    shutil.copyfile(other.ca, ca_file)
+    for flags, what in ((["--admin-ca", ca_file], "with another CA"), ([], "without --admin-ca")):
         lb = balancer(*flags)
         try:
             def probed_and_failed():
@@ -197,6 +199,12 @@ def check_balancer_https(node, token_file, certs, other):
             if flags:
                 errors = " ".join(str(n.get("last_error")) for n in nodes)
                 check("certificate" in errors, "estuary-lb with another CA names the certificate (%r)" % errors)
+                # The right CA in the same file: SIGHUP reads it again.
+                shutil.copyfile(certs.ca, ca_file)
+                lb.process.send_signal(signal.SIGHUP)
+                wait_for("estuary-lb to judge the node eligible with the CA read again on SIGHUP",
+                         lambda: eligible(lb))
+                check(True, "estuary-lb reads --admin-ca again on SIGHUP: the node is eligible")
         finally:
             lb.stop()
 
