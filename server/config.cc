@@ -300,6 +300,9 @@ void BuildApp(CLI::App& app, NodeConfig& config) {
   AddTlsOptions(app, config);
   AddWebSocketOptions(app, config);
   AddClusterTlsOptions(app, config.cluster_tls);
+  app.add_flag("--cluster-tls-node-names", config.cluster_tls_node_names,
+               "With --cluster-tls-*: a peer's certificate must name its node id as subject CN=estuary-node-<id> "
+               "(what estuary-cluster issues), or the link is refused");
   AddLimits(app, config.limits);
   AddAbuseLimits(app, config);
   AddSharedSubscriptionOptions(app, config.shared_subscriptions);
@@ -358,7 +361,13 @@ void CheckAdminToken(const NodeConfig& config) {
 void CheckClusterTls(const NodeConfig& config) {
   const io::TlsSettings& tls = config.cluster_tls;
   const int given = int(!tls.cert_file.empty()) + int(!tls.key_file.empty()) + int(!tls.ca_file.empty());
-  if (given == 0) return;
+  if (given == 0) {
+    if (config.cluster_tls_node_names) {
+      throw CLI::ValidationError("--cluster-tls-node-names",
+                                 "needs --cluster-tls-cert, --cluster-tls-key and --cluster-tls-ca");
+    }
+    return;
+  }
   if (given != 3) {
     throw CLI::ValidationError("--cluster-tls-cert",
                                "--cluster-tls-cert, --cluster-tls-key and --cluster-tls-ca go together");

@@ -39,6 +39,9 @@ struct NodeConfig {
   // or none; needs the cluster secret (its handshake runs inside TLS).
   // flag_prefix "--cluster-tls", TLS 1.3. Reloaded on SIGHUP.
   io::TlsSettings cluster_tls;
+  // --cluster-tls-node-names: a peer's certificate CN must be
+  // "estuary-node-<its id>" (UvTransportConfig::tls_node_names).
+  bool cluster_tls_node_names = false;
   uint32_t cluster_peer_grace_ms = 3000;       // a peer down this long is gone (routes forgotten)
   // A peer whose link is down and whose address refuses a redial (its
   // process is gone) is gone at once, when no other node reaches it

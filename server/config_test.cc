@@ -307,9 +307,10 @@ TEST_F(ConfigFileTest, ClusterTlsFromFileAndItsRules) {
   const std::string secret = SecretFile("cluster-secret\n");
   const std::string path = Write("cluster-secret-file = \"" + secret + "\"\ncluster-tls-cert = \"" + node.cert +
                                  "\"\ncluster-tls-key = \"" + node.key + "\"\ncluster-tls-ca = \"" +
-                                 certificates.ca_file() + "\"\n");
+                                 certificates.ca_file() + "\"\ncluster-tls-node-names = true\n");
   auto outcome = Parse({"--config", path.c_str()});
   ASSERT_TRUE(std::holds_alternative<NodeConfig>(outcome));
+  EXPECT_TRUE(std::get<NodeConfig>(outcome).cluster_tls_node_names);
   const io::TlsSettings& tls = std::get<NodeConfig>(outcome).cluster_tls;
   EXPECT_EQ(tls.cert_file, node.cert);
   EXPECT_EQ(tls.ca_file, certificates.ca_file());
@@ -320,11 +321,12 @@ TEST_F(ConfigFileTest, ClusterTlsFromFileAndItsRules) {
            {"--cluster-tls-cert", node.cert, "--cluster-tls-key", node.key, "--cluster-tls-ca",
             certificates.ca_file()},                                            // no secret
            {"--cluster-secret-file", secret, "--cluster-tls-cert", node.cert, "--cluster-tls-key",
-            certificates.ca_file(), "--cluster-tls-ca", certificates.ca_file()}}) {  // not a key
+            certificates.ca_file(), "--cluster-tls-ca", certificates.ca_file()},  // not a key
+           {"--cluster-secret-file", secret, "--cluster-tls-node-names"}}) {      // names without TLS
     std::vector<const char*> argv;
     for (const auto& arg : args) argv.push_back(arg.c_str());
     auto refused = Parse(argv);
-    ASSERT_TRUE(std::holds_alternative<ExitRequest>(refused)) << args[2];
+    ASSERT_TRUE(std::holds_alternative<ExitRequest>(refused)) << args.back();
     EXPECT_EQ(std::get<ExitRequest>(refused).status, 2);
   }
 }

@@ -191,6 +191,7 @@ void Node::SetUpCluster() {
   links.secret = config_.cluster_secret;
   links.seed = (uint64_t{config_.node_id} << 32) ^ static_cast<uint64_t>(io::SystemClock::Instance().NowMs());
   links.tls = cluster_tls_;  // null: clear text
+  links.tls_node_names = config_.cluster_tls_node_names;
   transport_ = std::make_unique<cluster::UvTransport>(first->loop(), links);
   cluster::ClusterAgentConfig agent;
   agent.self = config_.node_id;

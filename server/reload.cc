@@ -122,6 +122,7 @@ const std::vector<Key>& Keys() {
       Make("cluster-tls-cert", Mode::kRestart, ESTUARY_FIELD(cluster_tls.cert_file)),
       Make("cluster-tls-key", Mode::kRestart, ESTUARY_FIELD(cluster_tls.key_file)),
       Make("cluster-tls-ca", Mode::kRestart, ESTUARY_FIELD(cluster_tls.ca_file)),
+      Make("cluster-tls-node-names", Mode::kRestart, ESTUARY_FIELD(cluster_tls_node_names)),
       Make("cluster-peer-grace", Mode::kRestart, ESTUARY_FIELD(cluster_peer_grace_ms)),
       Make("cluster-down-on-refused", Mode::kRestart, ESTUARY_FIELD(cluster_down_on_refused)),
       Make("cluster-replicas", Mode::kRestart, ESTUARY_FIELD(cluster_replicas)),

@@ -358,6 +358,15 @@ void UvTransport::OnHello(const LinkPtr& link, std::string_view body) {
     }
     return Refuse(link, fmt::format("node id {} is our own", hello->node));
   }
+  if (config_.tls_node_names && link->tls) {
+    const std::string wanted = fmt::format("estuary-node-{}", hello->node);
+    const std::optional<std::string> name = link->tls->peer_common_name();
+    if (!name || *name != wanted) {
+      return Refuse(link, fmt::format("its certificate names {} but its hello node {} (--cluster-tls-node-names "
+                                      "wants CN={})",
+                                      name ? "CN=" + *name : std::string("no common name"), hello->node, wanted));
+    }
+  }
   link->node = hello->node;
   link->advertised = hello->address;
   link->minor = hello->minor;

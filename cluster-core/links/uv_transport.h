@@ -49,6 +49,11 @@ struct UvTransportConfig {
   // "TLS"): a TlsContext::CreatePeer context; null = clear text. Both ends
   // must agree: a TLS node and a clear-text one never link.
   std::shared_ptr<io::TlsContext> tls;
+  // With tls (--cluster-tls-node-names): a peer's certificate must name the
+  // node id of its hello as its subject CN, "estuary-node-<id>" (what
+  // estuary-cluster issues), or the link is refused: a node's certificate
+  // then proves which node it is, beside the secret's HMAC.
+  bool tls_node_names = false;
   uint32_t heartbeat_ms = 200;     // a heartbeat is sent when nothing else was sent for this long (to a tick, heartbeat_ms / 4)
   uint32_t dead_after_ms = 1500;   // nothing received for this long: the link is down
   uint32_t backoff_min_ms = 50, backoff_max_ms = 2000;  // redial backoff, doubling, with seeded jitter

@@ -16,6 +16,9 @@
     never shows up in node 1's member table, and node 1 logs the TLS refusal
     naming "unknown CA";
   - SIGHUP makes node 1 read the cluster TLS files and the token again;
+  - a node with the secret and node 3's certificate but node id 5 is
+    refused by node 1 (--cluster-tls-node-names, which estuary-cluster
+    turns on), the log naming both;
   - `estuary-cluster stop` stops it all.
 
 Every wait is on an observed event with a deadline; nothing sleeps.
@@ -215,6 +218,33 @@ def main():
             stranger.send_signal(signal.SIGTERM)
             stranger.wait(DEADLINE)
             stranger_log.close()
+
+        # --cluster-tls-node-names (estuary-cluster turns it on): node 3's
+        # certificate, valid and from the cluster CA, does not let another
+        # node id in.
+        impostor_log = open(os.path.join(WORK, "impostor.log"), "w")
+        impostor = subprocess.Popen([ESTUARYD, "--node-id", "5", "--mqtt", "127.0.0.1:0", "--amqp", "127.0.0.1:0",
+                                     "--admin", "127.0.0.1:0", "--cluster", "127.0.0.1:0", "--shards", "1",
+                                     "--storage", "memory", "--cluster-secret-file",
+                                     os.path.join(DIR, "cluster.secret"), "--seeds", nodes[1]["cluster"],
+                                     "--cluster-tls-cert", os.path.join(DIR, "tls", "node-3.pem"),
+                                     "--cluster-tls-key", os.path.join(DIR, "tls", "node-3.key"),
+                                     "--cluster-tls-ca", os.path.join(DIR, "tls", "ca.pem")],
+                                    stdout=subprocess.PIPE, stderr=impostor_log)
+        try:
+            check(LineReader(impostor).line() is not None, "the impostor node (id 5, node 3's certificate) starts")
+
+            def impostor_refused():
+                with open(os.path.join(DIR, "node-1.log")) as f:
+                    return any("certificate names CN=estuary-node-3 but its hello node 5" in l for l in f)
+            wait_for("node 1 to refuse node 3's certificate for node 5", impostor_refused)
+            check(True, "node 1 refuses a certificate that names another node (CN=estuary-node-3 for node 5)")
+            check(members(address).get(5) != "up", "the impostor never shows up in node 1's member table")
+            check(members(address).get(3) == "up", "node 3 itself stays up")
+        finally:
+            impostor.send_signal(signal.SIGTERM)
+            impostor.wait(DEADLINE)
+            impostor_log.close()
     finally:
         stop = subprocess.run([CLUSTER, "stop", "--dir", DIR], capture_output=True, text=True, timeout=60)
         check(stop.returncode == 0, "estuary-cluster stop: 0 (%d %r)" % (stop.returncode, stop.stderr))

@@ -234,6 +234,10 @@ bool Launcher::StartNode(int id) {
     const NodeCertificate files = NodeCertificateIn(tls_dir_, id);
     argv.insert(argv.end(), {"--cluster-tls-cert", files.cert, "--cluster-tls-key", files.key, "--cluster-tls-ca",
                              tls_dir_ + "/ca.pem"});
+    // Its certificates name the node (CN=estuary-node-N): each link checks
+    // that the peer's is the one of the node its hello names.
+    static const bool node_names = HelpText(options_.estuaryd).find("--cluster-tls-node-names") != std::string::npos;
+    if (node_names) argv.push_back("--cluster-tls-node-names");
   }
   if (options_.admin_token && token_path_ == dir_ + "/admin.token") {
     argv.insert(argv.end(), {"--admin-token-file", token_path_});
