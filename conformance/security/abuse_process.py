@@ -546,8 +546,11 @@ def check_amqp_connect_timeout(broker, log_path, timeout_ms, cap):
     wait_for("no pending left", lambda: metric(broker, "estuary_pending_connections") == 0)
     lines = [line for line in log_text(log_path).splitlines()
              if "amqp: address=127.0.3." in line and "not finished within the connect timeout" in line]
-    check(len(lines) == len(opened) and " info " in lines[0],
-          "each logged at info with its address (%d lines, e.g. %r)" % (len(lines), lines[0] if lines else ""))
+    # The line is bounded (io::LogBudget: 10 at once per shard thread, then
+    # 1 a second); the metric above counts every one.
+    check(min(len(opened), 10) <= len(lines) <= len(opened) and " info " in lines[0],
+          "logged at info with the address, at most 10 at once per shard (%d lines for %d, e.g. %r)"
+          % (len(lines), len(opened), lines[0] if lines else ""))
     for sock, _ in opened:
         sock.close()
 

@@ -4,16 +4,22 @@
 #include <proton/error_condition.hpp>
 #include <proton/session.hpp>
 #include <proton/transport.hpp>
+#include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
 #include <cstring>
 
 #include "frontends/amqp/session/c_access.h"
+#include "io/log_budget.h"
 #include "frontends/amqp/session/links.h"
 
 namespace estuary::amqp {
 namespace {
+// The connect-timeout log line: at most this many at once per shard thread,
+// then this many a second (io::LogBudget).
+constexpr double kTimeoutLinesBurst = 10;
+constexpr double kTimeoutLinesPerSecond = 1;
 
 using core::ShardMetrics;
 
@@ -84,10 +90,16 @@ void AmqpConnection::ArmConnectTimer() {
     if (self->state_ != State::kOpening || self->handed_off_) return;
     // Before the open there is no AMQP close to send (and during SASL no
     // AMQP layer at all): the socket is closed.
-    spdlog::info("amqp: address={} closed: {} within the connect timeout ({} ms, {} bytes received)",
-                 self->sasl_.peer_address,
-                 self->open_arrived_ ? "open refused and the connection not closed" : "SASL and open not finished",
-                 self->settings_.connect_timeout_ms, self->bytes_received_);
+    // Any peer can cause this line: bounded (the metric counts each).
+    thread_local io::LogBudget budget(kTimeoutLinesPerSecond, kTimeoutLinesBurst);
+    uint64_t skipped = 0;
+    if (budget.Take(self->broker_->loop().NowMs(), skipped)) {
+      spdlog::info("amqp: address={} closed: {} within the connect timeout ({} ms, {} bytes received){}",
+                   self->sasl_.peer_address,
+                   self->open_arrived_ ? "open refused and the connection not closed" : "SASL and open not finished",
+                   self->settings_.connect_timeout_ms, self->bytes_received_,
+                   skipped == 0 ? std::string() : fmt::format("; {} more not logged since", skipped));
+    }
     if (self->settings_.connect_timed_out) self->settings_.connect_timed_out();
     self->CloseStream();
   });

@@ -1,14 +1,20 @@
 #include "frontends/mqtt/session/connection.h"
 
+#include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
 #include <type_traits>
 
 #include "frontends/mqtt/codec/encoder.h"
+#include "io/log_budget.h"
 
 namespace estuary::mqtt {
 namespace {
+// The connect-timeout log line: at most this many at once per shard thread,
+// then this many a second (io::LogBudget).
+constexpr double kTimeoutLinesBurst = 10;
+constexpr double kTimeoutLinesPerSecond = 1;
 
 using core::ShardMetrics;
 
@@ -44,9 +50,15 @@ void MqttConnection::Start() {
     if (!self) return;
     self->keep_alive_timer_ = 0;
     if (self->state_ == State::kAwaitingConnect || self->state_ == State::kAuthenticating) {
-      spdlog::info("mqtt: address={} closed: {} within the connect timeout ({} ms)", self->stream_.peer_address(),
-                   self->state_ == State::kAwaitingConnect ? "no CONNECT" : "AUTH exchange not finished",
-                   self->settings_.connect_timeout_ms);
+      // Any peer can cause this line: bounded (the metric counts each).
+      thread_local io::LogBudget budget(kTimeoutLinesPerSecond, kTimeoutLinesBurst);
+      uint64_t skipped = 0;
+      if (budget.Take(self->broker_.loop().NowMs(), skipped)) {
+        spdlog::info("mqtt: address={} closed: {} within the connect timeout ({} ms){}", self->stream_.peer_address(),
+                     self->state_ == State::kAwaitingConnect ? "no CONNECT" : "AUTH exchange not finished",
+                     self->settings_.connect_timeout_ms,
+                     skipped == 0 ? std::string() : fmt::format("; {} more not logged since", skipped));
+      }
       if (self->settings_.connect_timed_out) self->settings_.connect_timed_out();
     }
     if (self->state_ == State::kAwaitingConnect) {
