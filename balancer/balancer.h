@@ -47,7 +47,8 @@ class Balancer {
 
   // SIGHUP (docs/balancer.md "Reload"): `fresh` is the command line parsed
   // again (its --config read again). Applies --nodes (ReloadNodes),
-  // --log-level and the admin token (--admin-token-file read again: the
+  // --admin-ca, --poll-interval, --probe-timeout, --log-level and the admin
+  // token (--admin-token-file read again: the
   // probes send the new one and the admin listener wants it); every other
   // key is logged as needing a restart when it changed. Returns false, logging why, when the token
   // could not be read (the old one is kept). Main loop.

@@ -165,8 +165,6 @@ std::vector<std::string> RestartKeysChanged(const BalancerConfig& running, const
   check("admin", running.admin != fresh.admin);
   check("admin-token-file", running.admin_token_file != fresh.admin_token_file);
   check("pair-secret-file", running.pair_secret_file != fresh.pair_secret_file);
-  check("poll-interval", running.poll_interval_ms != fresh.poll_interval_ms);
-  check("probe-timeout", running.probe_timeout_ms != fresh.probe_timeout_ms);
   check("heartbeat-interval", running.heartbeat_interval_ms != fresh.heartbeat_interval_ms);
   check("threads", running.threads != fresh.threads);
   check("vip", running.vip != fresh.vip);
@@ -207,6 +205,16 @@ bool Balancer::Reload(const BalancerConfig& fresh) {
     spdlog::warn("reload: {} changed: needs a restart (read once at start); the running value is kept", key);
   }
   ReloadNodes(fresh.nodes);
+  // The next poll is armed with the new interval, the next probes take the
+  // new timeout.
+  if (fresh.poll_interval_ms != config_.poll_interval_ms) {
+    spdlog::info("reload: poll-interval: {} -> {} ms (applied)", config_.poll_interval_ms, fresh.poll_interval_ms);
+    config_.poll_interval_ms = fresh.poll_interval_ms;
+  }
+  if (fresh.probe_timeout_ms != config_.probe_timeout_ms) {
+    spdlog::info("reload: probe-timeout: {} -> {} ms (applied)", config_.probe_timeout_ms, fresh.probe_timeout_ms);
+    config_.probe_timeout_ms = fresh.probe_timeout_ms;
+  }
   if (!fresh.admin_ca.empty() || !config_.admin_ca.empty()) {
     // Read again by the parse (a CA that cannot be read failed it): the
     // next probes verify against it.

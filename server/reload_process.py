@@ -291,7 +291,8 @@ def check_balancer():
     try:
         check(lb.ready_line.startswith("estuary-lb ready"), "estuary-lb ready: %r" % lb.ready_line)
         admin = lb.admin
-        write(config, 'log-level = "debug"\nnodes = "127.0.0.1:10,127.0.0.1:11"\n')
+        write(config, 'log-level = "debug"\nnodes = "127.0.0.1:10,127.0.0.1:11"\npoll-interval = 400\n'
+                      'probe-timeout = 300\n')
         write(token, "second-token-0123456789\n")
         lb.process.send_signal(signal.SIGHUP)
         wait_for("estuary-lb reloaded", lambda: "admin token file" in read(log))
@@ -308,6 +309,9 @@ def check_balancer():
             check("reload: nodes: 2 added (127.0.0.1:10,127.0.0.1:11), 1 removed (127.0.0.1:9) (applied)" in read(log),
                   "estuary-lb logged the --nodes change as applied")
             check("nodes changed: needs a restart" not in read(log), "--nodes is no longer a restart key")
+            check("reload: poll-interval: 250 -> 400 ms (applied)" in read(log)
+                  and "reload: probe-timeout: 500 -> 300 ms (applied)" in read(log),
+                  "estuary-lb applied the new poll-interval and probe-timeout")
         else:
             check(False, "estuary-lb's ready line names its admin address: %r" % lb.ready_line)
     finally:
