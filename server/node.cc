@@ -196,7 +196,6 @@ void Node::SetUpCluster() {
   cluster::ClusterAgentConfig agent;
   agent.self = config_.node_id;
   agent.shard_count = config_.shards;
-  agent.peer_gone_grace_ms = config_.cluster_peer_grace_ms;
   agent.forward_timeout_ms = config_.cluster_forward_timeout_ms;
   agent.partitioned_groups = config_.shared_subscriptions.partitioned;
   shard0_thread_ = std::this_thread::get_id();

@@ -9,8 +9,8 @@
 // among themselves; an implementation may batch forwards (ClusterAgent's
 // port posts once per batch per shard, and once per batch of ForwardSafe),
 // so a forward may reach the agent ahead of a non-forward call made before
-// it. Nothing relies on that order: route changes, retained messages and
-// attaches are independent of forwards. Without a port (single-node
+// it. Nothing relies on that order: route changes and retained messages
+// are independent of forwards. Without a port (single-node
 // estuaryd, unit tests of one node) the broker makes no such calls.
 #include <cstdint>
 #include <functional>
@@ -44,8 +44,6 @@ class ClusterPort {
   // the last one gone): `update.destination` is the shard id.
   virtual void RouteChanged(const RouteUpdate& update) = 0;
   virtual void Forward(uint16_t node, NodeForward forward) = 0;
-  // A retained message published on this node (not one received from a peer).
-  virtual void RetainedPublished(const MessagePtr& message) = 0;
   // --- retained messages on partitions (docs/partitions.md "Retained
   // messages on partitions"); off unless the agent runs partitions.
   // Any thread.
@@ -101,8 +99,6 @@ class ClusterPort {
   // Recovered sessions of `shard` (ShardBroker::TakeUnconfirmed) to check
   // with the registry; the answers come back as ConfirmRecovered on it.
   virtual void ConfirmRecovered(uint16_t /*shard*/, std::vector<std::string> /*client_ids*/) {}
-  // A client attached on this node: peers close their connection for the id.
-  virtual void ClientAttached(const std::string& client_id) = 0;
   // Deliveries for a forward received from `origin` (DeliverFromNode) are
   // enqueued, and durable with a store: the agent tells the origin node.
   virtual void ForwardSafe(uint16_t origin, uint64_t forward_id) = 0;

@@ -186,9 +186,6 @@ Expected<ShardBroker::RecoveryCounts, std::string> ShardBroker::Recover() {
     }
     if (!retained_.Apply(message)) continue;
     Broadcast([message](ShardBroker& shard) { shard.ApplyRetained(message); });
-    if (cluster_ != nullptr && !IsNodeLocalTopic(message->topic)) {
-      cluster_->RetainedPublished(message);  // for the peers' snapshots (tombstones too)
-    }
     if (message->PayloadSize() != 0) ++counts.retained;
   }
   metrics_.retained_messages.store(retained_.size(), std::memory_order_relaxed);

@@ -26,8 +26,6 @@ class QueuePort final : public ClusterPort {
  public:
   void RouteChanged(const RouteUpdate&) override {}
   void Forward(uint16_t node, NodeForward forward) override { forwards.emplace_back(node, std::move(forward)); }
-  void RetainedPublished(const MessagePtr&) override {}
-  void ClientAttached(const std::string&) override {}
   void ForwardSafe(uint16_t, uint64_t) override {}
   bool QueuesOnPartitions() const override { return true; }
   void AppendToGroupQueue(const MessagePtr& message, const std::string& key, uint16_t, uint64_t token) override {

@@ -48,8 +48,6 @@ class QuietPort : public ClusterPort {
  public:
   void RouteChanged(const RouteUpdate&) override {}
   void Forward(uint16_t, NodeForward) override {}
-  void RetainedPublished(const MessagePtr&) override {}
-  void ClientAttached(const std::string&) override {}
   void ForwardSafe(uint16_t, uint64_t) override {}
 };
 

@@ -87,7 +87,6 @@ ShardBroker::AttachResult ShardBroker::Attach(const std::string& client_id, bool
   }
   session->set_sink(sink);
   session->set_disconnected_at_ms(0);  // written with the expiry the connection sets next
-  if (cluster_ != nullptr) cluster_->ClientAttached(client_id);
   return {session, present};
 }
 
@@ -190,7 +189,6 @@ void ShardBroker::Publish(MessagePtr message, std::function<void()> on_safe, Flo
     }
     metrics_.retained_messages.store(retained_.size(), std::memory_order_relaxed);
     Broadcast([message](ShardBroker& shard) { shard.ApplyRetained(message); });
-    if (cluster_ != nullptr && !IsNodeLocalTopic(message->topic)) cluster_->RetainedPublished(message);
   }
   Route(message, SafeWaiter{1, false, std::move(on_safe), std::move(on_full)}, flow, RouteScope{});
   current_publisher_ = FlowRef{};

@@ -26,8 +26,6 @@ class RecordingPort final : public ClusterPort {
  public:
   void RouteChanged(const RouteUpdate&) override {}
   void Forward(uint16_t node, NodeForward forward) override { forwards.emplace_back(node, std::move(forward)); }
-  void RetainedPublished(const MessagePtr&) override {}
-  void ClientAttached(const std::string&) override {}
   void ForwardSafe(uint16_t, uint64_t) override {}
   std::vector<std::pair<uint16_t, NodeForward>> forwards;
 };

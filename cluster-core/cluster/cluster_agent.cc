@@ -8,8 +8,6 @@
 
 namespace estuary::cluster {
 
-constexpr size_t kRetainedChunkBytes = 1 << 20;
-
 // The shards' side: every call hops to the agent's loop.
 class ClusterAgent::Port final : public core::ClusterPort {
  public:
@@ -29,9 +27,6 @@ class ClusterAgent::Port final : public core::ClusterPort {
       batch.forwards.emplace_back(node, std::move(forward));
     }
     if (first) Run([shard](ClusterAgent& agent) { agent.port_->TakeForwards(shard, agent); });
-  }
-  void RetainedPublished(const MessagePtr& message) override {
-    Run([message](ClusterAgent& agent) { agent.OnRetainedPublished(message); });
   }
   bool RetainedOnPartitions() const override { return retained_on_partitions_.load(std::memory_order_acquire); }
   void RetainedToPartition(const MessagePtr& message, uint16_t origin_shard, uint64_t safe_token) override {
@@ -110,9 +105,6 @@ class ClusterAgent::Port final : public core::ClusterPort {
     Run([from, handoff, taken](ClusterAgent& agent) { agent.OnHandOffTaken(from, handoff, taken); });
   }
   void set_sessions_on_partitions(bool on) { sessions_on_partitions_.store(on, std::memory_order_release); }
-  void ClientAttached(const std::string& client_id) override {
-    Run([client_id](ClusterAgent& agent) { agent.OnClientAttached(client_id); });
-  }
   // Batched too: every shard's confirmations in one list, one post per batch.
   void ForwardSafe(uint16_t origin, uint64_t forward_id) override {
     bool first = false;
@@ -213,12 +205,12 @@ Membership& ClusterAgent::EnableMembership(MembershipConfig config) {
     // its declaration as gone hands its share on, RedirectReplaysWaitingOn.)
     if (member.state == MemberState::kSuspect) UnchargeHeldTo(member.node);
     if (member.state == MemberState::kDown || member.state == MemberState::kLeft) {
-      // A node's own view that another is down is no verdict to act on
-      // where a metadata group decides: a node cut off from the majority
-      // sees everyone down (issue 29). The group's MemberGone, which only a
-      // majority commits, declares it gone (OnMetaMember). A graceful
-      // leave is the member's own act.
-      if (!meta_ || member.state == MemberState::kLeft) {
+      // A node's own view that another is down is no verdict to act on: a
+      // node cut off from the majority sees everyone down (issue 29). The
+      // metadata group's MemberGone, which only a majority commits,
+      // declares it gone (OnMetaMember). A graceful leave is the member's
+      // own act.
+      if (member.state == MemberState::kLeft) {
         DeclareGone(member.node);
       } else if (auto skipped = unacted_verdicts_.find(member.node); skipped != unacted_verdicts_.end()) {
         // The group's verdict came while this node still reached it: now
@@ -234,17 +226,12 @@ Membership& ClusterAgent::EnableMembership(MembershipConfig config) {
     }
     if (member.state == MemberState::kUp) ResendParked(member.node);
   });
-  membership_ = [membership](NodeId from, uint8_t type, std::string_view body) {
-    membership->OnFrame(from, type, body);
-  };
-  grace_timer_ = false;
   return *membership;
 }
 
 ClusterAgent::~ClusterAgent() {
   meta_.reset();
   meta_host_.reset();
-  membership_ = nullptr;
   membership_owned_.reset();  // before the handler goes: it may still use the transport
   loop_.CancelTimer(tick_timer_);
   transport_.set_handler(nullptr);
@@ -270,8 +257,13 @@ void ClusterAgent::OnRouteChanged(const core::RouteUpdate& update) {
     if (it == local_routes_.end() || --it->second > 0) return;
     local_routes_.erase(it);
   }
-  pending_routes_.push_back(RouteEntry{update.add, update.filter, update.shared_key});
+  pending_routes_.push_back({meta::RouteKey{update.filter, update.shared_key}, update.add});
   ScheduleFlush();
+}
+
+void ClusterAgent::UseRouteProposer(RouteProposer proposer) {
+  route_proposer_ = std::move(proposer);
+  if (!pending_routes_.empty()) ScheduleFlush();
 }
 
 Expected<void, std::string> ClusterAgent::EnableMetadata(meta::MetaGroupConfig config,
@@ -281,7 +273,7 @@ Expected<void, std::string> ClusterAgent::EnableMetadata(meta::MetaGroupConfig c
   meta_ = std::make_unique<meta::MetaGroup>(*meta_host_, engine, std::move(config));
   meta_->set_route_observer([this](NodeId node, const std::vector<meta::RouteKey>& added,
                                    const std::vector<meta::RouteKey>& removed) {
-    ApplyMetaRoutes(node, added, removed);
+    ApplyRemoteRoutes(node, added, removed);
   });
   meta_->state().set_member_observer(
       [this](NodeId node, bool present, uint64_t index) { OnMetaMember(node, present, index); });
@@ -293,6 +285,8 @@ Expected<void, std::string> ClusterAgent::EnableMetadata(meta::MetaGroupConfig c
   if (membership_owned_) {
     for (const Member& member : membership_owned_->members()) TellMetadata(member);
   }
+  // This iteration's changes join the node's next route proposal.
+  UseRouteProposer([group = meta_.get()](const RouteChanges& changes) { group->UpdateRoutes(changes); });
   return {};
 }
 
@@ -315,8 +309,8 @@ void ClusterAgent::TellMetadata(const Member& member) {
 }
 
 // Routes the metadata group applied for another node: every shard's Router
-// learns them as NodeDestination(node), as pairwise routes were.
-void ClusterAgent::ApplyMetaRoutes(NodeId node, const std::vector<meta::RouteKey>& added,
+// learns them as NodeDestination(node).
+void ClusterAgent::ApplyRemoteRoutes(NodeId node, const std::vector<meta::RouteKey>& added,
                                    const std::vector<meta::RouteKey>& removed) {
   if (node == config_.self) return;  // the shards hold their own routes
   counters_.route_changes_in += added.size() + removed.size();
@@ -349,41 +343,6 @@ void ClusterAgent::ApplyMetaRoutes(NodeId node, const std::vector<meta::RouteKey
   }
 }
 
-void ClusterAgent::ApplyRoutes(NodeId from, uint8_t type, std::string_view body) {
-  if (meta_) return;  // routes come from the metadata group only
-  auto entries = DecodeRoutes(body);
-  if (!entries) {
-    bad_frames_->fetch_add(1, std::memory_order_relaxed);
-    return;
-  }
-  counters_.route_changes_in += entries->size();
-  const core::Destination destination = core::NodeDestination(from);
-  auto& held = remote_routes_[from];
-  if (type == kRouteSnapshot) {
-    held.clear();
-    for (const RouteEntry& entry : *entries) held.emplace(entry.filter, entry.shared_key);
-    std::vector<RouteKey> routes(held.begin(), held.end());
-    for (uint16_t shard = 0; shard < config_.shard_count; ++shard) {
-      PostToShard(shard, [destination, routes](core::ShardBroker& broker) { broker.ReplaceRoutesOf(destination, routes); });
-    }
-    return;
-  }
-  std::vector<core::RouteUpdate> updates;
-  for (const RouteEntry& entry : *entries) {
-    if (entry.add) {
-      held.emplace(entry.filter, entry.shared_key);
-    } else {
-      held.erase({entry.filter, entry.shared_key});
-    }
-    updates.push_back(core::RouteUpdate{entry.add, entry.filter, entry.shared_key, destination});
-  }
-  for (uint16_t shard = 0; shard < config_.shard_count; ++shard) {
-    PostToShard(shard, [updates](core::ShardBroker& broker) {
-      for (const auto& update : updates) broker.ApplyRouteUpdate(update);
-    });
-  }
-}
-
 size_t ClusterAgent::remote_route_count() const {
   size_t count = 0;
   for (const auto& [node, routes] : remote_routes_) count += routes.size();
@@ -396,7 +355,7 @@ void ClusterAgent::Broadcast(uint8_t type, const std::string& body) {
   }
 }
 
-// Once per loop iteration: route changes, confirmations, attaches, credit.
+// Once per loop iteration: route changes, confirmations, credit.
 void ClusterAgent::ScheduleFlush() {
   if (flush_scheduled_) return;
   flush_scheduled_ = true;
@@ -406,23 +365,10 @@ void ClusterAgent::ScheduleFlush() {
 void ClusterAgent::Flush() {
   flush_scheduled_ = false;
   for (uint16_t shard = 0; shard < config_.shard_count; ++shard) FlushShardItems(shard);
-  if (!pending_routes_.empty()) {
+  if (!pending_routes_.empty() && route_proposer_) {
     counters_.route_changes_out += pending_routes_.size();
-    if (meta_) {
-      // This iteration's changes join the node's next route proposal.
-      std::vector<std::pair<meta::RouteKey, bool>> changes;
-      for (const RouteEntry& entry : pending_routes_) {
-        changes.push_back({meta::RouteKey{entry.filter, entry.shared_key}, entry.add});
-      }
-      meta_->UpdateRoutes(changes);
-    } else {
-      Broadcast(kRouteDelta, EncodeRoutes(pending_routes_));
-    }
+    route_proposer_(pending_routes_);
     pending_routes_.clear();
-  }
-  if (!pending_attached_.empty()) {
-    Broadcast(kClientAttached, EncodeClientIds(pending_attached_));
-    pending_attached_.clear();
   }
   for (auto& [node, ids] : pending_safe_) {
     if (node == config_.self) {  // replays this node sent itself
@@ -440,37 +386,6 @@ void ClusterAgent::Flush() {
   }
 }
 
-// --- retained, attaches ---------------------------------------------------------------
-
-void ClusterAgent::OnRetainedPublished(const MessagePtr& message) {
-  ApplyRetained(message, false);
-  Broadcast(kRetained, EncodeRetained({message}));
-}
-
-void ClusterAgent::ApplyRetained(const MessagePtr& message, bool from_peer) {
-  auto it = retained_.find(message->topic);
-  if (it != retained_.end()) {
-    const MessageId& held = it->second->id;
-    // The newest by hybrid logical clock wins (node id breaks ties): a late
-    // snapshot never brings back an older message.
-    if (std::tie(held.timestamp, held.node) >= std::tie(message->id.timestamp, message->id.node)) return;
-    it->second = message;
-  } else {
-    retained_.emplace(message->topic, message);
-  }
-  if (!from_peer) return;  // the publishing shard told its node's shards itself
-  ++counters_.retained_in;
-  for (uint16_t shard = 0; shard < config_.shard_count; ++shard) {
-    PostToShard(shard, [message](core::ShardBroker& broker) { broker.ApplyRetained(message); });
-  }
-}
-
-void ClusterAgent::OnClientAttached(const std::string& client_id) {
-  if (partitions_) return;  // the registry's claim told the previous owner (cluster_registry.cc)
-  pending_attached_.push_back(client_id);
-  ScheduleFlush();
-}
-
 // --- links -------------------------------------------------------------------------
 
 void ClusterAgent::OnPeerUp(const PeerInfo& info) {
@@ -482,46 +397,22 @@ void ClusterAgent::OnPeerUp(const PeerInfo& info) {
   peer.minor = info.minor;
   peer.minor_known = true;
   UpdateVersionGates();
-  if (!membership_owned_ && peer.gone) {  // back, as the grace timer sees it
-    peer.gone = false;
-    ResendParked(info.node);
-  }
-  peer.down_since_ms = -1;
   spdlog::info("cluster: node {} ({}) up", info.node, info.cluster_address);
-  // Snapshots first (they replace what the peer had from us), then what waited.
-  SendSnapshots(info.node);
+  // What the peer must know of this node first, then what waited.
+  SendLinkUpState(info.node);
   ResendUnconfirmed(info.node);
   DrainHeld(info.node);
 }
 
-void ClusterAgent::SendSnapshots(NodeId node) {
-  std::vector<RouteEntry> routes;
-  for (const auto& [key, shards] : local_routes_) routes.push_back(RouteEntry{true, key.first, key.second});
+void ClusterAgent::SendLinkUpState(NodeId node) {
+  if (config_.partitioned_groups.empty()) return;
   Peer& peer = peers_[node];
   std::deque<Held> waiting;
-  waiting.swap(peer.held);  // the snapshots go ahead of held forwards
+  waiting.swap(peer.held);  // ahead of held forwards
   const size_t waiting_bytes = peer.held_bytes;
   peer.held_bytes = 0;
-  if (!meta_) Send(node, Control(kRouteSnapshot, EncodeRoutes(routes)));
-  if (!config_.partitioned_groups.empty()) {  // even empty: it replaces what the peer had from an earlier boot
-    Send(node, Control(kGroupConsumers, EncodeClientIds({group_ready_announced_.begin(), group_ready_announced_.end()})));
-  }
-  // Retained messages in frames of about kRetainedChunkBytes, far below
-  // the links' frame limit however many there are.
-  std::vector<MessagePtr> retained;
-  size_t bytes = 0;
-  // Tombstones (cleared topics) travel too: a peer that was down while a
-  // topic was cleared drops the value it still holds.
-  for (const auto& [topic, message] : retained_) {
-    retained.push_back(message);
-    bytes += message->ApproximateBytes();
-    if (bytes >= kRetainedChunkBytes) {
-      Send(node, Control(kRetained, EncodeRetained(retained)));
-      retained.clear();
-      bytes = 0;
-    }
-  }
-  if (!retained.empty()) Send(node, Control(kRetained, EncodeRetained(retained)));
+  // Even empty: it replaces what the peer had from an earlier boot.
+  Send(node, Control(kGroupConsumers, EncodeClientIds({group_ready_announced_.begin(), group_ready_announced_.end()})));
   for (Held& frame : waiting) peer.held.push_back(std::move(frame));
   peer.held_bytes += waiting_bytes;
 }
@@ -588,8 +479,7 @@ void ClusterAgent::OnPeerDown(NodeId node) {
   Peer& peer = peers_[node];
   if (!peer.up) return;
   peer.up = false;
-  peer.down_since_ms = loop_.NowMs();
-  DropHeld(peer, true);  // control frames are replaced by the next snapshot
+  DropHeld(peer, true);  // control frames: the state they carry is sent again at link up
   ResetGroupQueueLinks(node, false);
   spdlog::info("cluster: node {} down", node);
 }
@@ -626,7 +516,6 @@ void ClusterAgent::OnMetaMember(NodeId node, bool present, uint64_t index) {
 
 void ClusterAgent::DeclareGone(NodeId node, uint64_t verdict) {
   Peer& peer = peers_[node];
-  peer.down_since_ms = -1;
   peer.known = false;
   peer.gone = true;
   DropHeld(peer, false);
@@ -634,24 +523,18 @@ void ClusterAgent::DeclareGone(NodeId node, uint64_t verdict) {
   // Its shared-group routes go now (the groups pick live members; replayed
   // group messages are sent to the group again), its plain routes after
   // replay_grace_ms (forwards on them are replayed to the sessions taken
-  // from it). With the metadata group, its MemberGone drops them from the
-  // node's route set everywhere; the shards then apply that as here.
+  // from it): its MemberGone drops them from the node's route set
+  // everywhere, and ApplyRemoteRoutes applies that so.
   std::vector<core::RouteUpdate> shared_now;
-  std::vector<core::RouteUpdate> plain_later;
   if (auto routes = remote_routes_.find(node); routes != remote_routes_.end()) {
     for (const auto& [filter, key] : routes->second) {
-      (key.empty() ? plain_later : shared_now)
-          .push_back(core::RouteUpdate{false, filter, key, core::NodeDestination(node)});
+      if (!key.empty()) shared_now.push_back(core::RouteUpdate{false, filter, key, core::NodeDestination(node)});
     }
   }
   for (uint16_t shard = 0; shard < config_.shard_count && !shared_now.empty(); ++shard) {
     PostToShard(shard, [shared_now](core::ShardBroker& broker) {
       for (const auto& update : shared_now) broker.ApplyRouteUpdate(update);
     });
-  }
-  if (!meta_) {
-    remote_routes_.erase(node);
-    DeferRouteRemoval(node, std::move(plain_later));
   }
   UnchargeHeldTo(node);
   spdlog::info("cluster: node {} gone; its routes are forgotten in {} ms, forwards it did not confirm replayed",
@@ -673,7 +556,7 @@ void ClusterAgent::OnRefusedBy(const std::string& address, const std::string& re
 
 void ClusterAgent::OnFrame(NodeId from, uint8_t type, std::string_view body) {
   if (IsMembershipFrame(type)) {
-    if (membership_) membership_(from, type, body);
+    if (membership_owned_) membership_owned_->OnFrame(from, type, body);
     return;
   }
   if (type >= meta::kRaftMessage && type <= 0x4F) {
@@ -689,10 +572,6 @@ void ClusterAgent::OnFrame(NodeId from, uint8_t type, std::string_view body) {
     return;
   }
   switch (type) {
-    case kRouteSnapshot:
-    case kRouteDelta:
-      ApplyRoutes(from, type, body);
-      return;
     case kForward:
       DeliverForward(from, body);
       return;
@@ -708,12 +587,8 @@ void ClusterAgent::OnFrame(NodeId from, uint8_t type, std::string_view body) {
       OnReplay(from, std::move(*replay));
       return;
     }
-    case kRetained: {
-      auto messages = DecodeRetained(body);
-      if (!messages) break;
-      for (const MessagePtr& message : *messages) ApplyRetained(message, true);
+    case kRetiredRetained:  // an older binary's broadcast: the partitions have the message
       return;
-    }
     case kGroupConsumers: {
       auto keys = DecodeClientIds(body);  // the same shape: a list of strings
       if (!keys) break;

@@ -5,32 +5,33 @@
 //
 // What it does (docs/cluster.md):
 //  - routes: aggregates the route sets of this node's shards into one
-//    node-level set (a filter held by any shard is one route) and sends the
-//    changes to every peer, batched per loop iteration; on link up it sends
-//    a full snapshot that replaces everything the peer held from this node.
-//    Routes received from a peer are applied to every shard's Router as
-//    Destination NodeDestination(peer).
+//    node-level set (a filter held by any shard is one route) and proposes
+//    the changes to the metadata group, batched per loop iteration; the
+//    routes the group applies for other nodes are applied to every shard's
+//    Router as Destination NodeDestination(node) (ApplyRemoteRoutes).
 //  - forwards: a shard's NodeForward becomes one kForward frame; the
 //    receiving agent hands it to the shard its publisher's client id hashes
 //    to (DeliverFromNode), and returns kForwardSafe once it is enqueued
 //    (and durable); only then does the origin shard's safe step complete.
 //    Frames a peer cannot take now are held in a bounded queue per peer.
-//  - retained messages and client attaches go to every peer (retained also
-//    as a snapshot at link up); an attach elsewhere closes the local
-//    connection of that client id as taken over.
-//  - a peer whose link stays down for the grace period is gone: every
-//    shard forgets its routes (after replay_grace_ms). A QoS 1/2 forward
+//  - retained messages are written to their topics' partitions and read
+//    from them (cluster_retained.cc); a client id is claimed in the
+//    registry, whose committed claim names the one connection it replaced,
+//    and only that node is told (kClientAttached, cluster_registry.cc).
+//  - a peer the metadata group declares gone (its MemberGone; a graceful
+//    leave at once) is gone: every shard forgets its routes (after
+//    replay_grace_ms). A QoS 1/2 forward
 //    it never confirmed is not given up: once the peer is gone it is sent
 //    again (kForwardReplay) to every live node, which delivers it only to
 //    the sessions it took from that peer, once its own takeover of them is
 //    done; its publisher's acknowledgement waits for all of them
 //    (docs/partitions.md, "The takeover gap"; cluster_replay.cc).
 //
-// Membership: with EnableMembership the agent owns a Membership
-// (cluster-core/membership/), passes it peer up/down and frames 0x10-0x1F,
-// and a member it reports down or left is gone. Without one, frames
-// 0x10-0x1F go to the membership handler (if any) and a grace timer
-// declares a peer gone.
+// estuaryd enables all three of membership (EnableMembership), the
+// metadata group (EnableMetadata) and partitions (EnablePartitions). Unit
+// tests of the forwarding paths may run without them: routes then go
+// through a double (UseRouteProposer) and a test declares a node gone
+// itself (DeclareGone); nothing else decides it.
 //
 // Threading: everything runs on the agent's loop. Shards reach it only
 // through port() (posts to that loop), and it reaches shards only through
@@ -74,8 +75,6 @@ inline constexpr uint64_t kReplayIdBit = uint64_t{1} << 62;
 struct ClusterAgentConfig {
   NodeId self = 1;
   uint16_t shard_count = 1;
-  // A peer down this long is gone: its routes are forgotten (--cluster-peer-grace).
-  uint32_t peer_gone_grace_ms = 3000;
   // A QoS 1/2 forward not confirmed by then no longer holds its publisher's
   // acknowledgement (counted in forwards_expired).
   uint32_t forward_timeout_ms = 5000;
@@ -125,7 +124,6 @@ struct ClusterCounters {
   uint64_t forwards_held = 0;     // held now (all peers)
   uint64_t route_changes_out = 0;
   uint64_t route_changes_in = 0;
-  uint64_t retained_in = 0;
   uint64_t takeovers_in = 0;  // attaches elsewhere that ended a session here
   uint64_t client_claims = 0;          // client-id claims proposed to the registry
   uint64_t client_claims_failed = 0;   // not committed in time: the CONNECT was refused
@@ -188,16 +186,15 @@ class ClusterAgent final : public LinkHandler {
   core::ClusterPort& port();
 
   // --- membership -------------------------------------------------------------
-  // Creates the node's Membership (call once, before Start of the links);
-  // from then on it decides when a peer is gone (the grace timer is off).
+  // Creates the node's Membership (call once, before Start of the links):
+  // it is told of links up and down and gets frames 0x10-0x1F; a member it
+  // reports left is gone, and with the metadata group its down verdicts
+  // go to the group, whose MemberGone decides.
   Membership& EnableMembership(MembershipConfig config);
   Membership* membership() { return membership_owned_.get(); }
   // Takeover claims name the exact owner they replace (every linked node
   // speaks link minor 3).
   bool claim_guard() const { return claim_guard_; }
-  using MembershipHandler = std::function<void(NodeId from, uint8_t type, std::string_view body)>;
-  void set_membership_handler(MembershipHandler handler) { membership_ = std::move(handler); }
-  void set_grace_timer(bool on) { grace_timer_ = on; }
   // The peer left or failed for good: forget its routes, release what waits
   // for it, take over its sessions. `verdict` names the decision acted on:
   // the metadata log index of its MemberGone (0: a local verdict, where no
@@ -206,14 +203,23 @@ class ClusterAgent final : public LinkHandler {
   void DeclareGone(NodeId node, uint64_t verdict = 0);
 
   // --- metadata group (docs/cluster.md "Metadata group") --------------------
-  // Routes go through the metadata raft group (cluster-core/meta/) instead
-  // of pairwise kRouteSnapshot/kRouteDelta frames: each loop iteration's
-  // route changes become the node's next proposal (one in flight at a
-  // time), and routes the group applies for other nodes update every
-  // shard's Router. Call once, after EnableMembership and before the links
-  // start; `engine` holds the group's raft state and outlives the agent.
-  // Without it (unit tests of the pairwise path only) routes go pairwise.
+  // Routes go through the metadata raft group (cluster-core/meta/): each
+  // loop iteration's route changes become the node's next proposal (one in
+  // flight at a time), and routes the group applies for other nodes update
+  // every shard's Router. Call once, after EnableMembership and before the
+  // links start; `engine` holds the group's raft state and outlives the
+  // agent.
   Expected<void, std::string> EnableMetadata(meta::MetaGroupConfig config, persistence::StorageEngine& engine);
+  // Where this node's route changes go: the metadata group's UpdateRoutes
+  // once EnableMetadata ran (until then they wait); unit tests without a
+  // group give a double that calls ApplyRemoteRoutes on the other agents.
+  using RouteChanges = std::vector<std::pair<meta::RouteKey, bool>>;  // (route, added)
+  using RouteProposer = std::function<void(const RouteChanges&)>;
+  void UseRouteProposer(RouteProposer proposer);
+  // Routes of `node` added and removed (the metadata group applied them):
+  // every shard's Router learns them as NodeDestination(node).
+  void ApplyRemoteRoutes(NodeId node, const std::vector<meta::RouteKey>& added,
+                         const std::vector<meta::RouteKey>& removed);
   meta::MetaGroup* metadata() { return meta_.get(); }
   const meta::MetaGroup* metadata() const { return meta_.get(); }
 
@@ -273,8 +279,6 @@ class ClusterAgent final : public LinkHandler {
   // --- from the shards (through port(), on the agent's loop) ---------------
   void OnRouteChanged(const core::RouteUpdate& shard_update);
   void OnForward(NodeId node, core::NodeForward forward);
-  void OnRetainedPublished(const MessagePtr& message);
-  void OnClientAttached(const std::string& client_id);
   void OnForwardSafe(NodeId origin, uint64_t forward_id);
   void OnRetainedToPartition(const MessagePtr& message, uint16_t origin_shard, uint64_t safe_token);
   void OnReadRetained(uint16_t shard, const std::string& filter, core::ClusterPort::RetainedReadDone done);
@@ -320,7 +324,6 @@ class ClusterAgent final : public LinkHandler {
     bool up = false;
     bool gone = false;         // declared gone and not back since
     bool known = false;        // seen up at least once and not gone since
-    int64_t down_since_ms = -1;  // -1: not waiting for a grace period
     uint8_t minor = 0;         // its hello's link minor (transport.h), once linked
     bool minor_known = false;  // linked at least once and not left since
     std::deque<Held> held;
@@ -336,7 +339,9 @@ class ClusterAgent final : public LinkHandler {
   void DropHeld(Peer& peer, bool keep_reliable_forwards);
   void Credit(const Held& frame);
   void Broadcast(uint8_t type, const std::string& body);
-  void SendSnapshots(NodeId node);
+  // At link up: what the peer must know of this node before held frames
+  // (the partitioned groups with a member here).
+  void SendLinkUpState(NodeId node);
   void ScheduleFlush();
   void Flush();
   void Tick();
@@ -380,12 +385,8 @@ class ClusterAgent final : public LinkHandler {
   void DeferRouteRemoval(NodeId node, std::vector<core::RouteUpdate> removals);
   bool IsGone(NodeId node) const;
   bool PeerUnreachable(NodeId node) const;
-  void ApplyRoutes(NodeId from, uint8_t type, std::string_view body);
-  void ApplyMetaRoutes(NodeId node, const std::vector<meta::RouteKey>& added,
-                       const std::vector<meta::RouteKey>& removed);
   void TellMetadata(const Member& member);
   void DeliverForward(NodeId from, std::string_view body);
-  void ApplyRetained(const MessagePtr& message, bool from_peer);
   void SetRetainedOnPartitions(bool on);  // what the port tells the shards
   void SetSessionsOnPartitions(bool on);
   void PumpSessionWrites(uint16_t shard, partition::PartitionId partition);
@@ -507,8 +508,6 @@ class ClusterAgent final : public LinkHandler {
   };
   std::map<HandOffKey, HandOffIn> handoffs_in_;
   uint64_t next_session_batch_ = 1;
-  MembershipHandler membership_;
-  bool grace_timer_ = true;
   mutable ClusterCounters counters_;  // bad_frames: see bad_frames_
   // --- partitioned shared groups (cluster_queues.cc) ---
   // A queue this node consumes (the assignment gives it to this node): it
@@ -602,7 +601,8 @@ class ClusterAgent final : public LinkHandler {
   uint64_t next_group_generation_ = 1;
   uint16_t next_handoff_shard_ = 0;
   std::map<RouteKey, uint32_t> local_routes_;  // node-level route -> shards holding it
-  std::vector<RouteEntry> pending_routes_;
+  RouteChanges pending_routes_;
+  RouteProposer route_proposer_;  // null: changes wait in pending_routes_
   std::map<NodeId, std::set<RouteKey>> remote_routes_;
   std::map<NodeId, Peer> peers_;
   PendingForwards pending_forwards_;
@@ -639,8 +639,6 @@ class ClusterAgent final : public LinkHandler {
   std::vector<std::vector<std::pair<core::FlowId, uint32_t>>> pending_credits_;
   ForwardDedup forward_dedup_;
   std::unique_ptr<MovedStubs> moved_stubs_;  // when the shards' stubs of moved sessions end
-  std::vector<std::string> pending_attached_;
-  std::map<std::string, MessagePtr, std::less<>> retained_;  // newest per topic, empty payload included
   // Per shard, posted as one batch at Flush (or before any other post to
   // that shard): records 'F' (from u16, length u32, a kForward body to
   // decode and deliver there) and 'S' (a safe token u64 to complete).

@@ -1,18 +1,29 @@
 #pragma once
 // The cluster agent tests' fixture (cluster_agent_test.cc,
-// cluster_agent_peers_test.cc): ClusterAgent + ShardBroker across "nodes"
-// in one process, every node's shards and agent on one SimLoop, joined by
-// an in-memory Transport.
+// cluster_agent_peers_test.cc, cluster_agent_full_test.cc,
+// cluster_silent_cut_test.cc): ClusterAgent + ShardBroker across "nodes" in
+// one process, every node's shards and agent on one SimLoop, joined by an
+// in-memory Transport.
+//
+// Two ways to run the nodes. AddNode alone: the agents without membership,
+// metadata group or partitions, for the forwarding paths; their routes go
+// through a RouteBoard (a double of the metadata group's routing) and a
+// test declares a node gone itself (DeclareGoneEverywhere). StartFull: as
+// estuaryd runs them, with all three and durable shards.
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <deque>
+#include <functional>
 #include <map>
 #include <memory>
 #include <set>
+#include <string>
+#include <vector>
 
 #include "cluster-core/cluster/cluster_agent.h"
 #include "io/sim/sim_loop.h"
+#include "persistence/memory_engine.h"
 
 namespace estuary::cluster::test_support {
 using core::ShardBroker;
@@ -127,10 +138,70 @@ inline SendResult FakeTransport::Send(NodeId to, uint8_t type, std::string_view 
 
 inline bool FakeTransport::connected(NodeId node) const { return network_.Up(self_, node); }
 
+// The metadata group's part in routing, as a double: a node's route
+// changes reach every other node's agent (ApplyRemoteRoutes) through the
+// loop, in order, whatever the links do, and a node that joins learns the
+// routes held. A crashed node's routes stay until Forget, as the group keeps
+// them until the node's MemberGone.
+class RouteBoard {
+ public:
+  explicit RouteBoard(io::SimLoop& loop) : loop_(loop) {}
+  void Join(NodeId node, ClusterAgent& agent) {
+    agents_[node] = &agent;
+    agent.UseRouteProposer([this, node](const ClusterAgent::RouteChanges& changes) { Propose(node, changes); });
+    for (const auto& [other, routes] : routes_) {
+      if (other != node && !routes.empty()) Tell(node, other, {routes.begin(), routes.end()}, {});
+    }
+  }
+  void Leave(NodeId node) { agents_.erase(node); }
+  // The node's MemberGone: its routes go everywhere.
+  void Forget(NodeId node) {
+    auto it = routes_.find(node);
+    if (it == routes_.end()) return;
+    std::vector<meta::RouteKey> removed(it->second.begin(), it->second.end());
+    routes_.erase(it);
+    for (const auto& [target, agent] : agents_) {
+      if (target != node) Tell(target, node, {}, removed);
+    }
+  }
+
+ private:
+  struct Less {
+    bool operator()(const meta::RouteKey& a, const meta::RouteKey& b) const {
+      return std::tie(a.filter, a.share) < std::tie(b.filter, b.share);
+    }
+  };
+  void Propose(NodeId node, const ClusterAgent::RouteChanges& changes) {
+    std::vector<meta::RouteKey> added;
+    std::vector<meta::RouteKey> removed;
+    for (const auto& [route, add] : changes) {
+      if (add) {
+        routes_[node].insert(route);
+        added.push_back(route);
+      } else {
+        routes_[node].erase(route);
+        removed.push_back(route);
+      }
+    }
+    for (const auto& [target, agent] : agents_) {
+      if (target != node) Tell(target, node, added, removed);
+    }
+  }
+  void Tell(NodeId target, NodeId node, std::vector<meta::RouteKey> added, std::vector<meta::RouteKey> removed) {
+    loop_.Post([this, target, node, added = std::move(added), removed = std::move(removed)] {
+      if (auto it = agents_.find(target); it != agents_.end()) it->second->ApplyRemoteRoutes(node, added, removed);
+    });
+  }
+  io::SimLoop& loop_;
+  std::map<NodeId, ClusterAgent*> agents_;
+  std::map<NodeId, std::set<meta::RouteKey, Less>> routes_;
+};
+
 // One node: its shards, their link, its transport and agent.
 struct TestNode final : core::ShardLink {
-  TestNode(io::SimLoop& loop, FakeNetwork& network, NodeId id, uint16_t shard_count, ClusterAgentConfig config)
-      : loop_(loop), network_(network), transport(network, id), metrics(shard_count) {
+  TestNode(io::SimLoop& loop, FakeNetwork& network, RouteBoard& board, NodeId id, uint16_t shard_count,
+           ClusterAgentConfig config)
+      : loop_(loop), network_(network), board_(board), transport(network, id), metrics(shard_count) {
     network.Register(&transport);
     for (uint16_t i = 0; i < shard_count; ++i) {
       core::ShardConfig shard;
@@ -144,8 +215,10 @@ struct TestNode final : core::ShardLink {
     agent = std::make_unique<ClusterAgent>(config, loop, transport, *this,
                                            [&loop](std::function<void()> fn) { loop.Post(std::move(fn)); });
     for (auto& shard : shards) shard->set_cluster(&agent->port());
+    board.Join(id, *agent);
   }
   ~TestNode() override {
+    board_.Leave(transport.self());
     network_.Unregister(transport.self());
     alive_.reset();
   }
@@ -161,6 +234,7 @@ struct TestNode final : core::ShardLink {
 
   io::SimLoop& loop_;
   FakeNetwork& network_;
+  RouteBoard& board_;
   FakeTransport transport;
   std::vector<core::ShardMetrics> metrics;
   std::vector<std::unique_ptr<ShardBroker>> shards;
@@ -186,14 +260,23 @@ class CountingFlow final : public core::PublisherFlow {
 class ClusterAgentTest : public ::testing::Test {
  protected:
   TestNode& AddNode(NodeId id, uint16_t shards = 2) {
-    nodes_[id] = std::make_unique<TestNode>(loop_, network_, id, shards, config_);
+    nodes_[id] = std::make_unique<TestNode>(loop_, network_, routes_, id, shards, config_);
     return *nodes_[id];
   }
+  // What the metadata group's MemberGone does on every node but the gone
+  // one: declared gone there, then its routes dropped (the plain ones
+  // after replay_grace_ms, as the node is gone by then).
+  void DeclareGoneEverywhere(NodeId node) {
+    for (auto& [id, other] : nodes_) {
+      if (id != node) other->agent->DeclareGone(node);
+    }
+    routes_.Forget(node);
+    loop_.RunUntilIdle();
+  }
   // Nodes 1 and 2 with membership (suspect after 500 ms, down only after
-  // 30 s), linked and live; neither the grace timer nor the forward
-  // deadline can act within a test. Returns the membership config.
+  // 30 s), linked and live; the forward deadline cannot act within a test.
+  // Returns the membership config.
   MembershipConfig StartTwoWithMembership() {
-    config_.peer_gone_grace_ms = 600'000;
     config_.forward_timeout_ms = 60'000;
     AddNode(1);
     AddNode(2);
@@ -212,6 +295,69 @@ class ClusterAgentTest : public ::testing::Test {
   void StartThree() {
     for (NodeId id : {1, 2, 3}) AddNode(id);
     ConnectAll();
+  }
+  // The nodes as estuaryd runs them: membership, the metadata group and
+  // partitions (the client-id registry, sessions, retained messages) on
+  // memory engines, and durable shards (as with --data-dir). The first id
+  // bootstraps, the others are seeded with it. Returns once every node's
+  // metadata group has every node as a member.
+  void StartFull(const std::vector<NodeId>& ids) {
+    for (NodeId id : ids) {
+      AddNode(id);
+      for (auto& shard : nodes_[id]->shards) {
+        shard_engines_.push_back(std::make_unique<persistence::MemoryEngine>());
+        shard->AttachStore(*shard_engines_.back());
+        ASSERT_TRUE(shard->Recover());
+      }
+      MembershipConfig members;
+      members.cluster_address = Address(id);
+      members.incarnation = 1;
+      nodes_[id]->agent->EnableMembership(members);
+      meta::MetaGroupConfig meta;
+      meta.cluster_address = Address(id);
+      meta.boot_id = id;
+      meta.has_seeds = id != ids.front();
+      ASSERT_TRUE(nodes_[id]->agent->EnableMetadata(meta, meta_engines_[id]));
+      partition::PartitionHostConfig partitions;
+      ASSERT_TRUE(nodes_[id]->agent->EnablePartitions(partitions, partition_engines_[id]));
+    }
+    for (NodeId id : ids) {
+      nodes_[id]->agent->membership()->Start(id == ids.front() ? std::vector<std::string>{}
+                                                               : std::vector<std::string>{Address(ids.front())});
+    }
+    ConnectAll();
+    ASSERT_TRUE(RunUntil(
+        [&] {
+          for (NodeId id : ids) {
+            const meta::MetaGroup* group = nodes_[id]->agent->metadata();
+            if (group == nullptr || group->state().members().size() != ids.size()) return false;
+          }
+          return true;
+        },
+        30'000))
+        << "the metadata group did not take in every node";
+  }
+  static std::string Address(NodeId id) { return "node" + std::to_string(id); }
+  // Steps simulated time by 10 ms until `done`, checking `invariant` after
+  // every step; false at the deadline.
+  bool RunUntil(const std::function<bool()>& done, int64_t deadline_ms,
+                const std::function<void()>& invariant = {}) {
+    for (int64_t waited = 0; waited <= deadline_ms; waited += 10) {
+      if (done()) return true;
+      loop_.AdvanceBy(10);
+      if (invariant) invariant();
+    }
+    return done();
+  }
+  // Claims `client_id` on `node`, as a CONNECT there does; true once granted.
+  bool Claim(NodeId node, const std::string& client_id, bool clean_start = false) {
+    bool answered = false;
+    bool granted = false;
+    nodes_[node]->agent->ClaimClientId(client_id, clean_start, [&](ClusterAgent::ClaimAnswer answer) {
+      answered = true;
+      granted = answer.granted;
+    });
+    return RunUntil([&] { return answered; }, 20'000) && granted;
   }
   // kill -9: no goodbye, its links drop.
   void Crash(NodeId node) {
@@ -268,8 +414,13 @@ class ClusterAgentTest : public ::testing::Test {
   io::ManualClock clock_;
   io::SimLoop loop_{clock_};
   FakeNetwork network_{loop_};
+  RouteBoard routes_{loop_};
   ClusterAgentConfig config_;
   RecordingSink sink_;
+  // StartFull's engines outlive the nodes (declared before them).
+  std::map<NodeId, persistence::MemoryEngine> meta_engines_;
+  std::map<NodeId, persistence::MemoryEngine> partition_engines_;
+  std::vector<std::unique_ptr<persistence::MemoryEngine>> shard_engines_;
   std::map<NodeId, std::unique_ptr<TestNode>> nodes_;
 };
 

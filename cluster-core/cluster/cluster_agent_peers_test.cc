@@ -1,8 +1,9 @@
 // ClusterAgent across simulated nodes (the fixture:
 // cluster_agent_fixture_for_tests.h) when peers change: the version gates
-// a node's link minor closes, membership's down verdicts, forwards to a
-// suspect or unreachable peer, and the replay of what a dead node never
-// confirmed.
+// a node's link minor closes, forwards to a suspect or unreachable peer,
+// and the replay of what a dead node never confirmed (the verdict that a
+// node is gone is the metadata group's: DeclareGoneEverywhere stands for
+// it; cluster_silent_cut_test.cc runs the real one).
 #include <gtest/gtest.h>
 
 #include "cluster-core/cluster/cluster_agent_fixture_for_tests.h"
@@ -68,30 +69,6 @@ TEST_F(ClusterAgentTest, QueueHandsAreMadeOnlyWhileEveryLinkedNodeAppliesThem) {
   handler->OnPeerUp(PeerInfo{2, "fake", kMinorSessionHandOff});
   loop_.RunUntilIdle();
   EXPECT_EQ(nodes_[1]->agent->counters().older_binary_peers, 0u);
-}
-
-TEST_F(ClusterAgentTest, WithMembershipAPeerReportedDownIsGone) {
-  config_.peer_gone_grace_ms = 600'000;  // the agent's own timer must not be what acts
-  AddNode(1);
-  AddNode(2);
-  MembershipConfig members;
-  members.down_after_ms = 2000;
-  for (NodeId id : {1, 2}) {
-    members.cluster_address = "node" + std::to_string(id);
-    nodes_[id]->agent->EnableMembership(members).Start(id == 1 ? std::vector<std::string>{}
-                                                               : std::vector<std::string>{"node1"});
-  }
-  ConnectAll();
-  loop_.AdvanceBy(1000);
-  ASSERT_TRUE(nodes_[1]->agent->membership()->IsLive(2));
-  Subscriber(2, "sub", "t");
-  ASSERT_EQ(nodes_[1]->agent->remote_route_count(), 1u);
-  network_.Cut(1, 2);
-  loop_.AdvanceBy(members.down_after_ms + 1000);
-  EXPECT_FALSE(nodes_[1]->agent->membership()->IsLive(2));
-  EXPECT_EQ(nodes_[1]->agent->remote_route_count(), 0u);
-  loop_.AdvanceBy(config_.replay_grace_ms);
-  for (auto& shard : nodes_[1]->shards) EXPECT_TRUE(shard->router().RoutesOf(core::NodeDestination(2)).empty());
 }
 
 // Issue 6 (TSan churn run) made a forward to a suspect node release its
@@ -195,12 +172,12 @@ TEST_F(ClusterAgentTest, AForwardADeadNodeNeverConfirmedReachesTheSessionTakenFr
   core::Session* bystander = Subscriber(3, "bystander", "t");
   Crash(2);
   auto lost_before = Publish(1, Make(1, "t", "m1"));
-  loop_.AdvanceBy(config_.peer_gone_grace_ms / 2);
+  loop_.AdvanceBy(1500);
   EXPECT_FALSE(*lost_before);  // node 2 has not confirmed: not acknowledged
   // The survivor's copy of the session (adopted while node 2 was gone).
   core::Session* taken = Subscriber(3, "victim", "t");
   taken->MarkTakenFrom(2, loop_.clock().WallMs() + 60'000);
-  loop_.AdvanceBy(config_.peer_gone_grace_ms);  // node 2 is gone: m1 replayed
+  DeclareGoneEverywhere(2);  // m1 replayed
   EXPECT_TRUE(*lost_before);
   auto after = Publish(1, Make(1, "t", "m2"));  // node 3's route and node 2's lingering one
   loop_.RunUntilIdle();
@@ -237,7 +214,10 @@ TEST_F(ClusterAgentTest, AGroupMessageForADeadNodesMemberGoesToALiveMember) {
   loop_.RunUntilIdle();
   const uint64_t to_dead = std::count_if(safe.begin(), safe.end(), [](const auto& s) { return !*s; });
   EXPECT_GT(to_dead, 0u);  // the group picked node 2 for some: they wait
-  loop_.AdvanceBy(config_.peer_gone_grace_ms + 200);
+  loop_.AdvanceBy(3000);
+  // Time alone releases none of them: only the verdict does.
+  EXPECT_EQ(std::count_if(safe.begin(), safe.end(), [](const auto& s) { return !*s; }), int64_t(to_dead));
+  DeclareGoneEverywhere(2);
   for (const auto& s : safe) EXPECT_TRUE(*s);
   std::vector<std::string> got;
   for (auto& [payload, qos] : Drain(m3)) got.push_back(payload);
@@ -259,7 +239,7 @@ class ClusterReplayTest : public ClusterAgentTest {
     Crash(2);
     auto safe = Publish(1, Make(1, "t", "m1"));
     network_.paused = true;
-    loop_.AdvanceBy(config_.peer_gone_grace_ms + 200);
+    DeclareGoneEverywhere(2);
     EXPECT_EQ(nodes_[1]->agent->counters().forwards_replayed, 1u);
     EXPECT_FALSE(*safe);  // node 1 confirmed its own share; the others have not
     return safe;
@@ -311,7 +291,7 @@ TEST_F(ClusterReplayTest, AReplayWhoseTargetIsDeclaredGoneGoesOnForIt) {
   loop_.RunUntilIdle();
   EXPECT_EQ(nodes_[4]->agent->counters().replays_in, 1u);
   EXPECT_FALSE(*safe);  // node 3 may have held the sessions node 2 had
-  loop_.AdvanceBy(config_.peer_gone_grace_ms + 200);
+  DeclareGoneEverywhere(3);
   EXPECT_EQ(nodes_[1]->agent->counters().replays_redirected, 1u);
   EXPECT_TRUE(*safe);
   EXPECT_EQ(nodes_[4]->agent->counters().replays_in, 2u);  // and once for node 3

@@ -389,9 +389,6 @@ void ClusterAgent::Tick() {
   tick_timer_ = loop_.AddTimer(config_.tick_ms, [this] { Tick(); });
   const int64_t now = loop_.NowMs();
   for (auto& [node, peer] : peers_) {
-    if (grace_timer_ && peer.down_since_ms >= 0 && now - peer.down_since_ms >= config_.peer_gone_grace_ms) {
-      DeclareGone(node);
-    }
     // Held forwards past the deadline are dropped (their publishers released below).
     while (!peer.held.empty() && peer.held.front().forward &&
            now - peer.held.front().since_ms >= config_.forward_timeout_ms) {

@@ -22,33 +22,6 @@ std::string Begin() { return std::string(1, static_cast<char>(kClusterFrameVersi
 
 }  // namespace
 
-std::string EncodeRoutes(const std::vector<RouteEntry>& entries) {
-  std::string out = Begin();
-  base::AppendBig<uint32_t>(out, entries.size());
-  for (const RouteEntry& entry : entries) {
-    out.push_back(entry.add ? 1 : 0);
-    PutString(out, entry.filter);
-    PutString(out, entry.shared_key);
-  }
-  return out;
-}
-
-std::optional<std::vector<RouteEntry>> DecodeRoutes(std::string_view body) {
-  Reader in(body);
-  if (!Version(in)) return std::nullopt;
-  const uint64_t count = in.U32();
-  std::vector<RouteEntry> entries;
-  for (uint64_t i = 0; i < count && in.ok(); ++i) {
-    RouteEntry entry;
-    entry.add = in.U8() != 0;
-    entry.filter = ReadString(in);
-    entry.shared_key = ReadString(in);
-    entries.push_back(std::move(entry));
-  }
-  if (!in.done()) return std::nullopt;
-  return entries;
-}
-
 std::string EncodeForward(uint64_t forward_id, bool plain, const std::vector<std::string>& shared_keys,
                           const Message& message) {
   std::string out;
@@ -176,32 +149,6 @@ std::optional<std::vector<uint64_t>> DecodeForwardSafe(std::string_view body) {
   for (uint64_t i = 0; i < count && in.ok(); ++i) ids.push_back(in.U64());
   if (!in.done()) return std::nullopt;
   return ids;
-}
-
-std::string EncodeRetained(const std::vector<MessagePtr>& messages) {
-  std::string out = Begin();
-  base::AppendBig<uint32_t>(out, messages.size());
-  for (const MessagePtr& message : messages) {
-    const size_t at = out.size();
-    base::AppendBig<uint32_t>(out, 0);  // length, filled in below
-    core::store::AppendMessage(out, *message);
-    base::StoreBig<uint32_t>(out.data() + at, static_cast<uint32_t>(out.size() - at - 4));
-  }
-  return out;
-}
-
-std::optional<std::vector<MessagePtr>> DecodeRetained(std::string_view body) {
-  Reader in(body);
-  if (!Version(in)) return std::nullopt;
-  const uint64_t count = in.U32();
-  std::vector<MessagePtr> messages;
-  for (uint64_t i = 0; i < count && in.ok(); ++i) {
-    auto message = core::store::DecodeMessage(in.Raw(in.U32()));
-    if (!message) return std::nullopt;
-    messages.push_back(std::move(*message));
-  }
-  if (!in.done()) return std::nullopt;
-  return messages;
 }
 
 std::string EncodeClientIds(const std::vector<std::string>& client_ids) {

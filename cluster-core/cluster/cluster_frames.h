@@ -20,13 +20,17 @@ class MessageRecycler;
 
 namespace estuary::cluster {
 
+// 0x20 and 0x21 (pairwise route snapshots and deltas) and 0x24 (retained
+// messages to every peer) are retired: routes go through the metadata
+// group, retained messages through their partitions. A peer of an older
+// binary may still send 0x24; it is ignored (kRetiredRetained).
 enum FrameType : uint8_t {
-  kRouteSnapshot = 0x20,   // every route of the sender; replaces what the receiver had from it
-  kRouteDelta = 0x21,      // route changes, in order
-  kForward = 0x22,         // one publish to deliver on the receiver's local routes
-  kForwardSafe = 0x23,     // forward ids whose deliveries are enqueued (and durable)
-  kRetained = 0x24,        // retained messages (a change, or the snapshot at link up)
-  kClientAttached = 0x25,  // client ids that attached on the sender
+  kForward = 0x22,      // one publish to deliver on the receiver's local routes
+  kForwardSafe = 0x23,  // forward ids whose deliveries are enqueued (and durable)
+  kRetiredRetained = 0x24,
+  // Client ids the registry gave to the sender: the receiver's connections
+  // for them are taken over (cluster_registry.cc).
+  kClientAttached = 0x25,
   // A forward once meant for a node that is gone, sent again to every live
   // node for the sessions they took over from it (docs/partitions.md, "The
   // takeover gap"); confirmed by kForwardSafe like a kForward.
@@ -47,17 +51,6 @@ enum FrameType : uint8_t {
 
 inline constexpr uint8_t kClusterFrameVersion = 1;
 inline bool IsMembershipFrame(uint8_t type) { return type >= 0x10 && type <= 0x1F; }
-
-struct RouteEntry {
-  bool add = true;
-  std::string filter;
-  std::string shared_key;  // SharedKey(group, filter); empty for a plain route
-  friend bool operator==(const RouteEntry&, const RouteEntry&) = default;
-};
-
-// kRouteSnapshot and kRouteDelta bodies (a snapshot holds adds only).
-std::string EncodeRoutes(const std::vector<RouteEntry>& entries);
-std::optional<std::vector<RouteEntry>> DecodeRoutes(std::string_view body);
 
 struct ForwardFrame {
   uint64_t forward_id = 0;  // 0: the sender waits for no kForwardSafe
@@ -97,9 +90,6 @@ std::optional<ReplayFrame> DecodeReplay(std::string_view body);
 
 std::string EncodeForwardSafe(const std::vector<uint64_t>& forward_ids);
 std::optional<std::vector<uint64_t>> DecodeForwardSafe(std::string_view body);
-
-std::string EncodeRetained(const std::vector<MessagePtr>& messages);
-std::optional<std::vector<MessagePtr>> DecodeRetained(std::string_view body);
 
 std::string EncodeClientIds(const std::vector<std::string>& client_ids);
 std::optional<std::vector<std::string>> DecodeClientIds(std::string_view body);

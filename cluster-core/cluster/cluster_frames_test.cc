@@ -18,11 +18,6 @@ MessagePtr Make(std::string topic, std::string payload) {
   return message;
 }
 
-TEST(ClusterFramesTest, RoutesRoundTrip) {
-  std::vector<RouteEntry> routes{{true, "a/+", ""}, {false, "b/#", std::string("g\0b/#", 5)}};
-  EXPECT_EQ(DecodeRoutes(EncodeRoutes(routes)), routes);
-}
-
 TEST(ClusterFramesTest, ForwardRoundTripKeepsTheWholeMessage) {
   auto message = Make("t/1", std::string(1000, 'x'));
   auto frame = DecodeForward(EncodeForward(42, true, {"k1", "k2"}, *message));
@@ -66,12 +61,8 @@ TEST(ClusterFramesTest, PeekForwardClientIdReadsOnlyTheOrigin) {
   EXPECT_EQ(last_good, forward.size() - 3);
 }
 
-TEST(ClusterFramesTest, SafeRetainedAndClientIdsRoundTrip) {
+TEST(ClusterFramesTest, SafeAndClientIdsRoundTrip) {
   EXPECT_EQ(DecodeForwardSafe(EncodeForwardSafe({1, 2, 300})), (std::vector<uint64_t>{1, 2, 300}));
-  auto retained = DecodeRetained(EncodeRetained({Make("a", "1"), Make("b", "22")}));
-  ASSERT_TRUE(retained);
-  ASSERT_EQ(retained->size(), 2u);
-  EXPECT_EQ(*(*retained)[1]->payload, "22");
   EXPECT_EQ(DecodeClientIds(EncodeClientIds({"c1", ""})), (std::vector<std::string>{"c1", ""}));
 }
 
@@ -80,10 +71,10 @@ TEST(ClusterFramesTest, TruncatedOrWrongVersionBodiesAreRejected) {
   for (size_t cut = 0; cut < forward.size(); ++cut) {
     EXPECT_FALSE(DecodeForward(std::string_view(forward).substr(0, cut))) << cut;
   }
-  std::string routes = EncodeRoutes({{true, "a", ""}});
-  EXPECT_FALSE(DecodeRoutes(routes + "x"));
-  routes[0] = 9;
-  EXPECT_FALSE(DecodeRoutes(routes));
+  std::string ids = EncodeClientIds({"a"});
+  EXPECT_FALSE(DecodeClientIds(ids + "x"));
+  ids[0] = 9;
+  EXPECT_FALSE(DecodeClientIds(ids));
   EXPECT_FALSE(DecodeClientIds(""));
 }
 
@@ -121,8 +112,6 @@ TEST(ClusterFramesTest, SessionHandOffRoundTripsEveryDeliveryAndRejectsATruncate
 // Every frame's bytes, pinned (issue 23: the byte codec was replaced;
 // nodes of the old and the new build must still talk).
 TEST(ClusterFramesTest, BytesArePinned) {
-  std::vector<RouteEntry> routes{{true, "a/+", ""}, {false, "b/#", std::string("g\0b/#", 5)}};
-  EXPECT_EQ(base::PinnedBytes(EncodeRoutes(routes)), "26 bytes fnv1a64=19f54e52efedc2fe");
   Message full = *Make("t/1", "payload");
   full.properties.content_type = "text/plain";
   full.properties.expiry_at_ms = 1700000000000;
@@ -131,7 +120,6 @@ TEST(ClusterFramesTest, BytesArePinned) {
             "113 bytes fnv1a64=da7a74590d3764c5");
   EXPECT_EQ(base::PinnedBytes(EncodeReplay(515, 42, false, {"k"}, *message)), "110 bytes fnv1a64=c701e3cf95064bbf");
   EXPECT_EQ(base::PinnedBytes(EncodeForwardSafe({1, 0x0102030405060708ULL})), "21 bytes fnv1a64=163c949eb4f9fc0d");
-  EXPECT_EQ(base::PinnedBytes(EncodeRetained({message, Make("r", "")})), "168 bytes fnv1a64=a20d579f69fa3de0");
   EXPECT_EQ(base::PinnedBytes(EncodeClientIds({"a", "client-2"})), "18 bytes fnv1a64=9370275eea67aaa8");
 }
 

@@ -51,7 +51,6 @@ std::string ClusterAgent::RoutesJson() const {
                     {"replays_in", c.replays_in},
                     {"replays_held", c.replays_held},
                     {"awaiting_safe", pending_forwards_.size()}}},
-      {"retained_topics", retained_.size()},
   };
   return out.dump();
 }

@@ -19,7 +19,6 @@
 
 #include "cluster-core/cluster/cluster_agent_fixture_for_tests.h"
 #include "cluster-core/partition/partition_state.h"
-#include "persistence/memory_engine.h"
 
 namespace estuary::cluster {
 namespace {
@@ -38,59 +37,10 @@ class ClusterSilentCutTest : public ClusterAgentTest, public ::testing::WithPara
  protected:
   static constexpr int kClients = 10;
 
-  void StartThreeFull() {
-    for (NodeId id : {1, 2, 3}) {
-      AddNode(id);
-      // Durable shards, as with --data-dir: persistent sessions are written
-      // to the partitions (docs/partitions.md "Sessions on partitions").
-      for (auto& shard : nodes_[id]->shards) {
-        shard_engines_.push_back(std::make_unique<persistence::MemoryEngine>());
-        shard->AttachStore(*shard_engines_.back());
-        ASSERT_TRUE(shard->Recover());
-      }
-      MembershipConfig members;
-      members.cluster_address = Address(id);
-      members.incarnation = 1;
-      nodes_[id]->agent->EnableMembership(members);
-      meta::MetaGroupConfig meta;
-      meta.cluster_address = Address(id);
-      meta.boot_id = id;
-      meta.has_seeds = id != 1;
-      ASSERT_TRUE(nodes_[id]->agent->EnableMetadata(meta, meta_engines_[id]));
-      partition::PartitionHostConfig partitions;
-      ASSERT_TRUE(nodes_[id]->agent->EnablePartitions(partitions, partition_engines_[id]));
-    }
-    for (NodeId id : {1, 2, 3}) {
-      nodes_[id]->agent->membership()->Start(id == 1 ? std::vector<std::string>{}
-                                                     : std::vector<std::string>{Address(1)});
-    }
-    ConnectAll();
-    ASSERT_TRUE(RunUntil(
-        [&] {
-          for (NodeId id : {1, 2, 3}) {
-            const meta::MetaGroup* group = nodes_[id]->agent->metadata();
-            if (group == nullptr || group->state().members().size() != 3) return false;
-          }
-          return true;
-        },
-        30'000))
-        << "the metadata group did not take in all three nodes";
-  }
+  void StartThreeFull() { StartFull({1, 2, 3}); }
 
-  static std::string Address(NodeId id) { return "node" + std::to_string(id); }
   static std::string Client(int i) { return "sensor-" + std::to_string(i); }
 
-  // Steps simulated time by 10 ms until `done`, checking `invariant` after
-  // every step; false at the deadline.
-  bool RunUntil(const std::function<bool()>& done, int64_t deadline_ms,
-                const std::function<void()>& invariant = {}) {
-    for (int64_t waited = 0; waited <= deadline_ms; waited += 10) {
-      if (done()) return true;
-      loop_.AdvanceBy(10);
-      if (invariant) invariant();
-    }
-    return done();
-  }
   void RunFor(int64_t ms, const std::function<void()>& invariant) {
     RunUntil([] { return false; }, ms, invariant);
   }
@@ -98,14 +48,7 @@ class ClusterSilentCutTest : public ClusterAgentTest, public ::testing::WithPara
   // Claims the id on node 3 (as a CONNECT there does) and attaches its
   // persistent session.
   void ConnectOnNode3(const std::string& client) {
-    bool answered = false;
-    bool granted = false;
-    nodes_[3]->agent->ClaimClientId(client, false, [&](ClusterAgent::ClaimAnswer answer) {
-      answered = true;
-      granted = answer.granted;
-    });
-    ASSERT_TRUE(RunUntil([&] { return answered; }, 20'000)) << client;
-    ASSERT_TRUE(granted) << client;
+    ASSERT_TRUE(Claim(3, client)) << client;
     core::Session* session = nodes_[3]->ShardOf(client).Attach(client, false, &sinks_[client]).session;
     ASSERT_NE(session, nullptr);
     session->set_expiry_interval(3600);
@@ -153,9 +96,6 @@ class ClusterSilentCutTest : public ClusterAgentTest, public ::testing::WithPara
   // The nodes go first: their agents and shards write to the engines.
   void TearDown() override { nodes_.clear(); }
 
-  std::vector<std::unique_ptr<persistence::MemoryEngine>> shard_engines_;
-  std::map<NodeId, persistence::MemoryEngine> meta_engines_;
-  std::map<NodeId, persistence::MemoryEngine> partition_engines_;
   std::map<std::string, RecordingSink> sinks_;
   int violations_ = 0;
 };

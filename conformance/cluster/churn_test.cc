@@ -166,7 +166,8 @@ TEST(ClusterChurnTest, KilledNodeRestartsRejoinsAndLeavesNoStaleRoute) {
 
 // kill -9 and an immediate restart, before the others can declare the node
 // down: they still hold its old routes when it comes back, and its first
-// route snapshot must replace them (no stale route left behind).
+// RouteReset under its new boot id must replace them (no stale route left
+// behind; docs/cluster.md "Routes").
 TEST(ClusterChurnTest, NodeRestartedAtOnceAfterKillReplacesItsStaleRoutes) {
   auto cluster = StartCluster({});
   ASSERT_NE(cluster, nullptr);
