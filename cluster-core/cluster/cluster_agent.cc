@@ -180,6 +180,11 @@ ClusterAgent::ClusterAgent(ClusterAgentConfig config, io::Loop& loop, Transport&
       shard_items_(config.shard_count) {
   // Unique to this process (hands made by an earlier one are settled).
   incarnation_ = config_.incarnation != 0 ? config_.incarnation : static_cast<uint64_t>(loop_.clock().WallMs());
+  HandleFrames(kClusterFrames, [this](NodeId from, uint8_t type, std::string_view body) {
+    OnClusterFrame(from, type, body);
+  });
+  HandleFrames(kQueueFrames,
+               [this](NodeId from, uint8_t type, std::string_view body) { OnQueueFrame(from, type, body); });
   transport_.set_handler(this);
   tick_timer_ = loop_.AddTimer(config_.tick_ms, [this] { Tick(); });
   moved_stubs_ = std::make_unique<MovedStubs>(loop_, config_.self, MovedStubHooks());
@@ -198,6 +203,9 @@ Membership& ClusterAgent::EnableMembership(MembershipConfig config) {
   config.self = config_.self;
   membership_owned_ = std::make_unique<Membership>(loop_, transport_, std::move(config));
   Membership* membership = membership_owned_.get();
+  HandleFrames(kMembershipFrames, [membership](NodeId from, uint8_t type, std::string_view body) {
+    membership->OnFrame(from, type, body);
+  });
   membership->set_on_change([this](const Member& member) {
     if (meta_) TellMetadata(member);
     if (member.node == config_.self) return;
@@ -230,6 +238,7 @@ Membership& ClusterAgent::EnableMembership(MembershipConfig config) {
 }
 
 ClusterAgent::~ClusterAgent() {
+  frame_handlers_ = {};  // they name the parts going now
   meta_.reset();
   meta_host_.reset();
   membership_owned_.reset();  // before the handler goes: it may still use the transport
@@ -270,6 +279,9 @@ Expected<void, std::string> ClusterAgent::EnableMetadata(meta::MetaGroupConfig c
                                                          persistence::StorageEngine& engine) {
   config.self = config_.self;
   meta_host_ = std::make_unique<meta::RaftHost>(loop_, transport_);
+  HandleFrames(kRaftFrames, [host = meta_host_.get()](NodeId from, uint8_t type, std::string_view body) {
+    host->OnFrame(from, type, body);
+  });
   meta_ = std::make_unique<meta::MetaGroup>(*meta_host_, engine, std::move(config));
   meta_->set_route_observer([this](NodeId node, const std::vector<meta::RouteKey>& added,
                                    const std::vector<meta::RouteKey>& removed) {
@@ -278,6 +290,7 @@ Expected<void, std::string> ClusterAgent::EnableMetadata(meta::MetaGroupConfig c
   meta_->state().set_member_observer(
       [this](NodeId node, bool present, uint64_t index) { OnMetaMember(node, present, index); });
   if (auto started = meta_->Start(); !started) {
+    HandleFrames(kRaftFrames, nullptr);
     meta_.reset();
     meta_host_.reset();
     return started;
@@ -554,23 +567,19 @@ void ClusterAgent::OnRefusedBy(const std::string& address, const std::string& re
   if (membership_owned_) membership_owned_->OnLinkRefused(address, reason);
 }
 
+void ClusterAgent::HandleFrames(FrameRange range, FrameHandler handler) {
+  for (unsigned type = range.first; type <= range.last; ++type) frame_handlers_[type] = handler;
+}
+
 void ClusterAgent::OnFrame(NodeId from, uint8_t type, std::string_view body) {
-  if (IsMembershipFrame(type)) {
-    if (membership_owned_) membership_owned_->OnFrame(from, type, body);
-    return;
+  if (const FrameHandler& handler = frame_handlers_[type]) {
+    handler(from, type, body);
+  } else {
+    spdlog::debug("cluster: node {} sent frame type {:#x}, which nothing here takes", from, type);
   }
-  if (type >= meta::kRaftMessage && type <= 0x4F) {
-    if (meta_host_) meta_host_->OnFrame(from, type, body);
-    return;
-  }
-  if (type >= partition::kPartitionPropose && type <= 0x5F) {
-    if (partitions_) partitions_->OnFrame(from, type, body);
-    return;
-  }
-  if (type >= partition::kQueuePull && type <= partition::kQueueReject) {
-    OnQueueFrame(from, type, body);
-    return;
-  }
+}
+
+void ClusterAgent::OnClusterFrame(NodeId from, uint8_t type, std::string_view body) {
   switch (type) {
     case kForward:
       DeliverForward(from, body);

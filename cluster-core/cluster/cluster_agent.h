@@ -36,6 +36,7 @@
 // Threading: everything runs on the agent's loop. Shards reach it only
 // through port() (posts to that loop), and it reaches shards only through
 // the ShardLink.
+#include <array>
 #include <atomic>
 #include <cstdint>
 #include <deque>
@@ -296,6 +297,10 @@ class ClusterAgent final : public LinkHandler {
   void OnFrame(NodeId from, uint8_t type, std::string_view body) override;
   void OnWritable(NodeId node) override;
   void OnRefusedBy(const std::string& address, const std::string& reason) override;
+  // Frames go by type to the owner of their range (links/transport.h): the
+  // membership, the raft host, the partitions, this agent's own cluster
+  // and queue frames; each owner is entered as it is enabled.
+  using FrameHandler = std::function<void(NodeId from, uint8_t type, std::string_view body)>;
 
   // --- observation --------------------------------------------------------------
   const ClusterCounters& counters() const {
@@ -387,6 +392,8 @@ class ClusterAgent final : public LinkHandler {
   bool PeerUnreachable(NodeId node) const;
   void TellMetadata(const Member& member);
   void DeliverForward(NodeId from, std::string_view body);
+  void HandleFrames(FrameRange range, FrameHandler handler);
+  void OnClusterFrame(NodeId from, uint8_t type, std::string_view body);
   void SetRetainedOnPartitions(bool on);  // what the port tells the shards
   void SetSessionsOnPartitions(bool on);
   void PumpSessionWrites(uint16_t shard, partition::PartitionId partition);
@@ -649,6 +656,7 @@ class ClusterAgent final : public LinkHandler {
   std::string forward_scratch_;                       // OnForward's reused frame buffer
   bool flush_scheduled_ = false;
   io::TimerId tick_timer_ = 0;
+  std::array<FrameHandler, 256> frame_handlers_;  // by frame type; empty: nothing here takes it
   io::Scope scope_;  // guards callbacks that capture this (io/scope.h)
 };
 

@@ -50,7 +50,6 @@ enum FrameType : uint8_t {
 };
 
 inline constexpr uint8_t kClusterFrameVersion = 1;
-inline bool IsMembershipFrame(uint8_t type) { return type >= 0x10 && type <= 0x1F; }
 
 struct ForwardFrame {
   uint64_t forward_id = 0;  // 0: the sender waits for no kForwardSafe

@@ -32,6 +32,9 @@ Expected<void, std::string> ClusterAgent::EnablePartitions(partition::PartitionH
             }});
         return state;
       });
+  HandleFrames(kPartitionFrames, [host = partitions_.get()](NodeId from, uint8_t type, std::string_view body) {
+    host->OnFrame(from, type, body);
+  });
   partitions_->Start();
   SetRetainedOnPartitions(true);
   SetSessionsOnPartitions(true);

@@ -8,8 +8,8 @@
 // SimLoop, so the same cluster logic runs under the simulator.
 //
 // Frame types: 0x00-0x0F belong to the link layer itself (hello, challenge,
-// heartbeat, ...) and never reach the handler; 0x10-0x1F are membership;
-// 0x20-0x3F are routing and forwarding; the rest are reserved.
+// heartbeat, ...) and never reach the handler; the ranges above it are
+// named below (FrameRange), the rest reserved.
 //
 // Threading: a Transport and its handler belong to one loop's thread.
 #include <cstdint>
@@ -40,6 +40,19 @@ constexpr uint8_t kMinorGroupKeyRecords = 1;
 constexpr uint8_t kMinorQueueHands = 2;
 constexpr uint8_t kMinorClaimGuard = 3;
 constexpr uint8_t kMinorSessionHandOff = 4;
+
+// Who owns which frame types (docs/internode.md): the node's coordinator
+// (cluster::ClusterAgent) hands each range to its owner.
+struct FrameRange {
+  uint8_t first = 0;
+  uint8_t last = 0;
+  constexpr bool Contains(uint8_t type) const { return type >= first && type <= last; }
+};
+inline constexpr FrameRange kMembershipFrames{0x10, 0x1F};  // membership/membership_codec.h
+inline constexpr FrameRange kClusterFrames{0x20, 0x3F};     // cluster/cluster_frames.h: forwards, hand-offs
+inline constexpr FrameRange kRaftFrames{0x40, 0x4F};        // meta/raft_codec.h: every raft group's messages
+inline constexpr FrameRange kPartitionFrames{0x50, 0x5F};   // partition/partition_frames.h
+inline constexpr FrameRange kQueueFrames{0x60, 0x6F};       // partition/queue_frames.h
 
 struct PeerInfo {
   NodeId node = 0;

@@ -43,7 +43,7 @@ class SimDispatch final : public cluster::LinkHandler {
   }
   bool links_tell_host = false;
   void OnFrame(cluster::NodeId from, uint8_t type, std::string_view body) override {
-    if (type >= 0x40 && type <= 0x4F) {
+    if (cluster::kRaftFrames.Contains(type)) {
       host_.OnFrame(from, type, body);
     } else if (other_frames) {
       other_frames(from, type, body);

@@ -68,7 +68,7 @@ class PartitionCluster : public meta::SimCluster<Node> {
     node.partitions->Start();
     node.dispatch->other_frames = [partitions = node.partitions.get()](NodeId from, uint8_t type,
                                                                          std::string_view body) {
-      if (type >= 0x50 && type <= 0x5F) partitions->OnFrame(from, type, body);
+      if (cluster::kPartitionFrames.Contains(type)) partitions->OnFrame(from, type, body);
     };
     FinishStart(id);
   }
