@@ -239,6 +239,7 @@ Membership& ClusterAgent::EnableMembership(MembershipConfig config) {
 
 ClusterAgent::~ClusterAgent() {
   frame_handlers_ = {};  // they name the parts going now
+  retained_.reset();
   meta_.reset();
   meta_host_.reset();
   membership_owned_.reset();  // before the handler goes: it may still use the transport

@@ -63,6 +63,7 @@
 #include "cluster-core/partition/queue_flow.h"
 #include "cluster-core/partition/queue_frames.h"
 #include "cluster-core/partition/session_machine.h"
+#include "cluster-core/services/retained/retained_service.h"
 #include "io/loop.h"
 #include "io/scope.h"
 #include "persistence/storage_engine.h"
@@ -129,12 +130,6 @@ struct ClusterCounters {
   uint64_t client_claims = 0;          // client-id claims proposed to the registry
   uint64_t client_claims_failed = 0;   // not committed in time: the CONNECT was refused
   uint64_t client_takeovers_out = 0;   // claims that told another node to close its connection
-  uint64_t retained_writes = 0;          // retained messages written to partitions
-  uint64_t retained_write_retries = 0;   // attempts that failed and were made again
-  uint64_t retained_writes_pending = 0;  // not committed yet (their publishers wait)
-  uint64_t retained_writes_dropped = 0;  // QoS 0 ones not written: too many were pending
-  uint64_t retained_reads = 0;           // SUBSCRIBEs answered from partitions
-  uint64_t retained_reads_failed = 0;    // not answered in time (the shard used its own copy)
   uint64_t session_writes = 0;           // session write entries proposed to partitions
   uint64_t session_write_retries = 0;    // attempts that failed and were made again
   uint64_t session_batches_pending = 0;  // shard batches not replicated yet (their publishers wait)
@@ -257,15 +252,10 @@ class ClusterAgent final : public LinkHandler {
   // is free, unless another connection claimed it meanwhile.
   void ReleaseClientId(const std::string& client_id);
 
-  // --- retained messages on partitions (docs/partitions.md) -----------------
-  // With partitions, a retained message from a client is written to its
-  // topic's partition (and that partition to the retained index), and
-  // SUBSCRIBEs read retained messages from the partitions. On the agent's
-  // loop. `done` once a majority of the partition has it; failed attempts
-  // are made again (after 50 ms, doubling up to 1 s) until one commits.
-  void WriteRetained(const MessagePtr& message, std::function<void()> done);
-  // The live retained messages matching `filter` (nullopt: not read in time).
-  void ReadRetained(const std::string& filter, std::function<void(std::optional<std::vector<MessagePtr>>)> done);
+  // --- retained messages on partitions: the node's RetainedService ---------
+  // (cluster-core/services/retained/), once partitions run; null before.
+  services::RetainedService* retained() { return retained_.get(); }
+  const services::RetainedService* retained() const { return retained_.get(); }
 
   // --- persistent sessions on partitions (docs/partitions.md) -------------
   // A shard's batch of session changes, split by the partition of each
@@ -444,10 +434,6 @@ class ClusterAgent final : public LinkHandler {
   // registry? The answer goes to `shard` (ShardBroker::ConfirmRecovered).
   void ConfirmRecoveredSession(uint16_t shard, const std::string& client_id, uint32_t attempt);
   void CheckRecoveredSessions();
-  void OpenRetainedIndex();
-  void WriteRetainedAttempt(const MessagePtr& message, std::function<void()> done, uint32_t attempt);
-  void ReadRetainedPartitions(const std::string& filter, std::vector<partition::PartitionId> partitions,
-                              std::function<void(std::optional<std::vector<MessagePtr>>)> done);
   void PostToShard(uint16_t shard, std::function<void(core::ShardBroker&)> work);
   void QueueSafe(uint16_t shard, uint64_t safe_token);
   void FlushShardItems(uint16_t shard);
@@ -462,6 +448,7 @@ class ClusterAgent final : public LinkHandler {
   std::unique_ptr<partition::PartitionHost> partitions_;  // frames 0x50-0x5F
   std::unique_ptr<meta::RaftHost> meta_host_;             // frames 0x40-0x4F
   std::unique_ptr<meta::MetaGroup> meta_;
+  std::unique_ptr<services::RetainedService> retained_;  // on partitions_ and meta_: goes before them
   uint64_t boot_id_ = 0;                                   // the metadata group's, for registry owners
   uint64_t next_claim_ = 1;
   // Takeover claims name the exact owner they replace (link minor 3):
@@ -471,7 +458,6 @@ class ClusterAgent final : public LinkHandler {
   // (by node: the verdict's index), acted on once membership here says down.
   std::map<NodeId, uint64_t> unacted_verdicts_;
   std::map<std::string, uint64_t> claims_;  // client id -> this node's live claim (its connection serial)
-  std::set<partition::PartitionId> retained_indexed_;  // partitions the retained index is known to name
   // Session replication (cluster_sessions.cc): per (shard, partition) the
   // batches waiting and the one write in flight; per batch its parts left.
   struct SessionQueue {

@@ -58,8 +58,8 @@ TEST_F(ClusterAgentFullTest, RetainedMessagesAreReadFromTheirPartitionsOnEveryNo
   uint64_t reads = 0;
   uint64_t failed = 0;
   for (NodeId id : {1, 2, 3}) {
-    reads += nodes_[id]->agent->counters().retained_reads;
-    failed += nodes_[id]->agent->counters().retained_reads_failed;
+    reads += nodes_[id]->agent->retained()->counters().reads;
+    failed += nodes_[id]->agent->retained()->counters().reads_failed;
   }
   EXPECT_EQ(reads, 3u);
   EXPECT_EQ(failed, 0u);

@@ -38,7 +38,8 @@ Expected<void, std::string> ClusterAgent::EnablePartitions(partition::PartitionH
   partitions_->Start();
   SetRetainedOnPartitions(true);
   SetSessionsOnPartitions(true);
-  OpenRetainedIndex();
+  retained_ = std::make_unique<services::RetainedService>(loop_, *partitions_, *meta_);
+  retained_->Start();
   CheckRecoveredSessions();
   return {};
 }

@@ -164,19 +164,20 @@ std::string ClusterAgent::MetricsText() const {
          c.client_claims);
   series("estuary_cluster_client_claims_failed_total", "counter",
          "Client-id claims not committed in time (their CONNECT was refused).", c.client_claims_failed);
+  const services::RetainedCounters retained = retained_ ? retained_->counters() : services::RetainedCounters{};
   series("estuary_cluster_retained_writes_total", "counter", "Retained messages written to their partitions.",
-         c.retained_writes);
+         retained.writes);
   series("estuary_cluster_retained_write_retries_total", "counter",
-         "Retained partition writes attempted again after a failure.", c.retained_write_retries);
+         "Retained partition writes attempted again after a failure.", retained.write_retries);
   series("estuary_cluster_retained_writes_pending", "gauge",
-         "Retained partition writes not committed yet (their publishers wait).", c.retained_writes_pending);
+         "Retained partition writes not committed yet (their publishers wait).", retained.writes_pending);
   series("estuary_cluster_retained_writes_dropped_total", "counter",
          "QoS 0 retained messages kept on this node only: 65536 partition writes were pending.",
-         c.retained_writes_dropped);
+         retained.writes_dropped);
   series("estuary_cluster_retained_reads_total", "counter", "SUBSCRIBEs whose retained messages were read from partitions.",
-         c.retained_reads);
+         retained.reads);
   series("estuary_cluster_retained_reads_failed_total", "counter",
-         "Retained partition reads not answered in time (the shard used its own copy).", c.retained_reads_failed);
+         "Retained partition reads not answered in time (the shard used its own copy).", retained.reads_failed);
   series("estuary_cluster_session_writes_total", "counter",
          "Write entries of persistent-session changes proposed to partitions.", c.session_writes);
   series("estuary_cluster_session_write_retries_total", "counter",

@@ -130,6 +130,7 @@ class SimCluster {
   }
   void RunFor(int64_t ms) { loop_.AdvanceBy(ms); }
   int64_t now_ms() const { return clock_.NowMs(); }
+  io::SimLoop& loop() { return loop_; }
 
   MetaGroup& meta(NodeId id) { return *nodes_.at(id).meta; }
   uint64_t boot(NodeId id) { return nodes_.at(id).boot; }
