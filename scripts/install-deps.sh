@@ -2,11 +2,15 @@
 # Installs every Debian package Estuary's build, tests and benchmarks need.
 # Idempotent: packages already present are skipped, and apt-get runs only
 # when something is missing.
+# Usage: scripts/install-deps.sh [--build-only]
+#   --build-only: only what configuring and building needs (the Dockerfile's
+#   build stage, deploy/docker/Dockerfile); no test peers, no npm packages.
 set -euo pipefail
 
-PACKAGES=(
-  build-essential cmake pkg-config ccache git
-  clang-14 libclang-rt-14-dev
+# What `cmake -S . -B build` and the build need (every find_package and
+# the embedded Chart.js; python3 for the conformance module's configure).
+BUILD_PACKAGES=(
+  build-essential cmake pkg-config ccache
   libuv1-dev
   libqpid-proton-cpp12-dev
   libpaho-mqttpp-dev libpaho-mqtt-dev
@@ -14,25 +18,41 @@ PACKAGES=(
   googletest libgtest-dev libgmock-dev
   libbenchmark-dev
   libspdlog-dev libfmt-dev libcli11-dev libtomlplusplus-dev
-  nlohmann-json3-dev libssl-dev openssl libxxhash-dev libexpected-dev
-  mosquitto mosquitto-clients python3 python3-paho-mqtt
+  nlohmann-json3-dev libssl-dev libxxhash-dev libexpected-dev
+  libwslay-dev libjs-chart.js python3
+)
+
+PACKAGES=(
+  "${BUILD_PACKAGES[@]}"
+  git openssl
+  clang-14 libclang-rt-14-dev
+  mosquitto mosquitto-clients python3-paho-mqtt
   curl procps iproute2 iputils-arping nftables
   python3-uamqp python3-qpid-proton libauthen-scram-perl
   haproxy rabbitmq-server
-  # WebSocket framing (io/ws/, issue 25 point 3).
-  libwslay-dev
   # Monitoring kit and plots (issue 25 points 7, 8): promtool checks the
   # metrics and alert rules, gnuplot draws estuary-bench --plot.
   prometheus gnuplot-nox
-  # The admin dashboards' charts (embedded at build time) and their browser test (issue 25).
-  libjs-chart.js chromium chromium-driver
+  # The admin dashboards' browser test (issue 25); Chart.js is a build package.
+  chromium chromium-driver
+  # The deployment check parses the Kubernetes manifests (deploy/, issue 24 point 7).
+  python3-yaml
 )
+
+if [[ ${1:-} == "--build-only" ]]; then
+  PACKAGES=("${BUILD_PACKAGES[@]}")
+  BUILD_ONLY=1
+elif [[ $# -gt 0 ]]; then
+  echo "usage: scripts/install-deps.sh [--build-only]" >&2
+  exit 2
+fi
 
 # npm packages of the WebSocket tests (conformance/ws/: MQTT.js, rhea, ws),
 # installed from its package-lock.json; tests never fetch anything. Skipped
 # with a note when node or npm is missing (ws_process is then not registered).
 install_node_packages() {
   local dir
+  if [[ -n ${BUILD_ONLY:-} ]]; then return 0; fi
   dir="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)/conformance/ws"
   if ! command -v npm >/dev/null 2>&1; then
     echo "install-deps: npm not found: conformance/ws not installed (ws_process will not run)"
