@@ -143,13 +143,23 @@ def get_json(address, path, token):
         return None
 
 
+def formed(nodes, token, count):
+    """Every member up, and one metadata group: every node knows the same
+    leader and `count` members there (members alone link up without a
+    bootstrap)."""
+    answer = get_json(nodes[0].fields["admin"], "/api/cluster/members", token)
+    members = (answer or {}).get("members", [])
+    if len(members) != count or any(m.get("state") != "up" for m in members):
+        return False
+    metas = [get_json(n.fields["admin"], "/api/cluster/meta", token) or {} for n in nodes]
+    leaders = {meta.get("leader") for meta in metas}
+    return len(leaders) == 1 and 0 not in leaders and None not in leaders and \
+        all(len(meta.get("members", [])) == count for meta in metas)
+
+
 def all_up(nodes, token, count):
-    def up():
-        answer = get_json(nodes[0].fields["admin"], "/api/cluster/members", token)
-        members = (answer or {}).get("members", [])
-        return len(members) == count and all(m.get("state") == "up" for m in members)
     try:
-        return wait_for(f"{count} members up", up, 30)
+        return wait_for(f"{count} members up under one metadata leader", lambda: formed(nodes, token, count), 30)
     except AssertionError:
         return False
 
@@ -202,7 +212,7 @@ def three_machines(binaries, scratch, materials, pending):
     if pending:
         print("skip: the three nodes are not required to form a cluster (no --bootstrap-expect yet)", flush=True)
     elif all(n.fields for n in nodes):
-        check(all_up(nodes, token, 3), "the three machines form one cluster (every member up)")
+        check(all_up(nodes, token, 3), "the three machines form one cluster (members up, one metadata leader)")
     for i, balancer in enumerate(balancers):
         balancer.stop(f"balancer {i + 1}")
     for node, started in enumerate(nodes, 1):
@@ -266,7 +276,7 @@ def statefulset(binaries, scratch, materials, pending, k8s, argv_of_pod):
     if pending:
         print("skip: the pods are not required to form a cluster (no --bootstrap-expect yet)", flush=True)
     elif pods and all(p.fields for p in pods):
-        check(all_up(pods, token, count), f"the StatefulSet's {count} pods form one cluster")
+        check(all_up(pods, token, count), f"the StatefulSet's {count} pods form one cluster (members up, one metadata leader)")
     if pods and pods[0].fields:
         command = [binaries["estuaryctl"] if part == "/usr/bin/estuaryctl" else part for part in k8s["prestop"]]
         command = [pods[0].fields["admin"] if part == "127.0.0.1:8080" else part for part in command]
