@@ -253,8 +253,8 @@ def check_manifests(options, ctl_options, ctl_commands):
     check(uid is not None and security.get("runAsUser") == int(uid.group(1)) == security.get("fsGroup"),
           "the pod runs as the image's estuary user (runAsUser, fsGroup)")
     check(container["command"] == ["/usr/bin/estuaryd-pod"] and
-          "COPY deploy/kubernetes/estuaryd-pod.sh /usr/bin/estuaryd-pod" in dockerfile,
-          "the container runs the entrypoint the image installs")
+          re.search(r"^COPY (--chmod=0755 )?deploy/kubernetes/estuaryd-pod.sh /usr/bin/estuaryd-pod$", dockerfile, re.M)
+          and os.access(ENTRYPOINT, os.X_OK), "the container runs the entrypoint the image installs, executable")
     return {"config": toml_text, "env": env, "replicas": replicas, "prestop": command}
 
 
