@@ -22,8 +22,9 @@
 4. The Dockerfile's runtime packages provide every library the built
    programs link (ldd, dpkg -S, apt-cache depends).
 5. Live (deploy_live.py): the three-machine configuration on loopback,
-   three nodes and the balancer pair; the StatefulSet's three pods from the
-   entrypoint's own command lines; the image's default configuration.
+   three nodes forming one cluster, the balancer pair, a client through it;
+   the StatefulSet's three pods from the entrypoint's own command lines,
+   forming one cluster, and the preStop drain; the image's default file.
 
 Usage: deploy_check.py --estuaryd BIN --estuary-lb BIN --estuaryctl BIN
 """
@@ -36,7 +37,10 @@ import sys
 import tempfile
 import tomllib
 
-import yaml
+try:
+    import yaml
+except ImportError:
+    sys.exit("FAIL: python3-yaml is missing (scripts/install-deps.sh installs it)")
 
 sys.dont_write_bytecode = True  # no __pycache__ in the source tree
 HERE = os.path.dirname(os.path.abspath(__file__))

@@ -6,17 +6,20 @@
   from openssl, the password file from `estuaryctl passwd`, an ACL, the
   secrets), addresses by free loopback ports; then the balancer pair from
   deploy/etc/estuary-lb.toml without its virtual IP (that would change
-  this machine's interface). Each must print its ready line, the active
-  balancer must find the three nodes eligible with the admin token.
+  this machine's interface). Each must print its ready line, the nodes
+  must form one cluster, the active balancer must find the three eligible
+  with the admin token, and alice subscribed through the active balancer
+  must get what she publishes over TLS to node 3.
 - The StatefulSet: the three pods' command lines as estuaryd-pod.sh makes
   them, with the ConfigMap's estuaryd.toml, the cluster's DNS names mapped
-  to loopback ports; then pod 0's preStop command (the drain) against it.
+  to loopback ports; they must form one cluster; then pod 0's preStop
+  command (the drain) against it.
 - The image's default estuaryd.toml: one node, /healthz answers.
 
-The clusters must form (every member up) once estuaryd has
---bootstrap-expect; until then that is skipped with the reason, since
-nodes that all have seeds wait for a bootstrapping node. Processes are
-stopped by pid; every wait has a deadline.
+While estuaryd lacks --bootstrap-expect, nodes that all have seeds wait
+for a node without seeds to bootstrap, so node 1 and pod 0 are started
+without theirs (printed as a skip). Processes are stopped by pid; every
+wait has a deadline.
 """
 import json
 import os
@@ -25,7 +28,7 @@ import subprocess
 import tomllib
 import urllib.request
 
-from estuary_process import LineReader, check, ready_fields, stop_process, wait_for
+from estuary_process import LineReader, check, port_of, ready_fields, stop_process, wait_for
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 MACHINE = ("/etc/estuary", "/var/lib/estuary", "10.0.0.", "0.0.0.0", "cluster.local")
@@ -181,6 +184,10 @@ def node_config(base, node, ports, materials, scratch, pending, where):
         config["node-id"] = node
     if "seeds" in config:
         config["seeds"] = [ports[n]["cluster"] for n in sorted(ports)]
+        if "bootstrap-expect" in pending and node == min(ports):
+            print(f"skip: {where} node {node}: seeds left out, so it bootstraps as nodes did before "
+                  "--bootstrap-expect (the others join it)", flush=True)
+            config.pop("seeds")
     if "proxy-from" in config:
         config["proxy-from"] = ["127.0.0.1"]
     return without_pending(config, pending, f"{where} node {node}")
@@ -209,14 +216,57 @@ def three_machines(binaries, scratch, materials, pending):
             check(wait_for("3 eligible nodes", eligible), "the active balancer finds the 3 nodes eligible (token)")
         except AssertionError:
             check(False, "the active balancer finds the 3 nodes eligible (token)")
-    if pending:
-        print("skip: the three nodes are not required to form a cluster (no --bootstrap-expect yet)", flush=True)
-    elif all(n.fields for n in nodes):
-        check(all_up(nodes, token, 3), "the three machines form one cluster (members up, one metadata leader)")
+    if all(n.fields for n in nodes):
+        cluster = all_up(nodes, token, 3)
+        check(cluster, "the three machines form one cluster (members up, one metadata leader)")
+        if cluster and balancers and balancers[0].fields:
+            clients(balancers[0], nodes[2], materials)
     for i, balancer in enumerate(balancers):
         balancer.stop(f"balancer {i + 1}")
     for node, started in enumerate(nodes, 1):
         started.stop(f"node {node}")
+
+
+def clients(balancer, node, materials):
+    """A subscriber through the active balancer's MQTT port (password file, ACL,
+    PROXY v2 to a node) gets what a publisher sends over TLS to another node."""
+    try:
+        import paho.mqtt.client as mqtt
+    except ImportError:
+        print("skip: python3-paho-mqtt missing: no client through the balancer", flush=True)
+        return
+    received = []
+
+    def client(name, port, tls):
+        c = mqtt.Client(client_id=name, protocol=mqtt.MQTTv5)
+        c.username_pw_set("alice", "secret-pw")
+        if tls:
+            c.tls_set(ca_certs=materials.path("ca.pem"))
+        c.on_message = lambda _c, _u, message: received.append((message.topic, message.payload))
+        c.connect("127.0.0.1", port)
+        c.loop_start()
+        return c
+
+    subscriber = client("deploy-sub", port_of(balancer.fields["mqtt"]), False)
+    publisher = client("deploy-pub", port_of(node.fields["mqtts"]), True)
+    try:
+        wait_for("both connected", lambda: subscriber.is_connected() and publisher.is_connected())
+        granted = []
+        subscriber.on_subscribe = lambda _c, _u, _mid, codes, *rest: granted.extend(c.value for c in codes)
+        subscriber.subscribe([("demo/#", 1), ("private/#", 1)])
+        wait_for("SUBACK", lambda: len(granted) == 2)
+        check(granted[0] == 1 and granted[1] >= 0x80,
+              f"the ACL grants alice demo/# and refuses private/# (SUBACK {granted})")
+        publisher.publish("demo/deploy", b"through the pair", qos=1).wait_for_publish(5)
+        wait_for("the message", lambda: received)
+        check(received == [("demo/deploy", b"through the pair")],
+              "alice subscribed through the active balancer gets alice's publish over TLS to node 3")
+    except AssertionError as error:
+        check(False, f"a client through the balancer and one over TLS: {error}")
+    finally:
+        for c in (subscriber, publisher):
+            c.disconnect()
+            c.loop_stop()
 
 
 def start_pair(binaries, scratch, materials, admins):
@@ -263,6 +313,9 @@ def statefulset(binaries, scratch, materials, pending, k8s, argv_of_pod):
         while i < len(argv):
             if argv[i][2:] in pending:
                 print(f"skip: pod estuary-{ordinal}: {argv[i]} {argv[i + 1]} left out (not in --help yet)")
+            elif argv[i] == "--seeds" and ordinal == 0 and "bootstrap-expect" in pending:
+                print("skip: pod estuary-0: --seeds left out, so it bootstraps as nodes did before "
+                      "--bootstrap-expect (the others join it)")
             elif argv[i] == "--config":
                 flags += ["--config", path]
             else:
@@ -273,9 +326,7 @@ def statefulset(binaries, scratch, materials, pending, k8s, argv_of_pod):
         pods.append(Started([binaries["estuaryd"], *flags], path + ".log"))
         check(pods[-1].fields.get("node") == str(node), f"pod estuary-{ordinal}: ready as node {node} ({pods[-1].ready})")
     token = open(materials.path("admin-token")).read().strip()
-    if pending:
-        print("skip: the pods are not required to form a cluster (no --bootstrap-expect yet)", flush=True)
-    elif pods and all(p.fields for p in pods):
+    if pods and all(p.fields for p in pods):
         check(all_up(pods, token, count), f"the StatefulSet's {count} pods form one cluster (members up, one metadata leader)")
     if pods and pods[0].fields:
         command = [binaries["estuaryctl"] if part == "/usr/bin/estuaryctl" else part for part in k8s["prestop"]]
