@@ -26,7 +26,11 @@
    the StatefulSet's three pods from the entrypoint's own command lines,
    forming one cluster, and the preStop drain; the image's default file.
 
-Usage: deploy_check.py --estuaryd BIN --estuary-lb BIN --estuaryctl BIN
+Also (with --build-dir): `cmake --install --prefix /usr` into a scratch
+DESTDIR puts the programs, units, sysusers entry, docs and examples at
+their FHS places, and each installed unit's ExecStart is an installed program.
+
+Usage: deploy_check.py --estuaryd BIN --estuary-lb BIN --estuaryctl BIN [--build-dir DIR --cmake CMAKE]
 """
 import argparse
 import os
@@ -144,6 +148,29 @@ def check_units(binaries, options, scratch):
     run = subprocess.run(["systemd-sysusers", "--root", root, "--dry-run", sysusers], capture_output=True, text=True)
     check(run.returncode == 0 and "Creating user 'estuary'" in run.stdout + run.stderr,
           f"systemd-sysusers --dry-run estuary.sysusers.conf creates the estuary user (exit {run.returncode})")
+
+
+def check_install(cmake, build_dir, scratch):
+    """`cmake --install BUILD --prefix /usr` into a scratch DESTDIR puts every
+    file where the units, the docs and the guide expect it."""
+    root = os.path.join(scratch, "installed")
+    run = subprocess.run([cmake, "--install", build_dir, "--prefix", "/usr"], env=dict(os.environ, DESTDIR=root),
+                         capture_output=True, text=True)
+    check(run.returncode == 0, f"cmake --install {build_dir} --prefix /usr (DESTDIR) exit {run.returncode}"
+                               f"{': ' + run.stderr.strip() if run.returncode else ''}")
+    expected = ["usr/bin/estuaryd", "usr/bin/estuary-lb", "usr/bin/estuaryctl",
+                "usr/lib/systemd/system/estuaryd.service", "usr/lib/systemd/system/estuary-lb.service",
+                "usr/lib/sysusers.d/estuary.conf", "usr/share/bash-completion/completions/estuaryctl",
+                "usr/share/doc/estuary/deployment.md", "usr/share/doc/estuary/configuration.md",
+                "usr/share/doc/estuary/examples/estuaryd.toml", "usr/share/doc/estuary/examples/estuary-lb.toml"]
+    missing = [f for f in expected if not os.path.isfile(os.path.join(root, f))]
+    check(not missing, f"installed at the FHS places ({len(expected)} files; missing {missing})")
+    for unit in ("estuaryd.service", "estuary-lb.service"):
+        installed = os.path.join(root, "usr/lib/systemd/system", unit)
+        if os.path.isfile(installed):
+            program = unit_settings(installed)["ExecStart"][0].split()[0]
+            check(os.access(os.path.join(root, program.lstrip("/")), os.X_OK),
+                  f"installed {unit}: its ExecStart {program} is an installed program")
 
 
 # --- 2. Kubernetes ----------------------------------------------------------------
@@ -334,6 +361,8 @@ def main():
     parser = argparse.ArgumentParser()
     for program in ("estuaryd", "estuary-lb", "estuaryctl"):
         parser.add_argument("--" + program, required=True)
+    parser.add_argument("--build-dir", help="with --cmake: check what `cmake --install` puts where")
+    parser.add_argument("--cmake", default="cmake")
     args = parser.parse_args()
     binaries = {"estuaryd": args.estuaryd, "estuary-lb": args.estuary_lb, "estuaryctl": args.estuaryctl}
     binaries = {program: os.path.abspath(path) for program, path in binaries.items()}
@@ -346,6 +375,10 @@ def main():
              "those alone are skipped below, and the clusters are not required to form")
     with tempfile.TemporaryDirectory(prefix="deploy-check-") as scratch:
         check_units(binaries, options, scratch)
+        if args.build_dir:
+            check_install(args.cmake, args.build_dir, scratch)
+        else:
+            skip("no --build-dir: `cmake --install` not tried")
         k8s = check_manifests(options["estuaryd"], ctl_options, ctl_commands)
         check_entrypoint(scratch, options["estuaryd"], k8s)
         for name in ("etc/estuaryd.toml", "docker/estuaryd.toml"):
