@@ -20,7 +20,9 @@
    of issue 24 point 1 (advertise-*, bootstrap-expect) come from another
    branch: while --help lacks one, it alone is skipped with the reason.
 4. The Dockerfile's runtime packages provide every library the built
-   programs link (ldd, dpkg -S, apt-cache depends).
+   programs link (ldd, dpkg -S, apt-cache depends); docs/deployment.md's
+   `sed -i` edits for estuary-2 and estuary-3, run on copies of the shipped
+   files, change exactly what differs per machine.
 5. Live (deploy_live.py): the three-machine configuration on loopback,
    three nodes forming one cluster, the balancer pair, a client through it;
    the StatefulSet's three pods from the entrypoint's own command lines,
@@ -357,6 +359,51 @@ def check_dockerfile(options, binaries):
                        f"missing {missing}")
 
 
+def doc_edits():
+    """The guide's `sed -i ... /etc/estuary/FILE` lines, each with the host of
+    the `# on estuary-N` comment above it (backslash continuations joined)."""
+    text = open(os.path.join(HERE, "..", "docs", "deployment.md")).read().replace("\\\n", " ")
+    edits, host = [], None
+    for line in text.splitlines():
+        line = line.strip()
+        found = re.match(r"# on (estuary-\d)", line)
+        if found:
+            host = found.group(1)
+        elif line.startswith("sed -i ") and line.split()[-1].startswith("/etc/estuary/"):
+            edits.append((host, line))
+    return edits
+
+
+def check_doc_edits(scratch):
+    """Applied to the shipped files, the guide's edits change only what
+    differs per machine: node-id and the advertised host; the standby's
+    role, heartbeat, peer and admin address."""
+    edits = doc_edits()
+    check(len(edits) == 3, f"docs/deployment.md has the 3 per-machine edits (found {len(edits)})")
+    for host, command in edits:
+        target = command.split()[-1]
+        name = os.path.basename(target)
+        copy = os.path.join(scratch, f"{host}-{name}")
+        shutil.copy(os.path.join(HERE, "etc", name), copy)
+        run = subprocess.run(["/bin/sh", "-c", command[:-len(target)] + copy], capture_output=True, text=True)
+        with open(os.path.join(HERE, "etc", name), "rb") as source:
+            want = tomllib.load(source)
+        number = int(host.rsplit("-", 1)[1])
+        address = f"10.0.0.1{number}"
+        if name == "estuaryd.toml":
+            want["node-id"] = number
+            for key in ("advertise-cluster", "advertise-mqtt", "advertise-amqp"):
+                want[key] = want[key].replace("10.0.0.11", address)
+        else:
+            want.update({"role": "standby", "heartbeat": want["peer"], "peer": want["heartbeat"],
+                         "admin": want["admin"].replace("10.0.0.11", address)})
+        with open(copy, "rb") as edited:
+            got = tomllib.load(edited) if run.returncode == 0 else {}
+        changed = sorted(k for k in set(got) | set(want) if got.get(k) != want.get(k))
+        check(run.returncode == 0 and not changed, f"the guide's edit of {name} on {host} makes that machine's file "
+                                                   f"(exit {run.returncode}; keys not as expected: {changed})")
+
+
 def main():
     parser = argparse.ArgumentParser()
     for program in ("estuaryd", "estuary-lb", "estuaryctl"):
@@ -387,6 +434,7 @@ def main():
         with open(os.path.join(HERE, "etc/estuary-lb.toml"), "rb") as source:
             check_names(tomllib.load(source).keys(), options["estuary-lb"], "etc/estuary-lb.toml")
         check_dockerfile(options["estuaryd"], binaries)
+        check_doc_edits(scratch)
         deploy_live.run_all(binaries, scratch, pending, k8s, lambda pod: entrypoint_argv(scratch, pod, {
             k: v for k, v in k8s["env"].items() if v is not None}))
     print(f"deploy_check: {len(FAILURES)} failures" + "".join("\n  " + f for f in FAILURES))
