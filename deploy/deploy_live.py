@@ -12,8 +12,9 @@
   must get what she publishes over TLS to node 3.
 - The StatefulSet: the three pods' command lines as estuaryd-pod.sh makes
   them, with the ConfigMap's estuaryd.toml, the cluster's DNS names mapped
-  to loopback ports; they must form one cluster; then pod 0's preStop
-  command (the drain) against it.
+  to loopback ports; they must form one cluster; then pod 1 goes through
+  a rolling update's steps (its preStop drain, SIGTERM, the same command
+  on the same data) and must come back a member, not draining.
 - The image's default estuaryd.toml: one node, /healthz answers.
 
 While estuaryd lacks --bootstrap-expect, nodes that all have seeds wait
@@ -295,7 +296,7 @@ def statefulset(binaries, scratch, materials, pending, k8s, argv_of_pod):
     base = tomllib.loads(k8s["config"])
     count = k8s["replicas"]
     ports = {n: {k: f"127.0.0.1:{free_port()}" for k in ("mqtt", "amqp", "cluster")} for n in range(1, count + 1)}
-    pods = []
+    pods, pod_argv = [], []
     for ordinal in range(count):
         node = ordinal + 1
         status, argv = argv_of_pod(f"estuary-{ordinal}")
@@ -323,21 +324,85 @@ def statefulset(binaries, scratch, materials, pending, k8s, argv_of_pod):
             i += 2
         # The listeners' fixed container ports, moved to this pod's loopback ports.
         flags += ["--mqtt", ports[node]["mqtt"], "--amqp", ports[node]["amqp"], "--cluster", ports[node]["cluster"]]
-        pods.append(Started([binaries["estuaryd"], *flags], path + ".log"))
+        pod_argv.append(([binaries["estuaryd"], *flags], path + ".log"))
+        pods.append(Started(*pod_argv[-1]))
         check(pods[-1].fields.get("node") == str(node), f"pod estuary-{ordinal}: ready as node {node} ({pods[-1].ready})")
     token = open(materials.path("admin-token")).read().strip()
-    if pods and all(p.fields for p in pods):
-        check(all_up(pods, token, count), f"the StatefulSet's {count} pods form one cluster (members up, one metadata leader)")
-    if pods and pods[0].fields:
-        command = [binaries["estuaryctl"] if part == "/usr/bin/estuaryctl" else part for part in k8s["prestop"]]
-        command = [pods[0].fields["admin"] if part == "127.0.0.1:8080" else part for part in command]
-        command = [materials.path("admin-token") if part.endswith("/admin-token") else part for part in command]
-        run = subprocess.run(command, capture_output=True, text=True, timeout=90)
-        check(run.returncode == 0, f"pod 0's preStop drain: exit {run.returncode} ({(run.stdout + run.stderr).strip()})")
-        load = get_json(pods[0].fields["admin"], "/api/load", token) or {}
-        check(load.get("draining") is True, "after preStop, pod 0 reports draining in /api/load")
+    if len(pods) == count and all(p.fields for p in pods):
+        cluster = all_up(pods, token, count)
+        check(cluster, f"the StatefulSet's {count} pods form one cluster (members up, one metadata leader)")
+        if cluster:
+            # Pod 1: it has its seeds in either mode (pod 0 may have been started without).
+            restart_pod(binaries, pods, pod_argv, 1, k8s, materials, token)
     for ordinal, pod in enumerate(pods):
         pod.stop(f"pod estuary-{ordinal}")
+
+
+def claim_client_ids(port, count):
+    """Connects and disconnects `count` MQTT clients; how many got a CONNACK (0 without paho)."""
+    try:
+        import paho.mqtt.client as mqtt
+    except ImportError:
+        return 0
+    connected = 0
+    for i in range(count):
+        c = mqtt.Client(client_id=f"deploy-claim-{i}", protocol=mqtt.MQTTv5)
+        c.username_pw_set("alice", "secret-pw")
+        try:
+            c.connect("127.0.0.1", port)
+            c.loop_start()
+            wait_for("CONNACK", c.is_connected)
+            connected += 1
+        except (OSError, AssertionError):
+            pass
+        finally:
+            c.disconnect()
+            c.loop_stop()
+    return connected
+
+
+def restart_pod(binaries, pods, pod_argv, ordinal, k8s, materials, token):
+    """What Kubernetes does to one pod in a rolling update: the preStop hook
+    (the drain, which waits), SIGTERM, the same command again on the same
+    volume. The pod must come back a member and not draining."""
+    admin = pods[ordinal].fields["admin"]
+    leading = lambda: (get_json(admin, "/api/cluster/partitions", token) or {}).get("leading")  # noqa: E731
+    # Client ids claimed on the partitions open them (led about a third here), so the drain has work.
+    claimed = claim_client_ids(port_of(pods[ordinal].fields["mqtt"]), 40)
+    before = leading()
+    if claimed:
+        check(bool(before), f"{claimed} client ids claimed: pod {ordinal} leads {before} partitions")
+    command = [binaries["estuaryctl"] if part == "/usr/bin/estuaryctl" else part for part in k8s["prestop"]]
+    command = [admin if part == "127.0.0.1:8080" else part for part in command]
+    command = [materials.path("admin-token") if part.endswith("/admin-token") else part for part in command]
+    run = subprocess.run(command, capture_output=True, text=True, timeout=90)
+    check(run.returncode == 0, f"pod {ordinal}'s preStop drain: exit {run.returncode} ({(run.stdout + run.stderr).strip()})")
+    load = get_json(admin, "/api/load", token) or {}
+    check(load.get("draining") is True and leading() == 0,
+          f"after preStop, pod {ordinal} is draining and leads no partition (led {before})")
+    pods[ordinal].stop(f"pod estuary-{ordinal} (after its preStop)")
+    argv, log = pod_argv[ordinal]
+    pods[ordinal] = Started(argv, log + ".restarted")
+    check(bool(pods[ordinal].fields), f"pod estuary-{ordinal} restarted on its volume: ready ({pods[ordinal].ready})")
+    if not pods[ordinal].fields:
+        return
+    admin = pods[ordinal].fields["admin"]
+
+    def back():
+        load = get_json(admin, "/api/load", token) or {}
+        return formed(pods, token, len(pods)) and load.get("draining") is False
+    try:
+        wait_for("the restarted pod back", back, 30)
+        check(True, f"pod estuary-{ordinal} is a member again and not draining (the leave ended the drain)")
+    except AssertionError:
+        check(False, f"pod estuary-{ordinal} is a member again and not draining")
+        return
+    if before:
+        try:
+            check(bool(wait_for("leaderships back", leading, 30)),
+                  f"pod estuary-{ordinal} leads partitions again ({leading()}; {before} before its drain)")
+        except AssertionError:
+            check(False, f"pod estuary-{ordinal} leads partitions again (0; {before} before its drain)")
 
 
 def image_default(binaries, scratch):
