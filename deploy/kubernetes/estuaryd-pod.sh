@@ -22,6 +22,9 @@
 # Arguments are passed on to estuaryd after these flags (a later flag wins).
 set -eu
 
+# HOSTNAME comes from the container's environment (Docker and Kubernetes set
+# it to the pod's name), not from the shell.
+# shellcheck disable=SC3028
 pod=${POD_NAME:-${HOSTNAME:-}}
 ordinal=${pod##*-}
 case $ordinal in
