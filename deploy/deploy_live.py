@@ -395,7 +395,12 @@ def restart_pod(binaries, pods, pod_argv, ordinal, k8s, materials, token):
         wait_for("the restarted pod back", back, 30)
         check(True, f"pod estuary-{ordinal} is a member again and not draining (the leave ended the drain)")
     except AssertionError:
-        check(False, f"pod estuary-{ordinal} is a member again and not draining")
+        load = get_json(admin, "/api/load", token) or {}
+        members = (get_json(pods[0].fields["admin"], "/api/cluster/members", token) or {}).get("members", [])
+        metas = [(get_json(n.fields["admin"], "/api/cluster/meta", token) or {}) for n in pods]
+        check(False, f"pod estuary-{ordinal} is a member again and not draining (draining: {load.get('draining')}; "
+                     f"members: {[(m.get('node'), m.get('state')) for m in members]}; metadata leaders: "
+                     f"{[m.get('leader') for m in metas]}, members there: {[len(m.get('members', [])) for m in metas]})")
         return
     if before:
         try:
