@@ -33,6 +33,16 @@ struct MessageId {
   friend bool operator==(const MessageId&, const MessageId&) = default;
 };
 
+// For unordered containers keyed by a MessageId (not stable across
+// builds: never stored or sent).
+struct MessageIdHash {
+  size_t operator()(const MessageId& id) const {
+    uint64_t h = id.timestamp * 0x9E3779B97F4A7C15ull;
+    h ^= (uint64_t{id.sequence} << 16 | id.node) + 0x632BE59BD9B4E019ull + (h << 6) + (h >> 2);
+    return static_cast<size_t>(h);
+  }
+};
+
 // Reference-counted immutable bytes.
 using Payload = std::shared_ptr<const std::string>;
 Payload MakePayload(std::string bytes);

@@ -307,11 +307,6 @@ class Session {
   uint64_t dropped_ = 0;
   uint64_t incarnation_;
   uint64_t generation_;
-  struct MessageIdHash {
-    size_t operator()(const MessageId& id) const {
-      return std::hash<uint64_t>()(id.timestamp * 0x9E3779B97F4A7C15ull ^ (uint64_t{id.sequence} << 16 | id.node));
-    }
-  };
   uint16_t taken_from_ = 0;
   int64_t taken_until_ms_ = 0;
   bool moved_stub_ = false;

@@ -52,11 +52,7 @@ class ForwardDedup {
     friend bool operator==(const Key&, const Key&) = default;
   };
   struct KeyHash {
-    size_t operator()(const Key& key) const {
-      uint64_t h = key.id.timestamp * 0x9E3779B97F4A7C15ull;
-      h ^= (uint64_t{key.id.sequence} << 16 | key.id.node) + 0x632BE59BD9B4E019ull + (h << 6) + (h >> 2);
-      return static_cast<size_t>(h ^ (uint64_t{key.from} << 48));
-    }
+    size_t operator()(const Key& key) const { return MessageIdHash{}(key.id) ^ (size_t{key.from} << 48); }
   };
   struct Entry {
     bool safe = false;
