@@ -49,11 +49,20 @@ namespace store {
 class ShardStore;
 }
 
+// MQTT 5.0 section 3.8.3.1, Retain Handling: when a subscription gets the
+// retained messages that match it (the values are the wire's and the
+// stored subscription record's).
+enum class RetainHandling : uint8_t {
+  kSendOnSubscribe = 0,
+  kSendIfNew = 1,  // only if the subscription did not exist
+  kNever = 2,
+};
+
 struct SubscriptionOptions {
   QoS max_qos = QoS::kAtMostOnce;
   bool no_local = false;
   bool retain_as_published = false;
-  uint8_t retain_handling = 0;   // 0 send on subscribe, 1 only if new, 2 never
+  RetainHandling retain_handling = RetainHandling::kSendOnSubscribe;
   uint32_t subscription_id = 0;  // 0 = none
   friend bool operator==(const SubscriptionOptions&, const SubscriptionOptions&) = default;
 };

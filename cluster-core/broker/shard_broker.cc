@@ -526,7 +526,10 @@ bool ShardBroker::RemoveSubscription(Session* session, const std::string& filter
 void ShardBroker::DeliverRetained(Session* session, const std::string& filter,
                                   const SubscriptionOptions& options, bool existed) {
   if (IsSharedFilter(filter)) return;  // [MQTT-3.8.4 v5: not sent for shared subscriptions]
-  if (options.retain_handling == 2 || (options.retain_handling == 1 && existed)) return;
+  if (options.retain_handling == RetainHandling::kNever ||
+      (options.retain_handling == RetainHandling::kSendIfNew && existed)) {
+    return;
+  }
   if (cluster_ != nullptr && !IsNodeLocalTopic(filter) && cluster_->RetainedOnPartitions()) {
     // Read from the partitions (docs/partitions.md): the messages follow
     // once the reads are answered, in the order of this session's

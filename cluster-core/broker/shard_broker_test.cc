@@ -185,7 +185,7 @@ TEST_F(ShardBrokerTest, RetainHandlingOneSendsOnlyForNewSubscriptions) {
   RecordingSink sink;
   Session* session = shards_[0]->Attach("sub", true, &sink).session;
   SubscriptionOptions options = Options(QoS::kAtLeastOnce);
-  options.retain_handling = 1;
+  options.retain_handling = core::RetainHandling::kSendIfNew;
   bool existed = shards_[0]->Subscribe(session, "r", options);
   shards_[0]->DeliverRetained(session, "r", options, existed);
   existed = shards_[0]->Subscribe(session, "r", options);

@@ -333,7 +333,7 @@ std::string EncodeOptions(const SubscriptionOptions& options) {
   w.U8(kFormatVersion);
   w.U8(static_cast<uint8_t>(options.max_qos));
   w.U8(static_cast<uint8_t>((options.no_local ? 1 : 0) | (options.retain_as_published ? 2 : 0)));
-  w.U8(options.retain_handling);
+  w.U8(static_cast<uint8_t>(options.retain_handling));
   w.U32(options.subscription_id);
   return w.Take();
 }
@@ -344,9 +344,10 @@ std::optional<SubscriptionOptions> DecodeOptions(std::string_view bytes) {
   SubscriptionOptions options;
   const uint8_t qos = r.U8();
   const uint8_t flags = r.U8();
-  options.retain_handling = r.U8();
+  const uint8_t retain_handling = r.U8();
   options.subscription_id = r.U32();
-  if (!r.done() || qos > 2 || options.retain_handling > 2) return std::nullopt;
+  if (!r.done() || qos > 2 || retain_handling > static_cast<uint8_t>(RetainHandling::kNever)) return std::nullopt;
+  options.retain_handling = static_cast<RetainHandling>(retain_handling);
   options.max_qos = static_cast<QoS>(qos);
   options.no_local = (flags & 1) != 0;
   options.retain_as_published = (flags & 2) != 0;

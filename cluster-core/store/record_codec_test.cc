@@ -94,7 +94,7 @@ TEST(RecordCodecTest, SessionRecordWithWillRoundTrips) {
 }
 
 TEST(RecordCodecTest, OptionsDeliveryAndInflightRoundTrip) {
-  SubscriptionOptions options{QoS::kAtLeastOnce, true, true, 2, 77};
+  SubscriptionOptions options{QoS::kAtLeastOnce, true, true, RetainHandling::kNever, 77};
   EXPECT_EQ(DecodeOptions(EncodeOptions(options)), options);
 
   Delivery delivery{FullMessage(), QoS::kAtLeastOnce, true, {1, 2}};
@@ -429,7 +429,7 @@ TEST(RecordCodecTest, BytesArePinned) {
   AppendMessage(appended, *FullMessage());
   EXPECT_EQ(base::PinnedBytes(appended), "131 bytes fnv1a64=c61ca39ae5af0d5a");
   EXPECT_EQ(base::PinnedBytes(EncodeSession(FullSessionRecord())), "149 bytes fnv1a64=91e4410e2f7bc542");
-  EXPECT_EQ(base::PinnedBytes(EncodeOptions({QoS::kAtLeastOnce, true, true, 2, 77})),
+  EXPECT_EQ(base::PinnedBytes(EncodeOptions({QoS::kAtLeastOnce, true, true, RetainHandling::kNever, 77})),
             "8 bytes fnv1a64=d2b9fb6f9fc7c529");
   const Delivery delivery{FullMessage(), QoS::kAtLeastOnce, true, {1, 2}};
   EXPECT_EQ(base::PinnedBytes(EncodeDelivery(delivery)), "142 bytes fnv1a64=12e15647710738c4");

@@ -59,7 +59,7 @@ void MqttConnection::HandleSubscribe(const SubscribePacket& subscribe) {
     options.max_qos = static_cast<QoS>(std::min(subscription.options.qos, maximum_qos));
     options.no_local = subscription.options.no_local;
     options.retain_as_published = subscription.options.retain_as_published;
-    options.retain_handling = subscription.options.retain_handling;
+    options.retain_handling = static_cast<core::RetainHandling>(subscription.options.retain_handling);  // 0-2: the codec refused 3
     options.subscription_id = subscription_id;
     const bool existed = broker_.Subscribe(session_, subscription.filter, options);
     suback.reasons.push_back(GrantedCode(options.max_qos));
