@@ -10,6 +10,7 @@
 #include "cluster-core/membership/membership_admin.h"
 #include "cluster-core/partition/partition_admin.h"
 #include "server/node.h"
+#include "server/config_addresses.h"
 
 namespace estuary::server {
 namespace {
@@ -246,8 +247,9 @@ std::string Node::LoadJson() const {
       {"memory_bytes", ResidentBytes()},
       {"shards", metrics_.size()},
       // Where the balancers send clients, and whether they should.
-      {"mqtt", io::Endpoint{config_.mqtt.host, mqtt_port_}.ToString()},
-      {"amqp", io::Endpoint{config_.amqp.host, amqp_port_}.ToString()},
+      // --advertise-mqtt/--advertise-amqp when given (docs/cluster.md).
+      {"mqtt", AdvertisedListener(config_.advertise_mqtt, config_.mqtt.host, mqtt_port_)},
+      {"amqp", AdvertisedListener(config_.advertise_amqp, config_.amqp.host, amqp_port_)},
       // WebSocket ports, for estuary-lb --mqtt-ws/--amqp-ws ("" = not served).
       {"mqtt_ws", mqtt_ws_ ? mqtt_ws_->ToString() : std::string()},
       {"amqp_ws", amqp_ws_ ? amqp_ws_->ToString() : std::string()},

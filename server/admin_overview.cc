@@ -13,6 +13,7 @@
 #include "balancer/load_report.h"
 #include "cluster-core/membership/membership_admin.h"
 #include "io/uv/admin_token.h"
+#include "server/config_addresses.h"
 #include "server/node.h"
 
 namespace estuary::server {
@@ -109,7 +110,7 @@ void Node::ServeOverview(io::HttpServer::Responder respond) {
     }
   } else {
     overview["nodes"].push_back({{"node", config_.node_id}, {"state", "up"},
-                                 {"admin_address", io::Endpoint{config_.admin.host, admin_port_}.ToString()}});
+                                 {"admin_address", io::Endpoint{AnnouncedHost(config_, config_.admin.host), admin_port_}.ToString()}});
   }
   // Roles: the metadata group's leader holds membership and placement.
   if (agent_ != nullptr && agent_->metadata() != nullptr) {

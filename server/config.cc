@@ -7,6 +7,7 @@
 
 #include "io/uv/cli_options.h"
 #include "security/acl.h"
+#include "server/config_addresses.h"
 #include "io/uv/admin_token.h"
 #include "security/password_file.h"
 
@@ -221,7 +222,9 @@ void BuildApp(CLI::App& app, NodeConfig& config) {
                "The admin listener speaks HTTPS with the --tls-cert/--tls-key pair (and --tls-ca, "
                "--tls-require-client-cert as the TLS listeners; reloaded on SIGHUP)");
   AddEndpointOption(app, "--cluster", config.cluster, "Inter-node listener HOST:PORT");
-  io::AddEndpointListOption(app, "--seeds", config.seeds, "Other nodes' inter-node addresses HOST:PORT,...");
+  io::AddEndpointListOption(app, "--seeds", config.seeds,
+                            "Other nodes' inter-node addresses HOST:PORT,... (this node's own may be listed too)");
+  AddAddressOptions(app, config);
   app.add_option("--cluster-secret-file", config.cluster_secret_file,
                  "File whose first line is the cluster secret every node shares (required with --seeds)")
       ->check(CLI::ExistingFile);
@@ -414,6 +417,7 @@ ParseOutcome ParseCommandLine(int argc, const char* const* argv) {
     CheckClusterTls(config);
     CheckTls(config);
     CheckWebSocket(config);
+    CheckAddresses(config);
   });
   if (std::holds_alternative<ExitRequest>(outcome)) return std::get<ExitRequest>(outcome);
   if (config.shards == 0) {

@@ -31,6 +31,15 @@ struct NodeConfig {
   bool admin_tls = false;
   io::Endpoint cluster{"127.0.0.1", 0};
   std::vector<io::Endpoint> seeds;
+  // Several hosts (docs/cluster.md "Addresses for more than one host";
+  // server/config_addresses.h). Empty: the listener's own address.
+  std::string advertise_cluster;  // what peers dial (membership, the hello)
+  std::string advertise_mqtt;     // what /api/load names to the balancers
+  std::string advertise_amqp;
+  // --bootstrap-expect N: every node lists the same seeds; once all N are
+  // reachable the lowest node id founds the cluster (docs/cluster.md
+  // "Forming a cluster from one configuration"). 0: off.
+  uint32_t bootstrap_expect = 0;
   // Cluster secret (docs/cluster.md): the file's first line; required with
   // --seeds. Without one a node forms no links (and refuses any on --cluster).
   std::string cluster_secret_file;

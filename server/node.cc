@@ -10,6 +10,7 @@
 #include <random>
 
 #include "persistence/memory_engine.h"
+#include "server/config_addresses.h"
 #include "server/storage.h"
 
 namespace estuary::server {
@@ -92,6 +93,8 @@ Node::~Node() {
   admin_.reset();
   cluster_listener_.reset();
   if (transport_) transport_->set_dial_observer(nullptr);  // it calls the agent's membership
+  if (bootstrap_gate_) agent_->membership()->set_bootstrap_hooks(nullptr, nullptr);
+  bootstrap_gate_.reset();
   agent_.reset();
   transport_.reset();
 }
@@ -187,7 +190,7 @@ void Node::SetUpCluster() {
   ShardRuntime* first = shards_[0].get();
   cluster::UvTransportConfig links;
   links.self = config_.node_id;
-  links.advertised_address = config_.cluster.ToString();
+  links.advertised_address = AdvertisedCluster(config_);  // --advertise-cluster, else --cluster
   links.secret = config_.cluster_secret;
   links.seed = (uint64_t{config_.node_id} << 32) ^ static_cast<uint64_t>(io::SystemClock::Instance().NowMs());
   links.tls = cluster_tls_;  // null: clear text
@@ -256,13 +259,44 @@ Expected<void, std::string> Node::StartClusterLinks() {
   cluster_port_ = *port;
   // Membership dials the seeds, then every member it learns of (full mesh).
   cluster::Membership& membership = *agent_->membership();
+  // An admin listener on a wildcard is announced under --advertise-cluster's host.
   membership.set_addresses(transport_->advertised_address(),
-                           io::Endpoint{config_.admin.host, admin_port_}.ToString());
+                           io::Endpoint{AnnouncedHost(config_, config_.admin.host), admin_port_}.ToString());
   if (auto meta = StartMetadata(); !meta) return meta;
   std::vector<std::string> seeds;
   for (const io::Endpoint& seed : config_.seeds) seeds.push_back(seed.ToString());
   membership.Start(seeds);
+  if (config_.bootstrap_expect > 0) StartBootstrapGate(seeds);
   return {};
+}
+
+// Every node waits with an empty metadata group (it has seeds) until the
+// gate decides (server/bootstrap_gate.h; docs/cluster.md "Forming a cluster
+// from one configuration").
+void Node::StartBootstrapGate(const std::vector<std::string>& seeds) {
+  cluster::Membership& membership = *agent_->membership();
+  meta::MetaGroup& meta = *agent_->metadata();
+  BootstrapHooks hooks;
+  hooks.view = [this, seeds, &membership, &meta] {
+    BootstrapView view{.self = config_.node_id,
+                       .self_address = transport_->advertised_address(),
+                       .seeds = seeds,
+                       .expect = config_.bootstrap_expect,
+                       .self_formed = meta.HasState(),
+                       .peers = {}};
+    for (const cluster::Member& member : membership.members()) {
+      if (member.node == config_.node_id || !membership.IsLive(member.node)) continue;
+      view.peers.push_back({member.node, member.cluster_address, transport_->connected(member.node), {}});
+    }
+    return view;
+  };
+  hooks.ask = [&membership](BootstrapNodeId node) { membership.AskBootstrapState(node); };
+  hooks.bootstrap = [&meta] { return meta.Bootstrap(); };
+  bootstrap_gate_ = std::make_unique<BootstrapGate>(shards_[0]->loop(), std::move(hooks));
+  BootstrapGate* gate = bootstrap_gate_.get();
+  membership.set_bootstrap_hooks([&meta] { return meta.HasState(); },
+                                 [gate](cluster::NodeId node, bool formed) { gate->OnState(node, formed); });
+  gate->Start();
 }
 
 // The metadata raft group (docs/cluster.md "Metadata group"): routes and
@@ -375,9 +409,11 @@ Expected<void, std::string> Node::StartAuxiliaryListeners() {
 }
 
 std::string Node::ReadyLine() const {
-  std::string line = fmt::format("estuaryd ready node={} mqtt={}:{} amqp={}:{} admin={}:{} cluster={}:{}",
-                                 config_.node_id, config_.mqtt.host, mqtt_port_, config_.amqp.host, amqp_port_,
-                                 config_.admin.host, admin_port_, config_.cluster.host, cluster_port_);
+  std::string line = fmt::format("estuaryd ready node={} mqtt={} amqp={} admin={} cluster={}", config_.node_id,
+                                 io::Endpoint{config_.mqtt.host, mqtt_port_}.ToString(),
+                                 io::Endpoint{config_.amqp.host, amqp_port_}.ToString(),
+                                 io::Endpoint{config_.admin.host, admin_port_}.ToString(),
+                                 io::Endpoint{config_.cluster.host, cluster_port_}.ToString());
   if (mqtts_) line += " mqtts=" + mqtts_->ToString();
   if (amqps_) line += " amqps=" + amqps_->ToString();
   // WebSocket listeners (StartWebSocketListeners).
@@ -385,6 +421,10 @@ std::string Node::ReadyLine() const {
   if (amqp_ws_) line += " amqp_ws=" + amqp_ws_->ToString();
   if (mqtt_wss_) line += " mqtt_wss=" + mqtt_wss_->ToString();
   if (amqp_wss_) line += " amqp_wss=" + amqp_wss_->ToString();
+  // What others are told to dial, when it is not the listener's own address.
+  if (transport_ && !config_.advertise_cluster.empty()) line += " advertise_cluster=" + transport_->advertised_address();
+  if (!config_.advertise_mqtt.empty()) line += " advertise_mqtt=" + AdvertisedListener(config_.advertise_mqtt, config_.mqtt.host, mqtt_port_);
+  if (!config_.advertise_amqp.empty()) line += " advertise_amqp=" + AdvertisedListener(config_.advertise_amqp, config_.amqp.host, amqp_port_);
   return line;
 }
 

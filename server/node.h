@@ -24,6 +24,7 @@
 #include "io/uv/http_server.h"
 #include "server/acl_authorizer.h"
 #include "server/admin_query.h"
+#include "server/bootstrap_gate.h"
 #include "server/config.h"
 #include "server/password_authenticator.h"
 #include "server/reload.h"
@@ -91,6 +92,8 @@ class Node final : public core::ShardLink {
   void SetUpCluster();
   Expected<void, std::string> StartClusterLinks();
   Expected<void, std::string> StartMetadata();
+  // --bootstrap-expect: the gate that may make this node the founder.
+  void StartBootstrapGate(const std::vector<std::string>& seeds);
   std::string ClusterMetricsText() const;
   // Opens each shard's engine and recovers its state (server/storage.cc).
   Expected<void, std::string> OpenStorage();
@@ -125,6 +128,9 @@ class Node final : public core::ShardLink {
   std::unique_ptr<persistence::StorageEngine> meta_engine_;
   std::unique_ptr<persistence::StorageEngine> partition_engine_;
   std::unique_ptr<cluster::ClusterAgent> agent_;
+  // --bootstrap-expect; uses the agent's membership and metadata group, so
+  // destroyed before the agent.
+  std::unique_ptr<BootstrapGate> bootstrap_gate_;
   // The agent's way to the shards: shard 0 (its own loop) by a plain post,
   // the others by their mailboxes.
   class AgentShardLink final : public core::ShardLink {

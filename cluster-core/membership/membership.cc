@@ -177,6 +177,12 @@ void Membership::OnFrame(NodeId from, uint8_t type, std::string_view body) {
     case MembershipFrame::kProbeReply: return HandleProbeReply(from, body);
     case MembershipFrame::kRefuse: return HandleRefuse(from, body);
     case MembershipFrame::kInvite: return HandleInvite(from);
+    case MembershipFrame::kBootstrapAsk:
+      if (!DecodeEmpty(body)) break;
+      transport_.Send(from, static_cast<uint8_t>(MembershipFrame::kBootstrapState),
+                      EncodeFlag(bootstrap_formed_ && bootstrap_formed_()));
+      return;
+    case MembershipFrame::kBootstrapState: return HandleBootstrapState(from, body);
   }
   spdlog::warn("membership: dropped a malformed or unknown frame 0x{:02x} from node {}", type, from);
 }
@@ -293,6 +299,19 @@ void Membership::OnDialFailed(const DialFailure& failure) {
     spdlog::info("membership: node {} lost {} ms ago, and {} refused a redial: {}", node,
                  loop_.NowMs() - episode.lost_at_ms, failure.address, failure.detail);
   }
+}
+
+void Membership::AskBootstrapState(NodeId node) {
+  transport_.Send(node, static_cast<uint8_t>(MembershipFrame::kBootstrapAsk), EncodeEmpty());
+}
+
+void Membership::HandleBootstrapState(NodeId from, std::string_view body) {
+  const std::optional<bool> formed = DecodeFlag(body);
+  if (!formed) {
+    spdlog::warn("membership: dropped a malformed bootstrap state from node {}", from);
+    return;
+  }
+  if (on_bootstrap_state_) on_bootstrap_state_(from, *formed);
 }
 
 void Membership::HandleInvite(NodeId from) {

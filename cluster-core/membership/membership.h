@@ -80,6 +80,15 @@ class Membership {
   // Called with this node's new incarnation whenever it rises (a
   // refutation), so the owner can persist it before a restart reuses it.
   void set_on_incarnation(std::function<void(uint64_t)> fn) { on_incarnation_ = std::move(fn); }
+  // --bootstrap-expect (docs/cluster.md "Forming a cluster from one
+  // configuration"): `formed` answers a member's BootstrapAsk (whether this
+  // node's metadata group holds any state); `on_state` hears the answers to
+  // AskBootstrapState. Both unset: asks are answered "not formed".
+  void set_bootstrap_hooks(std::function<bool()> formed, std::function<void(NodeId, bool)> on_state) {
+    bootstrap_formed_ = std::move(formed);
+    on_bootstrap_state_ = std::move(on_state);
+  }
+  void AskBootstrapState(NodeId node);
   // This node's addresses, when they are known only after listening (port 0).
   // Call before Start().
   void set_addresses(const std::string& cluster_address, const std::string& admin_address);
@@ -158,6 +167,7 @@ class Membership {
   void HandleProbeReply(NodeId from, std::string_view body);
   void HandleRefuse(NodeId from, std::string_view body);
   void HandleInvite(NodeId from);
+  void HandleBootstrapState(NodeId from, std::string_view body);
 
   void Merge(const std::vector<MemberEntry>& entries);
   void MergeOne(const MemberEntry& entry);
@@ -184,6 +194,8 @@ class Membership {
   MembershipConfig config_;
   std::function<void(const Member&)> on_change_;
   std::function<void(uint64_t)> on_incarnation_;
+  std::function<bool()> bootstrap_formed_;
+  std::function<void(NodeId, bool)> on_bootstrap_state_;
   std::map<NodeId, Member> table_;
   std::map<NodeId, Episode> unreachable_;
   std::set<NodeId> refused_links_;       // links we refused (id conflict)

@@ -129,4 +129,19 @@ bool DecodeEmpty(std::string_view body) {
   return reader && reader->done();
 }
 
+std::string EncodeFlag(bool flag) {
+  Writer writer;
+  writer.U8(kMembershipWireVersion);
+  writer.U8(flag ? 1 : 0);
+  return writer.Take();
+}
+
+std::optional<bool> DecodeFlag(std::string_view body) {
+  auto reader = Open(body);
+  if (!reader) return std::nullopt;
+  const uint8_t flag = reader->U8();
+  if (!reader->done() || flag > 1) return std::nullopt;
+  return flag == 1;
+}
+
 }  // namespace estuary::cluster

@@ -25,6 +25,9 @@ enum class MembershipFrame : uint8_t {
   kProbeReply = 0x16,  // "node X: reachable or not"
   kRefuse = 0x17,      // "you are not admitted" (node-id conflict), with a reason
   kInvite = 0x18,      // an operator asked this member to readmit the receiver
+  // --bootstrap-expect (docs/cluster.md "Forming a cluster from one configuration"):
+  kBootstrapAsk = 0x19,    // "do you belong to a cluster yet?"
+  kBootstrapState = 0x1A,  // the answer: whether the sender's metadata group has any state
 };
 constexpr uint8_t kMembershipWireVersion = 1;
 
@@ -60,11 +63,13 @@ std::string EncodeTable(uint8_t flags, const std::vector<MemberEntry>& table);
 std::string EncodeProbe(const ProbeBody& probe);
 std::string EncodeReason(std::string_view reason);
 std::string EncodeEmpty();
+std::string EncodeFlag(bool flag);  // kBootstrapState
 
 // Decoders return nullopt for a malformed body or another version.
 std::optional<JoinBody> DecodeTable(std::string_view body);
 std::optional<ProbeBody> DecodeProbe(std::string_view body);
 std::optional<std::string> DecodeReason(std::string_view body);
 bool DecodeEmpty(std::string_view body);
+std::optional<bool> DecodeFlag(std::string_view body);
 
 }  // namespace estuary::cluster

@@ -72,6 +72,22 @@ Expected<void, std::string> MetaGroup::Start() {
   return {};
 }
 
+Expected<void, std::string> MetaGroup::Bootstrap() {
+  if (group_ == nullptr) return MakeError(std::string("the metadata group is not started"));
+  if (auto booted = group_->Bootstrap(raft::Config{.voters = {config_.self}}); !booted) return booted;
+  // From now on this node is the founder, as one started without seeds: its
+  // route reset is not "fresh" (it never voted anywhere before), so the one
+  // built while no leader was known is built again.
+  config_.has_seeds = false;
+  if (in_flight_ && in_flight_->failed) {
+    in_flight_.reset();
+    pending_.clear();  // the reset carries every desired route
+    need_reset_ = true;
+  }
+  FlushRoutes();
+  return {};
+}
+
 void MetaGroup::OnMemberLive(NodeId node, const std::string& address, uint64_t incarnation) {
   gone_.erase(node);
   live_[node] = MemberRecord{node, address, incarnation};

@@ -19,7 +19,8 @@
 //
 // Bootstrap: a node that starts with no stored meta state and no seeds
 // bootstraps a one-voter config {self}; nodes with seeds wait for the leader
-// to add them. Membership input (OnMemberLive/OnMemberGone) comes from the
+// to add them, unless Bootstrap() makes one of them the founder later
+// (--bootstrap-expect). Membership input (OnMemberLive/OnMemberGone) comes from the
 // node's Membership; every node gets it, only the leader acts on it.
 //
 // Threading: the host's loop. The host and engine must outlive the group.
@@ -67,6 +68,13 @@ class MetaGroup {
   MetaGroup& operator=(const MetaGroup&) = delete;
 
   Expected<void, std::string> Start();
+
+  // --bootstrap-expect (docs/cluster.md "Forming a cluster from one
+  // configuration"): whether the group holds any state (RaftGroup::HasState),
+  // and the late bootstrap of a one-voter config {self} that makes this node
+  // the founder, as if it had started without seeds. Refused once HasState().
+  bool HasState() const { return group_ != nullptr && group_->HasState(); }
+  Expected<void, std::string> Bootstrap();
 
   // Membership's view (self included).
   void OnMemberLive(NodeId node, const std::string& address, uint64_t incarnation);

@@ -59,6 +59,27 @@ persistence::Status RaftGroup::Start() {
   return {};
 }
 
+bool RaftGroup::HasState() const {
+  return !started_empty_ || bootstrapped_ || raft_->term() != 0 || raft_->log().LastIndex() != 0;
+}
+
+Expected<void, std::string> RaftGroup::Bootstrap(raft::Config config) {
+  if (HasState()) return MakeError(std::string("the group already has state"));
+  if (config.voters.empty()) return MakeError(std::string("a bootstrap config needs a voter"));
+  const std::vector<uint8_t> bytes = raft::EncodeConfig(config);
+  if (auto put = engine_.Put(BootstrapKey(config_.group), std::string(bytes.begin(), bytes.end())); !put) {
+    return MakeError("saving the bootstrap config: " + put.error().message);
+  }
+  // Nothing was persisted, sent or applied by the empty raft it replaces
+  // (term 0, no entry): a new one from the config is the same as a start
+  // with it configured.
+  bootstrapped_ = true;
+  raft_ = std::make_unique<raft::Raft>(config_.raft, raft::Storage{.bootstrap = std::move(config)},
+                                       static_cast<uint64_t>(host_.loop_.NowMs()));
+  Enqueue(raft::Ready{});
+  return {};
+}
+
 void RaftGroup::Enqueue(raft::Ready ready) {
   queue_.push_back(std::move(ready));
   Drain();

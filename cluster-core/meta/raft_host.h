@@ -146,6 +146,15 @@ class RaftGroup {
   raft::Index applied() const { return applied_; }
   // The store held nothing for this group when it started.
   bool started_empty() const { return started_empty_; }
+  // The group holds something: a stored or bootstrap config, a term (a
+  // leader or candidate reached it) or a log entry. What a node's
+  // --bootstrap-expect peers ask (docs/cluster.md).
+  bool HasState() const;
+  // A bootstrap decided after the start (--bootstrap-expect): the group,
+  // which started empty with no bootstrap config and has heard from no
+  // leader or candidate since, starts over from `config`, saved as a
+  // configured bootstrap is. Refused (nothing changes) once HasState().
+  Expected<void, std::string> Bootstrap(raft::Config config);
   const GroupCounters& counters() const { return counters_; }
 
  private:
