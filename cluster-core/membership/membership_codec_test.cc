@@ -46,6 +46,17 @@ TEST(MembershipCodec, ProbeReasonAndEmptyRoundTrip) {
   EXPECT_FALSE(DecodeEmpty(""));
 }
 
+// Issue 24 point 1: BootstrapState (0x1A) carries one flag byte.
+TEST(MembershipCodec, BootstrapStateFlagRoundTripsAndIsPinned) {
+  EXPECT_EQ(DecodeFlag(EncodeFlag(true)), true);
+  EXPECT_EQ(DecodeFlag(EncodeFlag(false)), false);
+  EXPECT_EQ(EncodeFlag(true), std::string("\x01\x01", 2));
+  EXPECT_FALSE(DecodeFlag(std::string("\x01\x02", 2)));    // not a flag
+  EXPECT_FALSE(DecodeFlag(std::string("\x01\x01\x00", 3)));  // trailing byte
+  EXPECT_FALSE(DecodeFlag(std::string("\x02\x01", 2)));    // another version
+  EXPECT_FALSE(DecodeFlag(""));
+}
+
 TEST(MembershipCodec, SupersedesOrdersEpochTombstoneIncarnationState) {
   using S = MemberState;
   // Higher incarnation wins; at equal incarnation the later state wins.

@@ -21,8 +21,8 @@ RouteKey R(std::string filter, std::string share = "") { return {std::move(filte
 // The metadata group alone on each node (sim_cluster_support.h).
 class MetaCluster : public SimCluster<SimNode> {
  public:
-  explicit MetaCluster(uint64_t seed, uint64_t snapshot_every = 1024)
-      : SimCluster({.seed = seed, .partitions = 64, .snapshot_every = snapshot_every}) {}
+  explicit MetaCluster(uint64_t seed, uint64_t snapshot_every = 1024, bool all_seeded = false)
+      : SimCluster({.seed = seed, .partitions = 64, .snapshot_every = snapshot_every, .all_seeded = all_seeded}) {}
 
   void Start(NodeId id) {
     ASSERT_TRUE(StartMeta(id));
@@ -118,6 +118,36 @@ TEST(MetaGroup, ThreeNodesBootstrapThreeVoters) {
       EXPECT_EQ(cluster.group(id).state().placement().epoch, cluster.group(1).state().placement().epoch);
     }
     EXPECT_EQ(cluster.group(1).state().placement().nodes, (std::vector<NodeId>{1, 2, 3}));
+  }
+}
+
+// Issue 24 point 1 (--bootstrap-expect): every node seeded, none founds
+// until one is told to; the founder's late bootstrap forms the same three
+// voters, and no group with state bootstraps again.
+TEST(MetaGroup, Issue24LateBootstrapOfOneSeededNodeFormsOneCluster) {
+  for (uint64_t seed : {1, 2}) {
+    SCOPED_TRACE(seed);
+    MetaCluster cluster(seed, 1024, /*all_seeded=*/true);
+    StartAll(cluster, 3);
+    cluster.RunFor(3000);
+    EXPECT_FALSE(cluster.Leader().has_value());
+    for (NodeId id : {1, 2, 3}) EXPECT_FALSE(cluster.group(id).HasState()) << id;
+    ASSERT_TRUE(cluster.group(1).Bootstrap());
+    EXPECT_TRUE(cluster.group(1).HasState());
+    EXPECT_FALSE(cluster.group(1).Bootstrap());  // once
+    ASSERT_TRUE(cluster.RunUntil([&] { return cluster.Voters() == Ids({1, 2, 3}); }, 20'000));
+    ASSERT_TRUE(cluster.RunUntil([&] { return cluster.AllMembersKnown() && cluster.Converged(); }, 10'000));
+    for (NodeId id : {2, 3}) {
+      EXPECT_TRUE(cluster.group(id).HasState()) << id;
+      EXPECT_FALSE(cluster.group(id).Bootstrap()) << id;  // a joined node never founds
+    }
+    // A restart with its store keeps the founder's config and needs no decision.
+    cluster.Crash(1);
+    cluster.RunFor(500);
+    cluster.Start(1);
+    EXPECT_TRUE(cluster.group(1).HasState());
+    EXPECT_FALSE(cluster.group(1).Bootstrap());
+    ASSERT_TRUE(cluster.RunUntil([&] { return cluster.Voters() == Ids({1, 2, 3}) && cluster.Converged(); }, 20'000));
   }
 }
 

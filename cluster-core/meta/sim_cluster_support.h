@@ -83,6 +83,9 @@ struct SimClusterOptions {
   // models a silent death; a few ms, a killed process whose kernel closes
   // its connections at once.
   uint32_t dead_after_ms = cluster::SimNetworkConfig{}.dead_after_ms;
+  // Every node starts with seeds, node 1 too (--bootstrap-expect): nobody
+  // founds the cluster until a test calls MetaGroup::Bootstrap.
+  bool all_seeded = false;
 };
 
 template <typename Node>
@@ -155,7 +158,7 @@ class SimCluster {
     config.boot_id = node.boot;
     // Like estuary-cluster: node 1 has no seeds; a restarted node is given
     // some (node 1 restarted empty without seeds would found a new cluster).
-    config.has_seeds = id != 1 || node.starts > 0;
+    config.has_seeds = options_.all_seeded || id != 1 || node.starts > 0;
     config.partitions = options_.partitions;
     config.snapshot_every = options_.snapshot_every;
     config.raft.random_seed = options_.seed * 100 + id * 7 + boots_;
