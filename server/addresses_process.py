@@ -1,0 +1,274 @@
+#!/usr/bin/python3
+"""Issue 24 point 1: addresses for more than one host, and one cluster from
+one configuration.
+
+Three estuaryd processes given the same --seeds (all three cluster
+addresses) and --bootstrap-expect 3 are started in a seeded random order
+(--seed N replays one; the seed is printed). Exactly one, the lowest id,
+founds the cluster; all three end as one cluster of three members and
+three metadata voters, and MQTT messages flow between every pair of nodes.
+One node listens on [::1] only (MQTT, AMQP, admin and cluster: its links,
+clients and admin API use IPv6), one binds its cluster and MQTT listeners
+to 0.0.0.0 and announces --advertise-cluster/--advertise-mqtt (what
+membership and /api/load show), one binds 127.0.0.1. The founder restarted
+on its data dir does not found again. An advertised wildcard or
+unresolvable name is refused at start-up naming the flag.
+
+Usage: addresses_process.py BUILD/bin/estuaryd [--seed N]. Ports are
+picked free at run time; every wait is on observed state with a deadline;
+processes are stopped by pid.
+"""
+import json
+import os
+import random
+import socket
+import subprocess
+import sys
+import tempfile
+import urllib.request
+
+import paho.mqtt.client as mqtt
+
+sys.dont_write_bytecode = True  # no __pycache__ in the source tree
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "conformance", "support"))
+from estuary_process import (DEADLINE, FAILURES, Estuaryd, check,  # noqa: E402
+                             stop_process, wait_for)
+
+ESTUARYD = sys.argv[1]
+SEED = int(sys.argv[sys.argv.index("--seed") + 1]) if "--seed" in sys.argv else random.SystemRandom().randrange(1 << 30)
+FORM_DEADLINE = 30  # seconds for three nodes to find each other and elect
+
+
+def free_port(host):
+    """A port free on `host` now (the node binds it a moment later)."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    with socket.socket(family, socket.SOCK_STREAM) as s:
+        s.bind((host, 0))
+        return s.getsockname()[1]
+
+
+def bare(host):
+    return host[1:-1] if host.startswith("[") else host
+
+
+def http_json(admin, path):
+    host, port = admin.rsplit(":", 1)
+    with urllib.request.urlopen(f"http://{host}:{port}{path}", timeout=2) as r:
+        return json.load(r)
+
+
+class Plan:
+    """One node's listeners: `bind` is what it listens on, `cluster` what peers dial."""
+
+    def __init__(self, node_id, kind):
+        self.node_id = node_id
+        self.kind = kind
+        if kind == "ipv6":
+            self.host = "[::1]"
+            port = free_port("::1")
+            self.cluster = f"[::1]:{port}"
+            self.flags = ["--mqtt", "[::1]:0", "--amqp", "[::1]:0", "--admin", "[::1]:0", "--cluster", self.cluster]
+        elif kind == "wildcard":
+            self.host = "127.0.0.1"
+            port = free_port("0.0.0.0")
+            self.cluster = f"127.0.0.1:{port}"
+            self.flags = ["--cluster", f"0.0.0.0:{port}", "--advertise-cluster", self.cluster,
+                          "--mqtt", "0.0.0.0:0", "--advertise-mqtt", "127.0.0.1:0"]
+        else:
+            self.host = "127.0.0.1"
+            self.cluster = f"127.0.0.1:{free_port('127.0.0.1')}"
+            self.flags = ["--cluster", self.cluster]
+
+
+class Node(Estuaryd):
+    def __init__(self, plan, seeds, secret, data_dir, log_path):
+        self.plan = plan
+        self.log_path = log_path
+        self.log = open(log_path, "w")
+        super().__init__(ESTUARYD, "--node-id", str(plan.node_id), "--shards", "1", "--sys-interval", "0",
+                         "--shutdown-grace", "500", "--log-level", "info", "--cluster-secret-file", secret,
+                         "--data-dir", data_dir, "--seeds", ",".join(seeds), "--bootstrap-expect", "3",
+                         *plan.flags, stderr=self.log)
+
+    def log_text(self):
+        self.log.flush()
+        with open(self.log_path) as f:
+            return f.read()
+
+    def members(self):
+        return http_json(self.admin, "/api/cluster/members")["members"]
+
+    def meta(self):
+        return http_json(self.admin, "/api/cluster/meta")
+
+    def stop(self):
+        status = super().stop()
+        self.log.close()
+        return status
+
+
+def one_cluster(nodes):
+    """True once every node sees three up members at their advertised
+    addresses and follows one leader whose config has three voters."""
+    try:
+        leaders = set()
+        for node in nodes:
+            members = {m["node"]: m for m in node.members()}
+            if sorted(members) != sorted(n.plan.node_id for n in nodes):
+                return False
+            for n in nodes:
+                m = members[n.plan.node_id]
+                if m["state"] != "up" or m["cluster_address"] != n.plan.cluster:
+                    return False
+            meta = node.meta()
+            if sorted(meta["voters"]) != sorted(n.plan.node_id for n in nodes) or meta["leader"] == 0:
+                return False
+            leaders.add(meta["leader"])
+        return len(leaders) == 1
+    except OSError:
+        return False
+
+
+def client(node, client_id):
+    received = []
+    c = mqtt.Client(client_id=client_id, protocol=mqtt.MQTTv5)
+    c.on_message = lambda _c, _u, m: received.append((m.topic, m.payload.decode()))
+    c.connect(bare(node.host), node.mqtt_port)
+    c.loop_start()
+    wait_for(f"{client_id} connected", c.is_connected)
+    return c, received
+
+
+def route_known(node, peer_id, filter_):
+    try:
+        for p in http_json(node.admin, "/api/cluster/routes")["peers"]:
+            if p["node"] == peer_id and any(r["filter"] == filter_ for r in p["routes"]):
+                return True
+    except OSError:
+        pass
+    return False
+
+
+def messages_flow(nodes):
+    subscribers = {}
+    for node in nodes:
+        c, got = client(node, f"sub-{node.plan.node_id}")
+        c.subscribe(f"to/{node.plan.node_id}", qos=1)
+        subscribers[node.plan.node_id] = (c, got)
+    publishers = {node.plan.node_id: client(node, f"pub-{node.plan.node_id}")[0] for node in nodes}
+    try:
+        for sender in nodes:
+            for receiver in nodes:
+                if sender is receiver:
+                    continue
+                wait_for(f"node {sender.plan.node_id} knows node {receiver.plan.node_id}'s route",
+                         lambda: route_known(sender, receiver.plan.node_id, f"to/{receiver.plan.node_id}"),
+                         FORM_DEADLINE)
+                publishers[sender.plan.node_id].publish(
+                    f"to/{receiver.plan.node_id}", f"from-{sender.plan.node_id}", qos=1).wait_for_publish(DEADLINE)
+        for receiver in nodes:
+            want = sorted(f"from-{n.plan.node_id}" for n in nodes if n is not receiver)
+            got = subscribers[receiver.plan.node_id][1]
+            wait_for(f"node {receiver.plan.node_id}'s messages", lambda: sorted(p for _, p in got) == want)
+        return True
+    finally:
+        for c in list(publishers.values()) + [c for c, _ in subscribers.values()]:
+            c.loop_stop()
+            c.disconnect()
+
+
+def refused_at_start(flags, flag):
+    result = subprocess.run([ESTUARYD, *flags], capture_output=True, text=True, timeout=DEADLINE)
+    return result.returncode == 2 and flag in result.stderr, result.stderr.strip()
+
+
+def main():
+    print(f"addresses_process: seed {SEED} (replay: {' '.join(sys.argv[:2])} --seed {SEED})", flush=True)
+    rng = random.Random(SEED)
+    with tempfile.TemporaryDirectory() as tmp:
+        secret = os.path.join(tmp, "secret")
+        with open(secret, "w") as f:
+            f.write("one configuration\n")
+        kinds = ["ipv6", "wildcard", "loopback"]
+        rng.shuffle(kinds)
+        plans = [Plan(node_id, kind) for node_id, kind in zip((1, 2, 3), kinds)]
+        seeds = [plan.cluster for plan in plans]
+        order = list(plans)
+        rng.shuffle(order)
+        print("start order: " + ", ".join(f"node {p.node_id} ({p.kind})" for p in order), flush=True)
+        nodes = []
+        try:
+            for index, plan in enumerate(order):
+                node = Node(plan, seeds, secret, os.path.join(tmp, f"data{plan.node_id}"),
+                            os.path.join(tmp, f"node{plan.node_id}.log"))
+                nodes.append(node)
+                if index < len(order) - 1:
+                    # Before the next starts, this one is seen waiting for the rest.
+                    wait_for(f"node {plan.node_id} waiting for the expected nodes",
+                             lambda: "of 3 expected nodes reachable" in node.log_text())
+            nodes.sort(key=lambda n: n.plan.node_id)
+            by_kind = {n.plan.kind: n for n in nodes}
+            check(by_kind["ipv6"].fields["mqtt"].startswith("[::1]:") and by_kind["ipv6"].admin.startswith("[::1]:"),
+                  "the IPv6 node's ready line names [::1] listeners: " + by_kind["ipv6"].ready_line)
+            wildcard = by_kind["wildcard"]
+            check(wildcard.fields.get("advertise_cluster") == wildcard.plan.cluster and
+                  wildcard.fields.get("advertise_mqtt") == f"127.0.0.1:{wildcard.mqtt_port}",
+                  "the wildcard node's ready line names what it advertises: " + wildcard.ready_line)
+
+            wait_for("one cluster of three", lambda: one_cluster(nodes), FORM_DEADLINE)
+            check(True, "three identically configured nodes form one cluster: 3 members up, 3 voters, one leader")
+            founders = [n.plan.node_id for n in nodes if "founding the cluster" in n.log_text()]
+            check(founders == [1], f"exactly one node founded it, the lowest id (founders: {founders})")
+            load = http_json(wildcard.admin, "/api/load")
+            check(load["mqtt"] == f"127.0.0.1:{wildcard.mqtt_port}",
+                  f"/api/load names --advertise-mqtt, not 0.0.0.0 ({load['mqtt']})")
+            ipv6 = by_kind["ipv6"]
+            check(urllib.request.urlopen(f"http://{ipv6.admin}/healthz", timeout=2).status == 200,
+                  f"the admin API answers over IPv6 at {ipv6.admin}")
+            check(messages_flow(nodes), "QoS 1 messages flow between every pair of nodes (IPv6 links included)")
+            check(amqp_over_ipv6(ipv6), f"an AMQP 1.0 client sends and receives over [::1]:{ipv6.amqp_port}")
+
+            # The founder restarts on its data dir: its stored state means it never founds again.
+            founder = nodes[0]
+            check(founder.stop() == 0, "the founder stopped on SIGTERM")
+            nodes[0] = Node(founder.plan, seeds, secret, os.path.join(tmp, "data1"),
+                            os.path.join(tmp, "node1-restart.log"))
+            wait_for("one cluster of three after the founder's restart", lambda: one_cluster(nodes), FORM_DEADLINE)
+            text = nodes[0].log_text()
+            check("founding the cluster" not in text and "metadata group has state" in text,
+                  "the restarted founder finds its stored state and does not found a second cluster")
+        finally:
+            for node in nodes:
+                if node.process.poll() is None:
+                    stop_process(node.process)
+
+        for flags, flag in ((["--advertise-cluster", "0.0.0.0:7000"], "--advertise-cluster"),
+                            (["--advertise-mqtt", "[::]:1883"], "--advertise-mqtt"),
+                            (["--advertise-amqp", "no-such-host.invalid:5672"], "--advertise-amqp"),
+                            (["--cluster", "0.0.0.0:0", "--cluster-secret-file", secret], "--advertise-cluster")):
+            ok, message = refused_at_start(flags, flag)
+            check(ok, f"{' '.join(flags[:2])} is refused at start-up naming {flag}: {message}")
+    if FAILURES:
+        print(f"FAILED (seed {SEED}): {len(FAILURES)} check(s)")
+        sys.exit(1)
+    print("addresses_process: all checks passed")
+
+
+def amqp_over_ipv6(node):
+    from proton import Message
+    from proton.utils import BlockingConnection
+    connection = BlockingConnection(f"amqp://[::1]:{node.amqp_port}", timeout=DEADLINE)
+    try:
+        receiver = connection.create_receiver("v6/amqp")
+        sender = connection.create_sender("v6/amqp")
+        sender.send(Message(body="over ipv6"))
+        message = receiver.receive(timeout=DEADLINE)
+        receiver.accept()
+        body = message.body
+        return (body.decode() if isinstance(body, (bytes, memoryview)) else str(body)) == "over ipv6"
+    finally:
+        connection.close()
+
+
+if __name__ == "__main__":
+    main()
