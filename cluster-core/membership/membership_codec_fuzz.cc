@@ -23,6 +23,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (auto reason = DecodeReason(body)) {
     if (DecodeReason(EncodeReason(*reason)) != reason) std::abort();
   }
+  if (auto flag = DecodeFlag(body)) {
+    if (DecodeFlag(EncodeFlag(*flag)) != flag) std::abort();
+  }
   (void)DecodeEmpty(body);
   return 0;
 }

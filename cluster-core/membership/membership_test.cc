@@ -119,6 +119,23 @@ TEST_F(MembershipTest, ThreeNodesJoinThroughOneSeedAndFormAFullMesh) {
   EXPECT_TRUE(M(1).IsLive(3));
 }
 
+// Issue 24 point 1: with every node seeded with all three (one config),
+// membership forms the mesh, and BootstrapAsk is answered with the
+// answering node's own "formed" hook; a node without hooks says no.
+TEST_F(MembershipTest, Issue24IdenticalSeedsFormAMeshAndBootstrapAsksAreAnswered) {
+  const std::vector<std::string> all = {Address(1), Address(2), Address(3)};
+  for (NodeId id : {3, 1, 2}) Start(id, all);
+  Run(1000);
+  for (NodeId id : {1, 2, 3}) EXPECT_TRUE(AllSee(id, S::kUp)) << id;
+  std::map<NodeId, bool> heard;
+  M(1).set_bootstrap_hooks([] { return false; }, [&heard](NodeId from, bool formed) { heard[from] = formed; });
+  M(2).set_bootstrap_hooks([] { return true; }, nullptr);
+  M(1).AskBootstrapState(2);
+  M(1).AskBootstrapState(3);
+  Run(100);
+  EXPECT_EQ(heard, (std::map<NodeId, bool>{{2, true}, {3, false}}));
+}
+
 // The slow path: without the refusal fast path (down_on_refused off) a
 // crash is told from a cut only by time.
 TEST_F(MembershipTest, CrashedNodeIsSuspectThenDownEverywhereThenUpWhenBack) {
