@@ -4,6 +4,7 @@
 
 #include <set>
 
+#include "io/uv/admin_token.h"
 #include "io/uv/cli_options.h"
 #include "io/uv/sockaddr.h"
 
@@ -23,6 +24,26 @@ void CheckAdvertised(const std::string& flag, const std::string& text) {
   }
   if (auto resolved = io::detail::ResolveBlocking(*endpoint); !resolved) {
     throw CLI::ValidationError(flag, text + ": " + resolved.error() + "; " + kRoutable);
+  }
+}
+
+bool IsNumericHost(const std::string& host) {
+  in6_addr address{};
+  return inet_pton(AF_INET, host.c_str(), &address) == 1 || inet_pton(AF_INET6, host.c_str(), &address) == 1;
+}
+
+// A loopback address reaches nobody on another host: with a seed at a
+// numeric address of another host, peers would dial themselves.
+void CheckLoopbackAmongHosts(const NodeConfig& config) {
+  if (config.cluster_secret_file.empty()) return;
+  auto self = io::ParseEndpoint(AdvertisedCluster(config));
+  if (!self || !io::IsLoopbackHost(self->host)) return;
+  for (const io::Endpoint& seed : config.seeds) {
+    if (!IsNumericHost(seed.host) || io::IsLoopbackHost(seed.host)) continue;
+    const std::string flag = config.advertise_cluster.empty() ? "--cluster" : "--advertise-cluster";
+    throw CLI::ValidationError(flag, self->ToString() + " is a loopback address, which seed " + seed.ToString() +
+                                         " on another host cannot dial: " + kRoutable +
+                                         (config.advertise_cluster.empty() ? " (--advertise-cluster)" : ""));
   }
 }
 
@@ -116,6 +137,7 @@ void CheckAddresses(const NodeConfig& config) {
                                                 " listens on every address, which peers cannot dial: add "
                                                 "--advertise-cluster HOST:PORT naming this node");
   }
+  CheckLoopbackAmongHosts(config);
   CheckBootstrapExpect(config);
 }
 

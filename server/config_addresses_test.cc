@@ -75,6 +75,27 @@ TEST(ConfigAddressesTest, AnAddressNobodyCanDialIsRefusedNamingTheFlag) {
   EXPECT_EQ(Refusal({"--cluster", "0.0.0.0:7000"}), "");  // a lone node announces nothing
 }
 
+// The default --cluster is loopback: with a seed on another host, peers
+// would dial themselves.
+TEST(ConfigAddressesTest, ALoopbackAddressAmongOtherHostsIsRefused) {
+  const std::string secret = SecretFile();
+  const std::string refusal =
+      Refusal({"--cluster", "127.0.0.1:7000", "--seeds", "10.0.0.2:7000", "--cluster-secret-file", secret.c_str()});
+  EXPECT_NE(refusal.find("--cluster"), std::string::npos) << refusal;
+  EXPECT_NE(refusal.find("loopback"), std::string::npos) << refusal;
+  EXPECT_NE(Refusal({"--cluster", "0.0.0.0:7000", "--advertise-cluster", "[::1]:7000", "--seeds", "[fd00::2]:7000",
+                     "--cluster-secret-file", secret.c_str()})
+                .find("--advertise-cluster"),
+            std::string::npos);
+  // Seeds on this host, or by name (not resolved here: they may not be up yet), are fine.
+  EXPECT_EQ(Refusal({"--cluster", "127.0.0.1:7000", "--seeds", "127.0.0.1:7001,localhost:7002", "--cluster-secret-file",
+                     secret.c_str()}),
+            "");
+  EXPECT_EQ(Refusal({"--cluster", "127.0.0.1:7000", "--seeds", "estuary-1.estuary:7000", "--cluster-secret-file",
+                     secret.c_str()}),
+            "");
+}
+
 TEST(ConfigAddressesTest, BootstrapExpectMustCountEveryNodeTheSeedsName) {
   const std::string secret = SecretFile();
   const char* seeds = "127.0.0.1:7001,127.0.0.1:7002,127.0.0.1:7003";

@@ -25,8 +25,10 @@ std::string SecretFile(const std::string& text) {
 
 TEST(ConfigTest, FlagsSetEndpointsAndLimits) {
   const std::string secret = SecretFile("  s3cret \nignored\n");
+  // (--cluster on the seeds' network: a loopback one is refused, config_addresses_test.cc)
   auto outcome = Parse({"--node-id", "3", "--mqtt", "127.0.0.1:0", "--shards", "2", "--max-connections", "10",
-                        "--seeds", "10.0.0.1:7000,10.0.0.2:7000", "--cluster-secret-file", secret.c_str()});
+                        "--cluster", "10.0.0.3:7000", "--seeds", "10.0.0.1:7000,10.0.0.2:7000",
+                        "--cluster-secret-file", secret.c_str()});
   ASSERT_TRUE(std::holds_alternative<NodeConfig>(outcome));
   const auto& config = std::get<NodeConfig>(outcome);
   EXPECT_EQ(config.node_id, 3);
