@@ -4,9 +4,21 @@
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
+#include <cctype>
 #include <set>
 
 namespace estuary::server {
+
+namespace {
+
+// Host names (and IPv6 hex) compare without case, as DNS does.
+std::string Folded(std::string address) {
+  std::transform(address.begin(), address.end(), address.begin(),
+                 [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+  return address;
+}
+
+}  // namespace
 
 BootstrapDecision DecideBootstrap(const BootstrapView& view) {
   BootstrapDecision decision;
@@ -15,22 +27,25 @@ BootstrapDecision DecideBootstrap(const BootstrapView& view) {
     decision.why = "this node's metadata group has state: it belongs to a cluster";
     return decision;
   }
-  const std::set<std::string> seeds(view.seeds.begin(), view.seeds.end());
+  std::set<std::string> seeds;
+  for (const std::string& seed : view.seeds) seeds.insert(Folded(seed));
+  const std::string self_address = Folded(view.self_address);
   // Reachable seeds by address, self always among them (the count was
   // checked at start-up with this node counted once).
-  std::set<std::string> reachable{view.self_address};
+  std::set<std::string> reachable{self_address};
   std::vector<const BootstrapPeer*> counted;
   for (const BootstrapPeer& peer : view.peers) {
     if (!peer.connected) continue;
     if (peer.formed.value_or(false)) {
       // Whoever it is, a cluster exists already: its leader adds us.
       decision.step = BootstrapStep::kJoin;
-      decision.why = fmt::format("node {} at {} belongs to a cluster: waiting to be added to it", peer.node,
-                                 peer.cluster_address);
+      decision.why =
+          fmt::format("node {} at {} belongs to a cluster: waiting to be added to it", peer.node, peer.cluster_address);
       return decision;
     }
-    if (seeds.count(peer.cluster_address) == 0 || peer.cluster_address == view.self_address) continue;
-    if (reachable.insert(peer.cluster_address).second) counted.push_back(&peer);
+    const std::string address = Folded(peer.cluster_address);
+    if (seeds.count(address) == 0 || address == self_address) continue;
+    if (reachable.insert(address).second) counted.push_back(&peer);
   }
   if (reachable.size() < view.expect) {
     std::vector<std::string> missing;
@@ -55,14 +70,16 @@ BootstrapDecision DecideBootstrap(const BootstrapView& view) {
   for (const BootstrapPeer* peer : counted) decision.founder = std::min(decision.founder, peer->node);
   if (decision.founder == view.self) {
     decision.step = BootstrapStep::kBootstrap;
-    decision.why = fmt::format("all {} expected nodes reachable, none in a cluster, and node {} has the lowest id: "
-                               "founding the cluster",
-                               reachable.size(), view.self);
+    decision.why = fmt::format(
+        "all {} expected nodes reachable, none in a cluster, and node {} has the lowest id: "
+        "founding the cluster",
+        reachable.size(), view.self);
   } else {
     decision.step = BootstrapStep::kJoin;
-    decision.why = fmt::format("all {} expected nodes reachable: node {} (the lowest id) founds the cluster; "
-                               "waiting to be added to it",
-                               reachable.size(), decision.founder);
+    decision.why = fmt::format(
+        "all {} expected nodes reachable: node {} (the lowest id) founds the cluster; "
+        "waiting to be added to it",
+        reachable.size(), decision.founder);
   }
   return decision;
 }

@@ -38,11 +38,11 @@ struct BootstrapPeer {
 
 struct BootstrapView {
   BootstrapNodeId self = 0;
-  std::string self_address;           // this node's advertised cluster address
-  std::vector<std::string> seeds;     // normalised HOST:PORT
+  std::string self_address;        // this node's advertised cluster address
+  std::vector<std::string> seeds;  // normalised HOST:PORT
   uint32_t expect = 0;
-  bool self_formed = false;           // this node's metadata group holds state
-  std::vector<BootstrapPeer> peers;   // every member but self
+  bool self_formed = false;          // this node's metadata group holds state
+  std::vector<BootstrapPeer> peers;  // every member but self
 };
 
 enum class BootstrapStep {

@@ -40,6 +40,19 @@ TEST(DecideBootstrapTest, WaitsUntilEveryExpectedNodeIsReachable) {
   EXPECT_EQ(stranger.step, BootstrapStep::kWait);
 }
 
+// Names compare as DNS compares them: without case.
+TEST(DecideBootstrapTest, SeedsMatchAnnouncedAddressesWithoutCase) {
+  BootstrapView view{.self = 2,
+                     .self_address = "Estuary-1.estuary:7000",
+                     .seeds = {"estuary-0.estuary:7000", "estuary-1.estuary:7000"},
+                     .expect = 2,
+                     .self_formed = false,
+                     .peers = {{1, "ESTUARY-0.Estuary:7000", true, false}}};
+  auto decision = DecideBootstrap(view);
+  EXPECT_EQ(decision.step, BootstrapStep::kJoin) << decision.why;
+  EXPECT_EQ(decision.founder, 1);
+}
+
 TEST(DecideBootstrapTest, AsksThenTheLowestIdFoundsAndTheOthersJoin) {
   auto ask = DecideBootstrap(ViewOf(2, {Peer(1, true), Peer(3, true, false)}));
   EXPECT_EQ(ask.step, BootstrapStep::kAsk);
@@ -70,8 +83,12 @@ TEST(DecideBootstrapTest, ExactlyOneFounderWhateverTheIdsAndOrder) {
     ids.assign(pool.begin(), pool.begin() + 3);
     int founders = 0;
     for (size_t self = 0; self < 3; ++self) {
-      BootstrapView view{
-          .self = ids[self], .self_address = kSeeds[self], .seeds = kSeeds, .expect = 3, .self_formed = false, .peers = {}};
+      BootstrapView view{.self = ids[self],
+                         .self_address = kSeeds[self],
+                         .seeds = kSeeds,
+                         .expect = 3,
+                         .self_formed = false,
+                         .peers = {}};
       for (size_t other = 0; other < 3; ++other) {
         if (other != self) view.peers.push_back({ids[other], kSeeds[other], true, false});
       }

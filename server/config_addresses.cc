@@ -2,6 +2,8 @@
 
 #include <arpa/inet.h>
 
+#include <algorithm>
+#include <cctype>
 #include <set>
 
 #include "io/uv/admin_token.h"
@@ -11,8 +13,7 @@
 namespace estuary::server {
 namespace {
 
-const char* const kRoutable =
-    "name this node's own address or host name, the one other hosts reach it by";
+const char* const kRoutable = "name this node's own address or host name, the one other hosts reach it by";
 
 // An advertised HOST:PORT: parsed, not a wildcard, and resolvable here.
 void CheckAdvertised(const std::string& flag, const std::string& text) {
@@ -55,8 +56,9 @@ void CheckBootstrapExpect(const NodeConfig& config) {
   }
   auto self = io::ParseEndpoint(AdvertisedCluster(config));
   if (!self || self->port == 0) {
-    throw CLI::ValidationError(flag, "needs a fixed cluster port (--cluster or --advertise-cluster HOST:PORT with "
-                                     "a port other than 0), to find this node in --seeds");
+    throw CLI::ValidationError(flag,
+                               "needs a fixed cluster port (--cluster or --advertise-cluster HOST:PORT with "
+                               "a port other than 0), to find this node in --seeds");
   }
   const size_t named = SeededNodeCount(config);
   if (config.bootstrap_expect != named) {
@@ -102,8 +104,14 @@ std::string AdvertisedListener(const std::string& advertise, const std::string& 
 }
 
 size_t SeededNodeCount(const NodeConfig& config) {
-  std::set<std::string> named{AdvertisedCluster(config)};
-  for (const io::Endpoint& seed : config.seeds) named.insert(seed.ToString());
+  // Without case, as the gate matches them (server/bootstrap_gate.cc).
+  auto folded = [](std::string address) {
+    std::transform(address.begin(), address.end(), address.begin(),
+                   [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+    return address;
+  };
+  std::set<std::string> named{folded(AdvertisedCluster(config))};
+  for (const io::Endpoint& seed : config.seeds) named.insert(folded(seed.ToString()));
   return named.size();
 }
 

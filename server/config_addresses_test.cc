@@ -69,9 +69,9 @@ TEST(ConfigAddressesTest, AnAddressNobodyCanDialIsRefusedNamingTheFlag) {
   const std::string wildcard = Refusal({"--cluster", "0.0.0.0:7000", "--cluster-secret-file", secret.c_str()});
   EXPECT_NE(wildcard.find("--cluster"), std::string::npos) << wildcard;
   EXPECT_NE(wildcard.find("--advertise-cluster"), std::string::npos) << wildcard;
-  EXPECT_EQ(Refusal({"--cluster", "[::]:7000", "--advertise-cluster", "[::1]:7000", "--cluster-secret-file",
-                     secret.c_str()}),
-            "");
+  EXPECT_EQ(
+      Refusal({"--cluster", "[::]:7000", "--advertise-cluster", "[::1]:7000", "--cluster-secret-file", secret.c_str()}),
+      "");
   EXPECT_EQ(Refusal({"--cluster", "0.0.0.0:7000"}), "");  // a lone node announces nothing
 }
 
@@ -121,9 +121,9 @@ TEST(ConfigAddressesTest, BootstrapExpectMustCountEveryNodeTheSeedsName) {
     EXPECT_NE(refusal.find("--bootstrap-expect"), std::string::npos) << refusal;
   }
   // The node found in the list under its advertised name.
-  auto named = Parse({"--cluster", "0.0.0.0:7001", "--advertise-cluster", "localhost:7001", "--seeds",
-                      "localhost:7001,127.0.0.1:7002", "--bootstrap-expect", "2", "--cluster-secret-file",
-                      secret.c_str()});
+  auto named =
+      Parse({"--cluster", "0.0.0.0:7001", "--advertise-cluster", "localhost:7001", "--seeds",
+             "localhost:7001,127.0.0.1:7002", "--bootstrap-expect", "2", "--cluster-secret-file", secret.c_str()});
   EXPECT_TRUE(std::holds_alternative<NodeConfig>(named));
 }
 
