@@ -8,13 +8,17 @@ addresses) and --bootstrap-expect 3 are started in a seeded random order
 founds the cluster; all three end as one cluster of three members and
 three metadata voters, and MQTT messages flow between every pair of nodes.
 One node listens on [::1] only (MQTT, AMQP, admin and cluster: its links,
-clients and admin API use IPv6), one binds its cluster and MQTT listeners
-to 0.0.0.0 and announces --advertise-cluster/--advertise-mqtt (what
+clients and admin API use IPv6), one binds its cluster listener to
+0.0.0.0 and its MQTT listener to [::] (its IPv4 clients arrive there) and
+announces --advertise-cluster/--advertise-mqtt (what
 membership and /api/load show), one binds 127.0.0.1. The founder restarted
 on its data dir does not found again. An advertised wildcard or
 unresolvable name is refused at start-up naming the flag.
 
-Usage: addresses_process.py BUILD/bin/estuaryd [--seed N]. Ports are
+With --lb, an estuary-lb in front of the wildcard node must
+name and dial its --advertise-mqtt address.
+
+Usage: addresses_process.py BUILD/bin/estuaryd [--lb BUILD/bin/estuary-lb] [--seed N]. Ports are
 picked free at run time; every wait is on observed state with a deadline;
 processes are stopped by pid.
 """
@@ -31,10 +35,11 @@ import paho.mqtt.client as mqtt
 
 sys.dont_write_bytecode = True  # no __pycache__ in the source tree
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "conformance", "support"))
-from estuary_process import (DEADLINE, FAILURES, Estuaryd, check,  # noqa: E402
-                             stop_process, wait_for)
+from estuary_process import (DEADLINE, FAILURES, Estuaryd, EstuaryLb, check,  # noqa: E402
+                             port_of, stop_process, wait_for)
 
 ESTUARYD = sys.argv[1]
+ESTUARY_LB = sys.argv[sys.argv.index("--lb") + 1] if "--lb" in sys.argv else None
 SEED = int(sys.argv[sys.argv.index("--seed") + 1]) if "--seed" in sys.argv else random.SystemRandom().randrange(1 << 30)
 FORM_DEADLINE = 30  # seconds for three nodes to find each other and elect
 
@@ -73,7 +78,7 @@ class Plan:
             port = free_port("0.0.0.0")
             self.cluster = f"127.0.0.1:{port}"
             self.flags = ["--cluster", f"0.0.0.0:{port}", "--advertise-cluster", self.cluster,
-                          "--mqtt", "0.0.0.0:0", "--advertise-mqtt", "127.0.0.1:0"]
+                          "--mqtt", "[::]:0", "--advertise-mqtt", "localhost:0"]
         else:
             self.host = "127.0.0.1"
             self.cluster = f"127.0.0.1:{free_port('127.0.0.1')}"
@@ -133,7 +138,9 @@ def client(node, client_id):
     received = []
     c = mqtt.Client(client_id=client_id, protocol=mqtt.MQTTv5)
     c.on_message = lambda _c, _u, m: received.append((m.topic, m.payload.decode()))
-    c.connect(bare(node.host), node.mqtt_port)
+    # The advertised address when there is one: [::] takes IPv4 clients too.
+    host = node.fields.get("advertise_mqtt", node.fields["mqtt"]).rsplit(":", 1)[0]
+    c.connect(bare(host), node.mqtt_port)
     c.loop_start()
     wait_for(f"{client_id} connected", c.is_connected)
     return c, received
@@ -177,6 +184,36 @@ def messages_flow(nodes):
             c.disconnect()
 
 
+def through_balancer(node, other):
+    """estuary-lb with only `node`: it must name and dial the advertised MQTT address."""
+    # No PROXY header: the nodes here take none (--proxy-from unset).
+    lb = EstuaryLb(ESTUARY_LB, "--nodes", node.admin, "--role", "active", "--startup-wait", "0",
+                   "--poll-interval", "50", "--proxy-protocol", "none", "--log-level", "error")
+    try:
+        def named():
+            try:
+                nodes = http_json(lb.fields["admin"], "/api/nodes")["nodes"]
+            except OSError:
+                return False
+            return any(n.get("mqtt") == f"localhost:{node.mqtt_port}" and n["eligible"] for n in nodes)
+        wait_for("the balancer names the advertised MQTT address", named)
+        sub, got = client(other, "behind-lb-sub")
+        sub.subscribe("lb/t", qos=1)
+        wait_for("the subscriber's route on the node behind the balancer",
+                 lambda: route_known(node, other.plan.node_id, "lb/t"), FORM_DEADLINE)
+        pub = mqtt.Client(client_id="via-lb", protocol=mqtt.MQTTv5)
+        pub.connect("127.0.0.1", port_of(lb.fields["mqtt"]))
+        pub.loop_start()
+        pub.publish("lb/t", "via the balancer", qos=1).wait_for_publish(DEADLINE)
+        wait_for("the message published through the balancer", lambda: got == [("lb/t", "via the balancer")])
+        for c in (pub, sub):
+            c.loop_stop()
+            c.disconnect()
+        return True
+    finally:
+        lb.stop()
+
+
 def refused_at_start(flags, flag):
     result = subprocess.run([ESTUARYD, *flags], capture_output=True, text=True, timeout=DEADLINE)
     return result.returncode == 2 and flag in result.stderr, result.stderr.strip()
@@ -212,7 +249,7 @@ def main():
                   "the IPv6 node's ready line names [::1] listeners: " + by_kind["ipv6"].ready_line)
             wildcard = by_kind["wildcard"]
             check(wildcard.fields.get("advertise_cluster") == wildcard.plan.cluster and
-                  wildcard.fields.get("advertise_mqtt") == f"127.0.0.1:{wildcard.mqtt_port}",
+                  wildcard.fields.get("advertise_mqtt") == f"localhost:{wildcard.mqtt_port}",
                   "the wildcard node's ready line names what it advertises: " + wildcard.ready_line)
 
             wait_for("one cluster of three", lambda: one_cluster(nodes), FORM_DEADLINE)
@@ -220,13 +257,17 @@ def main():
             founders = [n.plan.node_id for n in nodes if "founding the cluster" in n.log_text()]
             check(founders == [1], f"exactly one node founded it, the lowest id (founders: {founders})")
             load = http_json(wildcard.admin, "/api/load")
-            check(load["mqtt"] == f"127.0.0.1:{wildcard.mqtt_port}",
-                  f"/api/load names --advertise-mqtt, not 0.0.0.0 ({load['mqtt']})")
+            check(load["mqtt"] == f"localhost:{wildcard.mqtt_port}",
+                  f"/api/load names --advertise-mqtt, not [::] ({load['mqtt']})")
             ipv6 = by_kind["ipv6"]
             check(urllib.request.urlopen(f"http://{ipv6.admin}/healthz", timeout=2).status == 200,
                   f"the admin API answers over IPv6 at {ipv6.admin}")
             check(messages_flow(nodes), "QoS 1 messages flow between every pair of nodes (IPv6 links included)")
             check(amqp_over_ipv6(ipv6), f"an AMQP 1.0 client sends and receives over [::1]:{ipv6.amqp_port}")
+            if ESTUARY_LB:
+                check(through_balancer(wildcard, by_kind["loopback"]),
+                      "estuary-lb dials the node's --advertise-mqtt (localhost, not the admin host) and a message "
+                      "published through it reaches another node")
 
             # The founder restarts on its data dir: its stored state means it never founds again.
             founder = nodes[0]
