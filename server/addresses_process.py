@@ -278,6 +278,25 @@ def main():
             text = nodes[0].log_text()
             check("founding the cluster" not in text and "metadata group has state" in text,
                   "the restarted founder finds its stored state and does not found a second cluster")
+
+            # A fourth node with the same configuration (a StatefulSet scaled up): outside the
+            # seeds, it joins and never founds.
+            later = Node(Plan(4, "loopback"), seeds, secret, os.path.join(tmp, "data4"),
+                         os.path.join(tmp, "node4.log"))
+            nodes.append(later)
+
+            def joined():
+                try:
+                    members = later.members()
+                    meta = later.meta()
+                except OSError:
+                    return False
+                return (sorted(m["node"] for m in members if m["state"] == "up") == [1, 2, 3, 4] and
+                        meta["leader"] in (1, 2, 3) and 4 in meta["learners"] + meta["voters"])
+            wait_for("the fourth node in the cluster", joined, FORM_DEADLINE)
+            text = later.log_text()
+            check("never founds" in text and "founding the cluster" not in text,
+                  "a fourth node outside the seeds joins the cluster and never founds one")
         finally:
             for node in nodes:
                 if node.process.poll() is None:

@@ -47,6 +47,11 @@ BootstrapDecision DecideBootstrap(const BootstrapView& view) {
     if (seeds.count(address) == 0 || address == self_address) continue;
     if (reachable.insert(address).second) counted.push_back(&peer);
   }
+  if (!view.initial) {
+    decision.step = BootstrapStep::kJoin;
+    decision.why = "this node is not among the --seeds it was given: it joins the cluster they form, never founds one";
+    return decision;
+  }
   if (reachable.size() < view.expect) {
     std::vector<std::string> missing;
     for (const std::string& seed : seeds) {

@@ -42,6 +42,7 @@ struct BootstrapView {
   std::vector<std::string> seeds;  // normalised HOST:PORT
   uint32_t expect = 0;
   bool self_formed = false;          // this node's metadata group holds state
+  bool initial = true;               // one of the `expect` nodes (config_addresses.h AmongInitialNodes)
   std::vector<BootstrapPeer> peers;  // every member but self
 };
 

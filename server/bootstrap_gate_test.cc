@@ -24,6 +24,7 @@ BootstrapView ViewOf(BootstrapNodeId self, std::vector<BootstrapPeer> peers, boo
                        .seeds = kSeeds,
                        .expect = 3,
                        .self_formed = self_formed,
+                       .initial = true,
                        .peers = std::move(peers)};
 }
 
@@ -47,6 +48,7 @@ TEST(DecideBootstrapTest, SeedsMatchAnnouncedAddressesWithoutCase) {
                      .seeds = {"estuary-0.estuary:7000", "estuary-1.estuary:7000"},
                      .expect = 2,
                      .self_formed = false,
+                     .initial = true,
                      .peers = {{1, "ESTUARY-0.Estuary:7000", true, false}}};
   auto decision = DecideBootstrap(view);
   EXPECT_EQ(decision.step, BootstrapStep::kJoin) << decision.why;
@@ -88,6 +90,7 @@ TEST(DecideBootstrapTest, ExactlyOneFounderWhateverTheIdsAndOrder) {
                          .seeds = kSeeds,
                          .expect = 3,
                          .self_formed = false,
+                         .initial = true,
                          .peers = {}};
       for (size_t other = 0; other < 3; ++other) {
         if (other != self) view.peers.push_back({ids[other], kSeeds[other], true, false});
@@ -99,6 +102,19 @@ TEST(DecideBootstrapTest, ExactlyOneFounderWhateverTheIdsAndOrder) {
     }
     EXPECT_EQ(founders, 1) << "round " << round;
   }
+}
+
+// A node outside the seeds (a StatefulSet scaled up with the same
+// configuration) only joins, even with the lowest id.
+TEST(DecideBootstrapTest, ANodeOutsideTheSeedsNeverFounds) {
+  BootstrapView view = ViewOf(1, {Peer(2, true, false), Peer(3, true, false)});
+  view.self_address = "10.0.0.9:7000";
+  view.initial = false;
+  auto decision = DecideBootstrap(view);
+  EXPECT_EQ(decision.step, BootstrapStep::kJoin);
+  EXPECT_NE(decision.why.find("never founds"), std::string::npos) << decision.why;
+  view.self_formed = true;
+  EXPECT_EQ(DecideBootstrap(view).step, BootstrapStep::kDone);
 }
 
 // A restart with empty state, or anyone already in a cluster: never found.

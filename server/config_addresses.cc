@@ -13,6 +13,19 @@
 namespace estuary::server {
 namespace {
 
+// Without case, as the gate matches them (server/bootstrap_gate.cc).
+std::string Folded(std::string address) {
+  std::transform(address.begin(), address.end(), address.begin(),
+                 [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+  return address;
+}
+
+std::set<std::string> FoldedSeeds(const NodeConfig& config) {
+  std::set<std::string> seeds;
+  for (const io::Endpoint& seed : config.seeds) seeds.insert(Folded(seed.ToString()));
+  return seeds;
+}
+
 const char* const kRoutable = "name this node's own address or host name, the one other hosts reach it by";
 
 // An advertised HOST:PORT: parsed, not a wildcard, and resolvable here.
@@ -60,8 +73,12 @@ void CheckBootstrapExpect(const NodeConfig& config) {
                                "needs a fixed cluster port (--cluster or --advertise-cluster HOST:PORT with "
                                "a port other than 0), to find this node in --seeds");
   }
+  // Listed itself (one list on every node) or not (each lists the others):
+  // N counts this node with the list. A node outside a list of N is a
+  // later one (a StatefulSet scaled up): it only ever joins.
+  const size_t listed = FoldedSeeds(config).size();
   const size_t named = SeededNodeCount(config);
-  if (config.bootstrap_expect != named) {
+  if (config.bootstrap_expect != named && !(named == listed + 1 && config.bootstrap_expect == listed)) {
     throw CLI::ValidationError(
         flag, std::to_string(config.bootstrap_expect) + " does not match the " + std::to_string(named) +
                   " nodes --seeds names with this one (" + AdvertisedCluster(config) +
@@ -104,15 +121,14 @@ std::string AdvertisedListener(const std::string& advertise, const std::string& 
 }
 
 size_t SeededNodeCount(const NodeConfig& config) {
-  // Without case, as the gate matches them (server/bootstrap_gate.cc).
-  auto folded = [](std::string address) {
-    std::transform(address.begin(), address.end(), address.begin(),
-                   [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
-    return address;
-  };
-  std::set<std::string> named{folded(AdvertisedCluster(config))};
-  for (const io::Endpoint& seed : config.seeds) named.insert(folded(seed.ToString()));
+  std::set<std::string> named = FoldedSeeds(config);
+  named.insert(Folded(AdvertisedCluster(config)));
   return named.size();
+}
+
+bool AmongInitialNodes(const NodeConfig& config) {
+  if (config.bootstrap_expect == 0) return false;
+  return config.bootstrap_expect == SeededNodeCount(config);
 }
 
 void AddAddressOptions(CLI::App& app, NodeConfig& config) {
@@ -129,8 +145,8 @@ void AddAddressOptions(CLI::App& app, NodeConfig& config) {
   app.add_option("--bootstrap-expect", config.bootstrap_expect,
                  "Form a new cluster once N nodes are reachable: every node is given the same --seeds (every "
                  "initial node, this one may be among them) and N, their count; the node with the lowest id "
-                 "founds the cluster, the others join it; a node with stored state never founds one (docs/"
-                 "cluster.md). 0 = off: only a node without --seeds founds a cluster")
+                 "founds the cluster, the others join it; a node with stored state, or outside a list of N, never "
+                 "founds one (docs/cluster.md). 0 = off: only a node without --seeds founds a cluster")
       ->capture_default_str()
       ->check(CLI::Range(0u, 1024u));
 }

@@ -37,5 +37,9 @@ std::string AdvertisedListener(const std::string& advertise, const std::string& 
 // How many distinct nodes the seed list names, this node included
 // (AdvertisedCluster counted once whether the list holds it or not).
 size_t SeededNodeCount(const NodeConfig& config);
+// --bootstrap-expect: whether this node is one of the N initial nodes (N
+// counts it with the seeds). False for a node outside a list of N (added
+// later with the same configuration): it never founds a cluster.
+bool AmongInitialNodes(const NodeConfig& config);
 
 }  // namespace estuary::server

@@ -106,6 +106,7 @@ TEST(ConfigAddressesTest, BootstrapExpectMustCountEveryNodeTheSeedsName) {
     ASSERT_TRUE(std::holds_alternative<NodeConfig>(outcome)) << list;
     EXPECT_EQ(std::get<NodeConfig>(outcome).bootstrap_expect, 3u);
     EXPECT_EQ(SeededNodeCount(std::get<NodeConfig>(outcome)), 3u);
+    EXPECT_TRUE(AmongInitialNodes(std::get<NodeConfig>(outcome)));
   }
   // Fewer than the seeds name (unsafe: docs/cluster.md), more (never met), no seeds, port 0.
   for (std::vector<const char*> args : std::vector<std::vector<const char*>>{
@@ -120,6 +121,15 @@ TEST(ConfigAddressesTest, BootstrapExpectMustCountEveryNodeTheSeedsName) {
     const std::string refusal = Refusal(args);
     EXPECT_NE(refusal.find("--bootstrap-expect"), std::string::npos) << refusal;
   }
+  // A node outside a list of N (added later, same configuration): accepted, never a founder.
+  auto later = Parse({"--cluster", "127.0.0.1:7004", "--seeds", seeds, "--bootstrap-expect", "3",
+                      "--cluster-secret-file", secret.c_str()});
+  ASSERT_TRUE(std::holds_alternative<NodeConfig>(later));
+  EXPECT_FALSE(AmongInitialNodes(std::get<NodeConfig>(later)));
+  auto initial = Parse({"--cluster", "127.0.0.1:7001", "--seeds", "127.0.0.1:7002,127.0.0.1:7003", "--bootstrap-expect",
+                        "3", "--cluster-secret-file", secret.c_str()});
+  ASSERT_TRUE(std::holds_alternative<NodeConfig>(initial));
+  EXPECT_TRUE(AmongInitialNodes(std::get<NodeConfig>(initial)));
   // The node found in the list under its advertised name.
   auto named =
       Parse({"--cluster", "0.0.0.0:7001", "--advertise-cluster", "localhost:7001", "--seeds",

@@ -283,6 +283,7 @@ void Node::StartBootstrapGate(const std::vector<std::string>& seeds) {
                        .seeds = seeds,
                        .expect = config_.bootstrap_expect,
                        .self_formed = meta.HasState(),
+                       .initial = AmongInitialNodes(config_),
                        .peers = {}};
     for (const cluster::Member& member : membership.members()) {
       if (member.node == config_.node_id || !membership.IsLive(member.node)) continue;
