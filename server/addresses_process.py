@@ -256,6 +256,18 @@ def main():
             check(True, "three identically configured nodes form one cluster: 3 members up, 3 voters, one leader")
             founders = [n.plan.node_id for n in nodes if "founding the cluster" in n.log_text()]
             check(founders == [1], f"exactly one node founded it, the lowest id (founders: {founders})")
+            want = {1: ("bootstrap", True, 3), 2: ("done", False, 3), 3: ("done", False, 3)}
+            gates = {}
+
+            def gates_settled():  # a joiner's gate sees its state at its next tick (100 ms)
+                gates.update({n.plan.node_id: n.meta()["bootstrap"] for n in nodes})
+                return {i: (g["step"], g["founded_here"], g["expect"]) for i, g in gates.items()} == want
+            try:
+                wait_for("the gates' last decisions", gates_settled)
+                settled = True
+            except AssertionError:
+                settled = False
+            check(settled, f"/api/cluster/meta's bootstrap: founded on node 1 only, the others done ({gates})")
             load = http_json(wildcard.admin, "/api/load")
             check(load["mqtt"] == f"localhost:{wildcard.mqtt_port}",
                   f"/api/load names --advertise-mqtt, not [::] ({load['mqtt']})")

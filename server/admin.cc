@@ -305,7 +305,16 @@ io::HttpResponse Node::ServeAdmin(const std::string& method, const std::string& 
     if (!agent_ || !agent_->metadata()) {
       return {404, "text/plain; charset=utf-8", "no cluster: start with --cluster-secret-file\n"};
     }
-    return {200, "application/json", agent_->metadata()->StatusJson()};
+    if (!bootstrap_gate_) return {200, "application/json", agent_->metadata()->StatusJson()};
+    // --bootstrap-expect: what the gate last decided (docs/cluster.md).
+    nlohmann::json meta = nlohmann::json::parse(agent_->metadata()->StatusJson());
+    const BootstrapDecision& last = bootstrap_gate_->last();
+    meta["bootstrap"] = {{"expect", config_.bootstrap_expect},
+                         {"step", BootstrapStepName(last.step)},
+                         {"founder", last.founder},
+                         {"founded_here", bootstrap_gate_->bootstrapped()},
+                         {"why", last.why}};
+    return {200, "application/json", meta.dump()};
   }
   if (path == "/api/cluster/partitions") {
     if (!agent_ || !agent_->partitions()) {

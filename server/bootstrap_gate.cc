@@ -89,6 +89,17 @@ BootstrapDecision DecideBootstrap(const BootstrapView& view) {
   return decision;
 }
 
+const char* BootstrapStepName(BootstrapStep step) {
+  switch (step) {
+    case BootstrapStep::kDone: return "done";
+    case BootstrapStep::kWait: return "wait";
+    case BootstrapStep::kAsk: return "ask";
+    case BootstrapStep::kJoin: return "join";
+    case BootstrapStep::kBootstrap: return "bootstrap";
+  }
+  return "unknown";
+}
+
 BootstrapGate::~BootstrapGate() { loop_.CancelTimer(timer_); }
 
 void BootstrapGate::Start() {

@@ -62,6 +62,8 @@ struct BootstrapDecision {
 };
 
 BootstrapDecision DecideBootstrap(const BootstrapView& view);
+// "done", "wait", "ask", "join", "bootstrap" (GET /api/cluster/meta's "bootstrap").
+const char* BootstrapStepName(BootstrapStep step);
 
 struct BootstrapHooks {
   std::function<BootstrapView()> view;  // `formed` of the peers is filled in by the gate
