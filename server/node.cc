@@ -93,7 +93,7 @@ Node::~Node() {
   admin_.reset();
   cluster_listener_.reset();
   if (transport_) transport_->set_dial_observer(nullptr);  // it calls the agent's membership
-  if (bootstrap_gate_) agent_->membership()->set_bootstrap_hooks(nullptr, nullptr);
+  if (agent_ && agent_->membership()) agent_->membership()->set_bootstrap_hooks(nullptr, nullptr);
   bootstrap_gate_.reset();
   agent_.reset();
   transport_.reset();
@@ -265,6 +265,10 @@ Expected<void, std::string> Node::StartClusterLinks() {
   if (auto meta = StartMetadata(); !meta) return meta;
   std::vector<std::string> seeds;
   for (const io::Endpoint& seed : config_.seeds) seeds.push_back(seed.ToString());
+  // Every node answers a --bootstrap-expect peer's question truthfully,
+  // with the flag or without: a member of a cluster must never say "no".
+  meta::MetaGroup& meta = *agent_->metadata();
+  membership.set_bootstrap_hooks([&meta] { return meta.HasState(); }, nullptr);
   membership.Start(seeds);
   if (config_.bootstrap_expect > 0) StartBootstrapGate(seeds);
   return {};

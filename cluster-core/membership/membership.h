@@ -83,7 +83,8 @@ class Membership {
   // --bootstrap-expect (docs/cluster.md "Forming a cluster from one
   // configuration"): `formed` answers a member's BootstrapAsk (whether this
   // node's metadata group holds any state); `on_state` hears the answers to
-  // AskBootstrapState. Both unset: asks are answered "not formed".
+  // AskBootstrapState. `formed` unset: asks are answered "not formed", so
+  // an owner with a metadata group must set it (estuaryd does on every node).
   void set_bootstrap_hooks(std::function<bool()> formed, std::function<void(NodeId, bool)> on_state) {
     bootstrap_formed_ = std::move(formed);
     on_bootstrap_state_ = std::move(on_state);
