@@ -25,6 +25,7 @@ processes are stopped by pid.
 import json
 import os
 import random
+import shutil
 import socket
 import subprocess
 import sys
@@ -287,9 +288,26 @@ def main():
             nodes[0] = Node(founder.plan, seeds, secret, os.path.join(tmp, "data1"),
                             os.path.join(tmp, "node1-restart.log"))
             wait_for("one cluster of three after the founder's restart", lambda: one_cluster(nodes), FORM_DEADLINE)
+            wait_for("the restarted founder's gate done", lambda: "metadata group has state" in nodes[0].log_text())
             text = nodes[0].log_text()
             check("founding the cluster" not in text and "metadata group has state" in text,
                   "the restarted founder finds its stored state and does not found a second cluster")
+
+            # The founder again, its store lost: the lowest id with nothing stored, among peers that
+            # hold state. It must join them, never found a second cluster.
+            check(nodes[0].stop() == 0, "the founder stopped on SIGTERM again")
+            shutil.rmtree(os.path.join(tmp, "data1"))
+            nodes[0] = Node(founder.plan, seeds, secret, os.path.join(tmp, "data1"),
+                            os.path.join(tmp, "node1-wiped.log"))
+            wait_for("one cluster of three after the founder lost its store", lambda: one_cluster(nodes),
+                     FORM_DEADLINE)
+            # Its gate sees the state the leader gave it at its next tick (100 ms).
+            wait_for("the wiped founder's gate done", lambda: "belongs to a cluster" in nodes[0].log_text())
+            text = nodes[0].log_text()
+            gate_lines = [line for line in text.splitlines() if "bootstrap-expect" in line]
+            check("founding the cluster" not in text and "belongs to a cluster" in text,
+                  "the founder restarted with an empty store joins the cluster, never founds a second: " +
+                  " | ".join(gate_lines))
 
             # A fourth node with the same configuration (a StatefulSet scaled up): outside the
             # seeds, it joins and never founds.
