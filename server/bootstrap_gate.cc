@@ -9,16 +9,11 @@
 
 namespace estuary::server {
 
-namespace {
-
-// Host names (and IPv6 hex) compare without case, as DNS does.
-std::string Folded(std::string address) {
+std::string FoldedAddress(std::string address) {
   std::transform(address.begin(), address.end(), address.begin(),
                  [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
   return address;
 }
-
-}  // namespace
 
 BootstrapDecision DecideBootstrap(const BootstrapView& view) {
   BootstrapDecision decision;
@@ -28,8 +23,8 @@ BootstrapDecision DecideBootstrap(const BootstrapView& view) {
     return decision;
   }
   std::set<std::string> seeds;
-  for (const std::string& seed : view.seeds) seeds.insert(Folded(seed));
-  const std::string self_address = Folded(view.self_address);
+  for (const std::string& seed : view.seeds) seeds.insert(FoldedAddress(seed));
+  const std::string self_address = FoldedAddress(view.self_address);
   // Reachable seeds by address, self always among them (the count was
   // checked at start-up with this node counted once).
   std::set<std::string> reachable{self_address};
@@ -43,7 +38,7 @@ BootstrapDecision DecideBootstrap(const BootstrapView& view) {
           fmt::format("node {} at {} belongs to a cluster: waiting to be added to it", peer.node, peer.cluster_address);
       return decision;
     }
-    const std::string address = Folded(peer.cluster_address);
+    const std::string address = FoldedAddress(peer.cluster_address);
     if (seeds.count(address) == 0 || address == self_address) continue;
     if (reachable.insert(address).second) counted.push_back(&peer);
   }
@@ -91,11 +86,16 @@ BootstrapDecision DecideBootstrap(const BootstrapView& view) {
 
 const char* BootstrapStepName(BootstrapStep step) {
   switch (step) {
-    case BootstrapStep::kDone: return "done";
-    case BootstrapStep::kWait: return "wait";
-    case BootstrapStep::kAsk: return "ask";
-    case BootstrapStep::kJoin: return "join";
-    case BootstrapStep::kBootstrap: return "bootstrap";
+    case BootstrapStep::kDone:
+      return "done";
+    case BootstrapStep::kWait:
+      return "wait";
+    case BootstrapStep::kAsk:
+      return "ask";
+    case BootstrapStep::kJoin:
+      return "join";
+    case BootstrapStep::kBootstrap:
+      return "bootstrap";
   }
   return "unknown";
 }

@@ -62,6 +62,9 @@ struct BootstrapDecision {
 };
 
 BootstrapDecision DecideBootstrap(const BootstrapView& view);
+// How the gate compares a seed with an announced address: without case, as
+// DNS compares host names (config_addresses.cc counts seeds the same way).
+std::string FoldedAddress(std::string address);
 // "done", "wait", "ask", "join", "bootstrap" (GET /api/cluster/meta's "bootstrap").
 const char* BootstrapStepName(BootstrapStep step);
 

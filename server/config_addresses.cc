@@ -2,27 +2,19 @@
 
 #include <arpa/inet.h>
 
-#include <algorithm>
-#include <cctype>
 #include <set>
 
 #include "io/uv/admin_token.h"
 #include "io/uv/cli_options.h"
 #include "io/uv/sockaddr.h"
+#include "server/bootstrap_gate.h"
 
 namespace estuary::server {
 namespace {
 
-// Without case, as the gate matches them (server/bootstrap_gate.cc).
-std::string Folded(std::string address) {
-  std::transform(address.begin(), address.end(), address.begin(),
-                 [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
-  return address;
-}
-
 std::set<std::string> FoldedSeeds(const NodeConfig& config) {
   std::set<std::string> seeds;
-  for (const io::Endpoint& seed : config.seeds) seeds.insert(Folded(seed.ToString()));
+  for (const io::Endpoint& seed : config.seeds) seeds.insert(FoldedAddress(seed.ToString()));
   return seeds;
 }
 
@@ -122,7 +114,7 @@ std::string AdvertisedListener(const std::string& advertise, const std::string& 
 
 size_t SeededNodeCount(const NodeConfig& config) {
   std::set<std::string> named = FoldedSeeds(config);
-  named.insert(Folded(AdvertisedCluster(config)));
+  named.insert(FoldedAddress(AdvertisedCluster(config)));
   return named.size();
 }
 
