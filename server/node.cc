@@ -488,8 +488,10 @@ void Node::Shutdown() {
     if (*left && *others_stopped) first->BeginShutdown(grace);
   };
   if (agent_) {
-    // Peers mark this node left at once, not after the failure detector.
-    agent_->membership()->Leave([this, left, maybe_stop_first] {
+    // Its MemberGone committed first (ends a drain deterministically: docs/
+    // partitions.md "Drain"); then peers mark it left at once, not after
+    // the failure detector.
+    agent_->Leave([this, left, maybe_stop_first] {
       transport_->Close();
       *left = true;
       maybe_stop_first();

@@ -237,6 +237,19 @@ Membership& ClusterAgent::EnableMembership(MembershipConfig config) {
   return *membership;
 }
 
+void ClusterAgent::Leave(std::function<void()> done) {
+  Membership* membership = membership_owned_.get();
+  if (membership == nullptr) {
+    if (done) loop_.Post(std::move(done));
+    return;
+  }
+  if (!meta_) return membership->Leave(std::move(done));
+  // Leaderships cannot come back meanwhile: the node drains until its
+  // MemberGone applies, and is no member (nobody's candidate) after it.
+  meta_->Leave(membership->leave_timeout_ms(),
+               scope_.Guard([membership, done = std::move(done)](bool) mutable { membership->Leave(std::move(done)); }));
+}
+
 ClusterAgent::~ClusterAgent() {
   frame_handlers_ = {};  // they name the parts going now
   retained_.reset();

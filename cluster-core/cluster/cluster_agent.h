@@ -188,6 +188,12 @@ class ClusterAgent final : public LinkHandler {
   // go to the group, whose MemberGone decides.
   Membership& EnableMembership(MembershipConfig config);
   Membership* membership() { return membership_owned_.get(); }
+  // A graceful leave (estuaryd's SIGTERM): with the metadata group, this
+  // node's MemberGone first (MetaGroup::Leave, within membership's leave
+  // timeout), so its drain, pins and routes are cleared before it goes
+  // whoever leads the group; then membership's Leave. `done` (posted) once
+  // membership's leave is over (at once without EnableMembership).
+  void Leave(std::function<void()> done);
   // Takeover claims name the exact owner they replace (every linked node
   // speaks link minor 3).
   bool claim_guard() const { return claim_guard_; }

@@ -122,6 +122,7 @@ class Membership {
   // kLeft once all acked or after leave_timeout_ms; `done` runs (posted)
   // after kLeft was sent.
   void Leave(std::function<void()> done);
+  uint32_t leave_timeout_ms() const { return config_.leave_timeout_ms; }
 
   std::vector<Member> members() const;  // sorted by node id, self included
   const Member* Find(NodeId node) const;

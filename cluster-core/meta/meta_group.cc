@@ -37,7 +37,12 @@ MetaGroup::MetaGroup(RaftHost& host, persistence::StorageEngine& engine, MetaGro
     ++counters_.deltas_refused;
     need_reset_ = true;
   });
-  state_.set_applied_observer([this] { ScheduleCommitNotice(); });
+  state_.set_applied_observer([this] {
+    ScheduleCommitNotice();
+    NoteMembers();
+    // (Inside the apply: `applied()` counts the entry once it returns.)
+    if (!leave_done_.empty()) host_.loop().Post(scope_.Guard([this] { CheckLeft(); }));
+  });
 }
 
 // On the leader, once per loop iteration that applied commands: a no-op
@@ -51,7 +56,26 @@ void MetaGroup::ScheduleCommitNotice() {
   }));
 }
 
-MetaGroup::~MetaGroup() { host_.loop().CancelTimer(reconcile_timer_); }
+// A MemberGone for a node membership still reports live here: its own
+// leave (Leave), or a verdict of a leader that lost it while this node
+// still reaches it. Either way the node registers again (RouteReset)
+// before it is re-admitted: a live node does so once it sees its record
+// gone, a leaving one does not, and a new process always does.
+void MetaGroup::NoteMembers() {
+  for (const auto& [node, record] : live_) {
+    if (state_.members().count(node) != 0) {
+      admitted_.insert(node);
+    } else if (admitted_.erase(node) != 0 && state_.RoutesOf(node) == nullptr) {
+      unregistered_.insert(node);
+    }
+  }
+  std::erase_if(unregistered_, [this](NodeId node) { return state_.RoutesOf(node) != nullptr; });
+}
+
+MetaGroup::~MetaGroup() {
+  host_.loop().CancelTimer(reconcile_timer_);
+  host_.loop().CancelTimer(leave_timer_);
+}
 
 Expected<void, std::string> MetaGroup::Start() {
   GroupConfig group;
@@ -96,8 +120,76 @@ void MetaGroup::OnMemberLive(NodeId node, const std::string& address, uint64_t i
 void MetaGroup::OnMemberGone(NodeId node) {
   if (node == config_.self) return;
   live_.erase(node);
+  admitted_.erase(node);
+  unregistered_.erase(node);
   gone_.insert(node);
 }
+
+// ---- leaving ------------------------------------------------------------
+
+void MetaGroup::Leave(uint32_t timeout_ms, std::function<void(bool)> done) {
+  if (done) leave_done_.push_back(std::move(done));
+  if (!leaving_) spdlog::info("meta: node {} leaving the metadata group", config_.self);
+  leaving_ = true;
+  if (group_ == nullptr) return FinishLeave(false);
+  if (Left()) return FinishLeave(true);
+  if (leave_timer_ == 0) {
+    leave_timer_ = host_.loop().AddTimer(timeout_ms, scope_.Guard([this] {
+      leave_timer_ = 0;
+      FinishLeave(Left());
+    }));
+  }
+  ProposeLeave();
+}
+
+// Our MemberGone was applied here and what it clears is gone from this
+// copy. (A route reset of this boot still in flight and applied after it
+// brings a record back: then the node proposes MemberGone again.)
+bool MetaGroup::Left() const {
+  return leave_acked_index_ != 0 && group_->applied() >= leave_acked_index_ && LeftHere();
+}
+
+bool MetaGroup::LeftHere() const {
+  return state_.members().count(config_.self) == 0 && state_.RoutesOf(config_.self) == nullptr &&
+         !state_.IsDraining(config_.self);
+}
+
+void MetaGroup::CheckLeft() {
+  if (!leave_done_.empty() && Left()) FinishLeave(true);
+}
+
+// One in flight; again (from Reconcile) after a failure, or when this copy
+// has applied the one answered and still shows the node.
+void MetaGroup::ProposeLeave() {
+  if (leave_in_flight_ || leave_done_.empty()) return;
+  if (leave_acked_index_ != 0 && (group_->applied() < leave_acked_index_ || LeftHere())) return;
+  if (group_->raft().leader() == raft::kNoNode) return;  // Reconcile tries once a leader is known
+  leave_in_flight_ = true;
+  group_->Propose(EncodeCommand(MemberGone{config_.self}), {}, scope_.Guard([this](ProposeResult result) {
+    leave_in_flight_ = false;
+    if (result.status != ProposeStatus::kOk) return;
+    leave_acked_index_ = std::max(leave_acked_index_, result.index);
+    CheckLeft();
+  }));
+}
+
+void MetaGroup::FinishLeave(bool left) {
+  if (leave_timer_ != 0) host_.loop().CancelTimer(leave_timer_);
+  leave_timer_ = 0;
+  auto callbacks = std::move(leave_done_);
+  leave_done_.clear();
+  if (callbacks.empty()) return;
+  if (left) {
+    spdlog::info("meta: node {} left the metadata group (its MemberGone applied)", config_.self);
+  } else {
+    spdlog::warn("meta: node {} leaves without its MemberGone applied (no metadata leader in time); a drain of "
+                 "it stays until the others declare it gone",
+                 config_.self);
+  }
+  for (auto& fn : callbacks) host_.loop().Post([fn = std::move(fn), left] { fn(left); });
+}
+
+// ---- routes ---------------------------------------------------------------
 
 void MetaGroup::Change(const RouteKey& route, bool add) {
   if (add ? desired_.insert(route).second : desired_.erase(route) != 0) pending_[route] = add;
@@ -124,14 +216,18 @@ void MetaGroup::ScheduleReconcile() {
 void MetaGroup::Reconcile() {
   // Retried once a leader is known (before the first election, or while
   // cut off, every try would fail at once).
-  if (in_flight_ && in_flight_->failed && group_->raft().leader() != raft::kNoNode) {
+  if (leaving_) {
+    CheckLeft();
+    ProposeLeave();
+  }
+  if (in_flight_ && in_flight_->failed && !leaving_ && group_->raft().leader() != raft::kNoNode) {
     ++counters_.route_retries;
     SendInFlight();
   }
   // Our record vanished or carries another boot (MemberGone while we were
   // cut off, say): register again once our copy has caught up with the
   // last acknowledged route proposal.
-  if (!in_flight_ && !need_reset_ && acked_index_ > 0 && group_->applied() >= acked_index_) {
+  if (!leaving_ && !in_flight_ && !need_reset_ && acked_index_ > 0 && group_->applied() >= acked_index_) {
     const NodeRoutes* record = state_.RoutesOf(config_.self);
     if (!record || record->boot != config_.boot_id) need_reset_ = true;
   }
@@ -141,7 +237,7 @@ void MetaGroup::Reconcile() {
 
 // One route proposal in flight: everything changed meanwhile is the next.
 void MetaGroup::FlushRoutes() {
-  if (in_flight_ || group_ == nullptr) return;
+  if (in_flight_ || group_ == nullptr || leaving_) return;
   Command command;
   if (need_reset_) {
     // A node that bootstrapped the group started empty by definition: only
@@ -202,6 +298,8 @@ void MetaGroup::ManageMembers() {
       }
     }
     for (const auto& [node, record] : live_) {
+      if (leaving_ && node == config_.self) continue;  // a new process registers
+      if (unregistered_.count(node) != 0) continue;
       auto it = state_.members().find(node);
       if (it == state_.members().end() || it->second != record) return ProposeMember(MemberUpsert{record});
     }

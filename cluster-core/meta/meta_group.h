@@ -12,10 +12,20 @@
 //
 // On the leader, voter management (one config change at a time): members
 // reported gone are dropped from the routes (MemberGone) and the config;
-// live members outside the config join as learners; voters are kept at 3
+// live members outside the config join as learners (a live member whose
+// record a MemberGone removed is admitted again only once it registered
+// again, its RouteReset: so a node that left by itself, see Leaving, is
+// not re-admitted while it stops); voters are kept at 3
 // (5 once there are >= 5 live members, 1 below 3), filled with the
 // lowest-id caught-up learners; a voter that restarted with empty state is
 // removed and comes back as a learner (FreshCleared, then promotion).
+//
+// Leaving (Leave, at a graceful stop): the node proposes its own
+// MemberGone and waits, bounded, until its own copy has applied it, so
+// what MemberGone clears (its routes, leader pins and drain) is cleared
+// before the process exits, whichever node leads the group and however
+// soon a new process rejoins. A crashed node proposes nothing: its drain
+// stays until the others' MemberGone (down) or an undrain.
 //
 // Bootstrap: a node that starts with no stored meta state and no seeds
 // bootstraps a one-voter config {self}; nodes with seeds wait for the leader
@@ -30,6 +40,7 @@
 #include <optional>
 #include <set>
 #include <string>
+#include <vector>
 
 #include "cluster-core/meta/meta_state.h"
 #include "cluster-core/meta/raft_host.h"
@@ -80,6 +91,16 @@ class MetaGroup {
   void OnMemberLive(NodeId node, const std::string& address, uint64_t incarnation);
   void OnMemberGone(NodeId node);
 
+  // A graceful leave: proposes MemberGone{self} (again while it has not
+  // been applied here) and runs `done(true)` once this node's copy shows it
+  // gone (no member record, no routes, not draining), or `done(false)`
+  // after timeout_ms; `done` is posted. From the call on, the group
+  // proposes nothing else for this node: no route changes, no new
+  // registration, no MemberUpsert of itself as leader (a new process
+  // registers). A second call only adds `done` to the first one's.
+  void Leave(uint32_t timeout_ms, std::function<void(bool left)> done);
+  bool leaving() const { return leaving_; }
+
   // The local node's route changes, in order.
   void UpdateRoutes(const std::vector<RouteKey>& adds, const std::vector<RouteKey>& removes);
   // The same, as one ordered list of (route, add) changes.
@@ -119,6 +140,12 @@ class MetaGroup {
   void ProposeMember(Command command);
   size_t TargetVoters() const;
   void ScheduleCommitNotice();
+  void NoteMembers();
+  bool Left() const;
+  bool LeftHere() const;
+  void CheckLeft();
+  void ProposeLeave();
+  void FinishLeave(bool left);
 
   RaftHost& host_;
   persistence::StorageEngine& engine_;
@@ -138,9 +165,19 @@ class MetaGroup {
   // Membership's view.
   std::map<NodeId, MemberRecord> live_;
   std::set<NodeId> gone_;
+  // Live nodes seen as members of the state, and those a MemberGone then
+  // removed while still live here: not upserted until they register again.
+  std::set<NodeId> admitted_;
+  std::set<NodeId> unregistered_;
   bool member_in_flight_ = false;
   bool notice_scheduled_ = false;
   io::TimerId reconcile_timer_ = 0;
+  // Leave: under way, its MemberGone proposal unanswered, its callbacks.
+  bool leaving_ = false;
+  bool leave_in_flight_ = false;
+  raft::Index leave_acked_index_ = 0;  // where the leader applied our MemberGone
+  io::TimerId leave_timer_ = 0;
+  std::vector<std::function<void(bool)>> leave_done_;
   io::Scope scope_;  // guards callbacks that capture this (io/scope.h)
 };
 

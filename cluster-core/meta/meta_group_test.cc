@@ -9,6 +9,7 @@
 #include <map>
 #include <random>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "cluster-core/meta/sim_cluster_support.h"
@@ -238,6 +239,57 @@ TEST(MetaGroup, RestartWithStoredStateEndsWithExactlyItsNewRoutes) {
   }
   EXPECT_FALSE(cluster.group(3).group().started_empty());
   ASSERT_TRUE(cluster.RunUntil([&] { return cluster.Voters() == Ids({1, 2, 3}); }, 10'000));
+}
+
+// MetaGroup::Leave (a graceful stop): the node's own MemberGone, applied in
+// its copy before it goes, whichever node leads; it is not re-admitted or
+// re-registered while it stops (the others still hold it live: no
+// membership news here), and a new process on its disk is admitted again.
+TEST(MetaGroup, LeaveCommitsTheNodesOwnMemberGoneAndANewProcessRejoins) {
+  for (uint64_t seed : {61, 62, 63}) {
+    for (bool leader : {true, false}) {
+      SCOPED_TRACE(testing::Message() << "seed " << seed << " leader " << leader);
+      MetaCluster cluster(seed);
+      StartAll(cluster, 3);
+      ASSERT_TRUE(cluster.RunUntil([&] { return cluster.Voters().size() == 3 && cluster.AllMembersKnown(); }, 20'000));
+      const NodeId leaving = leader ? *cluster.Leader() : static_cast<NodeId>(*cluster.Leader() % 3 + 1);
+      cluster.group(leaving).UpdateRoutes({R("mine/#")}, {});
+      ASSERT_TRUE(cluster.RunUntil([&] { return cluster.Converged(); }, 10'000));
+      std::optional<bool> left;
+      cluster.group(leaving).Leave(2000, [&](bool ok) { left = ok; });
+      cluster.group(leaving).UpdateRoutes({R("late/#")}, {});  // not proposed any more
+      ASSERT_TRUE(cluster.RunUntil([&] { return left.has_value(); }, 3'000));
+      EXPECT_TRUE(*left);
+      EXPECT_EQ(cluster.group(leaving).state().members().count(leaving), 0u);
+      EXPECT_EQ(cluster.group(leaving).state().RoutesOf(leaving), nullptr);
+      cluster.RunFor(500);  // membership's leave would take this long at most
+      for (NodeId id = 1; id <= 3; ++id) {
+        EXPECT_EQ(cluster.group(id).state().members().count(leaving), 0u) << "re-admitted on node " << id;
+        EXPECT_EQ(cluster.group(id).state().RoutesOf(leaving), nullptr) << "re-registered on node " << id;
+      }
+      cluster.Crash(leaving);
+      cluster.Start(leaving);  // the new process, on the same disk, at once
+      ASSERT_TRUE(cluster.RunUntil([&] { return cluster.AllMembersKnown() && cluster.Converged(); }, 20'000))
+          << cluster.Describe();
+    }
+  }
+}
+
+// Without a majority the leave gives up after its timeout and says so.
+TEST(MetaGroup, LeaveWithoutAMajorityTimesOut) {
+  MetaCluster cluster(64);
+  StartAll(cluster, 3);
+  ASSERT_TRUE(cluster.RunUntil([&] { return cluster.Voters().size() == 3 && cluster.AllMembersKnown(); }, 20'000));
+  cluster.Crash(2);
+  cluster.Crash(3);
+  std::optional<bool> left;
+  const int64_t start = cluster.now_ms();
+  cluster.group(1).Leave(1000, [&](bool ok) { left = ok; });
+  ASSERT_TRUE(cluster.RunUntil([&] { return left.has_value(); }, 3'000));
+  EXPECT_FALSE(*left);
+  EXPECT_GE(cluster.now_ms() - start, 1000);
+  EXPECT_LE(cluster.now_ms() - start, 1100);
+  EXPECT_EQ(cluster.group(1).state().members().count(1), 1u);
 }
 
 TEST(MetaGroup, RestartWithEmptyStateIsReaddedAsLearnerFirst) {

@@ -105,6 +105,27 @@ class SimCluster {
     Stop(nodes_.at(id));
     InformMembership(gone);
   }
+  // A graceful stop, as estuaryd's SIGTERM does it: the node leaves the
+  // metadata group first (MetaGroup::Leave: its MemberGone applied in its
+  // own copy, or the timeout), then stops, and the others hear that it left
+  // (Membership's kLeft). False if the metadata leave timed out.
+  // `linger_ms` more pass before it stops (membership's leave, which the
+  // others do not see here); `each_step` runs at every step of both (a
+  // test's invariant).
+  bool GracefulStop(NodeId id, uint32_t timeout_ms = 2000, int64_t linger_ms = 0,
+                    const std::function<void()>& each_step = {}) {
+    Node& node = nodes_.at(id);
+    auto result = std::make_shared<std::optional<bool>>();
+    node.meta->Leave(timeout_ms, [result](bool left) { *result = left; });
+    auto step = [&] {
+      if (each_step) each_step();
+      return result->has_value();
+    };
+    RunUntil(step, int64_t{timeout_ms} + 1000);
+    RunUntil([&] { return !step(); }, linger_ms);
+    Crash(id, /*gone=*/true);
+    return result->value_or(false);
+  }
   void WipeMetaDisk(NodeId id) { nodes_.at(id).meta_engine = std::make_unique<persistence::MemoryEngine>(); }
 
   // What Membership would tell every node: who is live, and (when asked)
@@ -136,6 +157,10 @@ class SimCluster {
   io::SimLoop& loop() { return loop_; }
 
   MetaGroup& meta(NodeId id) { return *nodes_.at(id).meta; }
+  // The live node leading the metadata group with the highest term.
+  std::optional<NodeId> MetaLeader() {
+    return LeaderBy([](Node& node) -> const raft::Raft* { return &node.meta->group().raft(); });
+  }
   uint64_t boot(NodeId id) { return nodes_.at(id).boot; }
   bool up(NodeId id) { return nodes_.at(id).up; }
   cluster::SimNetwork& network() { return network_; }

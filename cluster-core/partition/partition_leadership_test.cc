@@ -305,6 +305,62 @@ TEST(PartitionLeadership, ADrainOutlivesARestartOfTheDrainedNode) {
   }
 }
 
+// A graceful stop (SIGTERM) ends a drain, however soon the node is started
+// again: its own MemberGone is applied before it goes (MetaGroup::Leave).
+// The race this pins: the drained node led the metadata group, so nobody
+// else proposed its MemberGone before its new process registered again,
+// and it came back draining (deploy_check, 1 run in 3). Both a metadata
+// leader and a follower are stopped, over several seeds; no leadership
+// comes back to the node while it leaves.
+TEST(PartitionLeadership, AGracefulStopEndsADrainEvenWithAnImmediateRestart) {
+  for (uint64_t seed : Seeds({41, 42, 43, 44})) {
+    for (bool stop_the_meta_leader : {true, false}) {
+      SCOPED_TRACE(fmt::format("seed {} meta leader {}", seed, stop_the_meta_leader));
+      PartitionCluster cluster(seed, 16);
+      StartAll(cluster, 3);
+      for (int i = 0; i < 24; ++i) cluster.ClaimOk(1 + i % 3, "g" + std::to_string(i), 1);
+      const auto meta_leader = cluster.MetaLeader();
+      ASSERT_TRUE(meta_leader.has_value());
+      const NodeId drained = stop_the_meta_leader ? *meta_leader : static_cast<NodeId>(*meta_leader % 3 + 1);
+      ASSERT_TRUE(cluster.RunUntil([&] { return cluster.partitions(drained).leading() > 0; }, 10'000));
+      cluster.partitions(drained).SetDraining(true);
+      ASSERT_TRUE(cluster.RunUntil(
+          [&] { return cluster.partitions(drained).draining() && cluster.partitions(drained).leading() == 0; },
+          5'000));
+      // The others keep it live meanwhile (no membership news here): its
+      // MemberGone must not be undone by a MemberUpsert while it stops.
+      size_t led_while_leaving = 0;
+      bool admitted_again = false;
+      std::set<NodeId> saw_it_gone;
+      EXPECT_TRUE(cluster.GracefulStop(drained, 2000, /*linger_ms=*/300, [&] {
+        led_while_leaving = std::max(led_while_leaving, cluster.partitions(drained).leading());
+        for (NodeId node = 1; node <= 3; ++node) {
+          if (cluster.meta(node).state().members().count(drained) == 0) {
+            saw_it_gone.insert(node);
+          } else if (saw_it_gone.count(node) != 0) {
+            admitted_again = true;
+          }
+        }
+      })) << "the metadata leave timed out";
+      EXPECT_EQ(led_while_leaving, 0u) << "leadership came back to the node while it was leaving";
+      EXPECT_FALSE(admitted_again) << "the node was made a member again while it stopped";
+      for (NodeId node = 1; node <= 3; ++node) {
+        if (node == drained) continue;
+        EXPECT_FALSE(cluster.meta(node).state().IsDraining(drained)) << "on node " << node;
+      }
+      cluster.Start(drained);  // at once: before anyone else could act on its leave
+      EXPECT_TRUE(cluster.RunUntil(
+          [&] { return !cluster.partitions(drained).draining() && cluster.partitions(drained).leading() > 0; },
+          10'000))
+          << "draining " << cluster.partitions(drained).draining();
+      for (NodeId node = 1; node <= 3; ++node) {
+        EXPECT_FALSE(cluster.meta(node).state().IsDraining(drained)) << "on node " << node;
+        EXPECT_EQ(cluster.meta(node).state().members().size(), 3u) << "on node " << node;
+      }
+    }
+  }
+}
+
 // The admin API's answers (partition_admin.h): statuses and JSON.
 TEST(PartitionLeadership, TheAdminApiAnswersTransfersWithStatusesAndJson) {
   PartitionCluster cluster(29, 16);
