@@ -221,16 +221,18 @@ def three_machines(binaries, scratch, materials, pending):
         cluster = all_up(nodes, token, 3)
         check(cluster, "the three machines form one cluster (members up, one metadata leader)")
         if cluster and balancers and balancers[0].fields:
-            clients(balancers[0], nodes[2], materials)
+            clients(balancers[0], nodes[2], materials, token)
     for i, balancer in enumerate(balancers):
         balancer.stop(f"balancer {i + 1}")
     for node, started in enumerate(nodes, 1):
         started.stop(f"node {node}")
 
 
-def clients(balancer, node, materials):
+def clients(balancer, node, materials, token):
     """A subscriber through the active balancer's MQTT port (password file, ACL,
-    PROXY v2 to a node) gets what a publisher sends over TLS to another node."""
+    PROXY v2 to a node) gets what a publisher sends over TLS to another node.
+    Routes reach the other nodes after SUBACK (docs/cluster.md, "Costs"), so
+    the publish waits until the publisher's node holds the subscription's."""
     try:
         import paho.mqtt.client as mqtt
     except ImportError:
@@ -258,6 +260,8 @@ def clients(balancer, node, materials):
         wait_for("SUBACK", lambda: len(granted) == 2)
         check(granted[0] == 1 and granted[1] >= 0x80,
               f"the ACL grants alice demo/# and refuses private/# (SUBACK {granted})")
+        wait_for("the route on node 3",
+                 lambda: (get_json(node.fields["admin"], "/api/cluster/meta", token) or {}).get("routes_total", 0) >= 1)
         publisher.publish("demo/deploy", b"through the pair", qos=1).wait_for_publish(5)
         wait_for("the message", lambda: received)
         check(received == [("demo/deploy", b"through the pair")],
