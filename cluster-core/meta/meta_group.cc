@@ -133,6 +133,7 @@ void MetaGroup::Leave(uint32_t timeout_ms, std::function<void(bool)> done) {
   leaving_ = true;
   if (group_ == nullptr) return FinishLeave(false);
   if (Left()) return FinishLeave(true);
+  if (!VotersLive()) return FinishLeave(false);
   if (leave_timer_ == 0) {
     leave_timer_ = host_.loop().AddTimer(timeout_ms, scope_.Guard([this] {
       leave_timer_ = 0;
@@ -154,8 +155,22 @@ bool MetaGroup::LeftHere() const {
          !state_.IsDraining(config_.self);
 }
 
+// Gives up early when nothing can commit it: no majority of the voters is
+// live in membership's view (the last nodes of a cluster stopped at once
+// would otherwise each wait the whole timeout).
 void MetaGroup::CheckLeft() {
-  if (!leave_done_.empty() && Left()) FinishLeave(true);
+  if (leave_done_.empty()) return;
+  if (Left()) return FinishLeave(true);
+  if (!VotersLive()) FinishLeave(false);
+}
+
+bool MetaGroup::VotersLive() const {
+  const std::vector<raft::NodeId>& voters = group_->raft().config().voters;
+  size_t live = 0;
+  for (raft::NodeId voter : voters) {
+    if (voter == config_.self || live_.count(static_cast<NodeId>(voter)) != 0) ++live;
+  }
+  return 2 * live > voters.size();
 }
 
 // One in flight; again (from Reconcile) after a failure, or when this copy
@@ -182,8 +197,8 @@ void MetaGroup::FinishLeave(bool left) {
   if (left) {
     spdlog::info("meta: node {} left the metadata group (its MemberGone applied)", config_.self);
   } else {
-    spdlog::warn("meta: node {} leaves without its MemberGone applied (no metadata leader in time); a drain of "
-                 "it stays until the others declare it gone",
+    spdlog::warn("meta: node {} leaves without its MemberGone applied (no metadata majority, or none in time); a "
+                 "drain of it stays until the others declare it gone",
                  config_.self);
   }
   for (auto& fn : callbacks) host_.loop().Post([fn = std::move(fn), left] { fn(left); });

@@ -12,13 +12,14 @@
 //
 // On the leader, voter management (one config change at a time): members
 // reported gone are dropped from the routes (MemberGone) and the config;
-// live members outside the config join as learners (a live member whose
-// record a MemberGone removed is admitted again only once it registered
-// again, its RouteReset: so a node that left by itself, see Leaving, is
-// not re-admitted while it stops); voters are kept at 3
+// live members outside the config join as learners; voters are kept at 3
 // (5 once there are >= 5 live members, 1 below 3), filled with the
 // lowest-id caught-up learners; a voter that restarted with empty state is
-// removed and comes back as a learner (FreshCleared, then promotion).
+// removed and comes back as a learner (FreshCleared, then promotion). Live
+// members are upserted (MemberUpsert); one that a MemberGone removed while
+// it was still live here is upserted again only once it registered again
+// (its RouteReset), so a node that left by itself (Leaving) is not
+// re-admitted while it stops.
 //
 // Leaving (Leave, at a graceful stop): the node proposes its own
 // MemberGone and waits, bounded, until its own copy has applied it, so
@@ -94,10 +95,11 @@ class MetaGroup {
   // A graceful leave: proposes MemberGone{self} (again while it has not
   // been applied here) and runs `done(true)` once this node's copy shows it
   // gone (no member record, no routes, not draining), or `done(false)`
-  // after timeout_ms; `done` is posted. From the call on, the group
-  // proposes nothing else for this node: no route changes, no new
-  // registration, no MemberUpsert of itself as leader (a new process
-  // registers). A second call only adds `done` to the first one's.
+  // after timeout_ms, or at once when membership reports no majority of
+  // the voters live (nothing could commit it); `done` is posted. From the
+  // call on, the group proposes nothing else for this node: no route
+  // changes, no new registration, no MemberUpsert of itself as leader (a
+  // new process registers). A second call only adds `done` to the first's.
   void Leave(uint32_t timeout_ms, std::function<void(bool left)> done);
   bool leaving() const { return leaving_; }
 
@@ -144,6 +146,7 @@ class MetaGroup {
   bool Left() const;
   bool LeftHere() const;
   void CheckLeft();
+  bool VotersLive() const;
   void ProposeLeave();
   void FinishLeave(bool left);
 

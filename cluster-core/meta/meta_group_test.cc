@@ -292,6 +292,22 @@ TEST(MetaGroup, LeaveWithoutAMajorityTimesOut) {
   EXPECT_EQ(cluster.group(1).state().members().count(1), 1u);
 }
 
+// The last nodes of a cluster stopped at once: membership says the other
+// voters are gone, so nothing can commit the leave and it ends at once.
+TEST(MetaGroup, LeaveWithTheOtherVotersGoneEndsAtOnce) {
+  MetaCluster cluster(65);
+  StartAll(cluster, 3);
+  ASSERT_TRUE(cluster.RunUntil([&] { return cluster.Voters().size() == 3 && cluster.AllMembersKnown(); }, 20'000));
+  cluster.Crash(2, /*gone=*/true);
+  cluster.Crash(3, /*gone=*/true);
+  std::optional<bool> left;
+  const int64_t start = cluster.now_ms();
+  cluster.group(1).Leave(1000, [&](bool ok) { left = ok; });
+  ASSERT_TRUE(cluster.RunUntil([&] { return left.has_value(); }, 3'000));
+  EXPECT_FALSE(*left);
+  EXPECT_LE(cluster.now_ms() - start, 10);
+}
+
 TEST(MetaGroup, RestartWithEmptyStateIsReaddedAsLearnerFirst) {
   MetaCluster cluster(9);
   StartAll(cluster, 3);
