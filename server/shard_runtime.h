@@ -199,6 +199,9 @@ class ShardRuntime {
   HandOffFn handoff_;
   std::unique_ptr<io::TcpListener> amqp_listener_;
   amqp::AmqpSettings amqp_settings_;
+  // Client senders in rcv-settle-mode second: their kept tags, by
+  // container-id and link name, across this shard's connections.
+  std::shared_ptr<amqp::InboundLedger> amqp_ledger_ = std::make_shared<amqp::InboundLedger>();
   std::unordered_map<AmqpPeer*, std::unique_ptr<AmqpPeer>> amqp_peers_;
   AmqpHandOffFn amqp_handoff_;
   std::unique_ptr<io::TcpListener> mqtts_listener_;

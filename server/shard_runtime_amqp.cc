@@ -76,6 +76,7 @@ void ShardRuntime::StartAmqpPeer(std::unique_ptr<ClientStream> stream,
   peer->amqp = std::move(connection);
   // Bound here, on the shard that owns the connection (also after a move).
   if (shared_.claim_client_id) peer->amqp->BindSessionClaims(AmqpSessionClaims());
+  peer->amqp->BindInboundLedger(amqp_ledger_);
   amqp_peers_.emplace(peer, std::move(owned));
   core::ShardMetrics::Add(broker_.metrics().connections);
 

@@ -244,18 +244,17 @@ TEST_F(AmqpLinkTest, InvalidAddressesAreRefusedWithInvalidField) {
   Receive(*client, "good", Unique("ok/"));  // the connection is fine
 }
 
-// §2.8.3 rcv-settle-mode, §2.7.3 attach: a client sender asking for
-// rcv-settle-mode second (exactly-once publishing) gets our attach stating
-// mode first (we settle first: at-least-once) and may detach; a client
-// receiver in mode second is served (we settle when its outcome arrives,
-// it settles last), as Azure-style clients (uAMQP) ask for by default.
-TEST_F(AmqpLinkTest, ExactlyOnceSendersGetModeFirstReceiversInModeSecondServed) {
+// §2.8.3 rcv-settle-mode, §2.7.3 attach (issue 26): rcv-settle-mode second
+// is honoured both ways. A client sender asking for it gets our attach in
+// mode second; a client receiver in mode second is served (we settle when
+// its outcome arrives, it settles last). docs/amqp.md "Exactly-once links".
+TEST_F(AmqpLinkTest, ExactlyOnceSendersAndReceiversGetModeSecond) {
   auto client = Connect({.container_id = Unique("exactly-once")});
   const std::string topic = Unique("eo/");
   client->OpenSender("s", topic, {.exactly_once = true});
   auto attached = client->Wait(Kind::kSenderOpen, "s");
   ASSERT_TRUE(attached.has_value());
-  EXPECT_EQ(attached->rcv_settle_mode, 0) << "the broker must state rcv-settle-mode first";
+  EXPECT_EQ(attached->rcv_settle_mode, 1) << "mode second is kept for senders (not downgraded to first)";
   client->OpenReceiver("r", topic, {.exactly_once = true});
   auto receiving = client->Wait(Kind::kReceiverOpen, "r");
   ASSERT_TRUE(receiving.has_value());

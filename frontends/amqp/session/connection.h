@@ -51,6 +51,7 @@
 #include "cluster-core/broker/authorizer.h"
 #include "cluster-core/broker/shard_broker.h"
 #include "frontends/amqp/session/attach_tap.h"
+#include "frontends/amqp/session/inbound_ledger.h"
 #include "frontends/amqp/session/sasl.h"
 #include "frontends/amqp/session/unsettled_announcer.h"
 #include "io/stream.h"
@@ -77,6 +78,11 @@ struct AmqpSettings {
   // client never closed (--connect-timeout, the MQTT CONNECT's deadline
   // too). 0 = none.
   uint32_t connect_timeout_ms = 10'000;
+  // rcv-settle-mode second, client senders: a link whose client settles
+  // nothing within this long of our first outcome is served as in mode
+  // first from then on (docs/amqp.md "Exactly-once links": uAMQP asks for
+  // mode second and never settles). 0 = never.
+  uint32_t client_settle_grace_ms = 2'000;
   // Called once when the connect timeout closes a connection (the server
   // counts it; the close is logged at info with the peer's address).
   std::function<void()> connect_timed_out;
@@ -153,6 +159,10 @@ class AmqpConnection final : public proton::messaging_handler,
   // Sets the claim hooks of durable links (see SessionClaims), on the shard
   // that owns the connection, before Start or Resume.
   void BindSessionClaims(SessionClaims claims) { claims_ = std::move(claims); }
+  // The shard's exactly-once state of client senders in rcv-settle-mode
+  // second (inbound_ledger.h), bound like the claims, before Start or
+  // Resume; unbound, the connection keeps its own (recovery only within it).
+  void BindInboundLedger(std::shared_ptr<InboundLedger> ledger) { ledger_ = std::move(ledger); }
 
   bool closed() const { return state_ == State::kClosed; }
   // No open yet (SASL, if any, still running); false once it arrived or closed.
@@ -177,6 +187,7 @@ class AmqpConnection final : public proton::messaging_handler,
   struct OutgoingLink;
   struct IncomingLink;
   friend struct OutgoingLink;
+  friend struct IncomingLink;
 
   // connection.cc: driving the driver, open/close
   void Process();
@@ -222,6 +233,7 @@ class AmqpConnection final : public proton::messaging_handler,
   void on_tracker_reject(proton::tracker& tracker) override;
   void on_tracker_release(proton::tracker& tracker) override;
   void on_tracker_settle(proton::tracker& tracker) override;
+  void on_delivery_settle(proton::delivery& delivery) override;
 
   // incoming.cc: client senders -> publish
   void OpenIncoming(proton::receiver receiver);
@@ -230,6 +242,26 @@ class AmqpConnection final : public proton::messaging_handler,
   void TopUpCredit(IncomingLink& link);
   void CheckOversized();
   void Reject(proton::delivery& delivery, const std::string& condition, const std::string& description);
+  // rcv-settle-mode second (docs/amqp.md "Exactly-once links"; the state
+  // in InboundLedger): a transfer whose tag is kept is answered, not
+  // published (AnswerResend); a new one is published once (PublishOnce)
+  // and answered, unsettled, once Decide records the broker's outcome;
+  // the client's settlement forgets the tag (on_delivery_settle).
+  static std::string DeliveryTag(const proton::delivery& delivery);
+  bool AnswerResend(IncomingLink& in, proton::delivery& delivery, const std::string& tag);
+  // Room for one more kept tag on the link; false when the live ones fill it.
+  bool MakeRoom(IncomingLink& in);
+  void PublishOnce(IncomingLink& in, proton::delivery& delivery, const std::string& tag, MessagePtr message);
+  static void Decide(const std::weak_ptr<InboundLinkRecord>& record, const std::string& tag, InboundOutcome outcome);
+  void AnswerKept(const InboundLinkRecord& record, const std::string& tag);
+  // The kept outcome of `tag` to the delivery the link holds under it:
+  // unsettled, or settled if the client turned out not to settle second.
+  void Answer(IncomingLink& in, const std::string& tag);
+  void ArmSettleGrace(IncomingLink& in);
+  static void SetOutcome(proton::delivery& delivery, const InboundOutcome& outcome);
+  // A transfer refused before publishing: rejected (and, in mode second, kept).
+  void Refuse(IncomingLink& in, proton::delivery& delivery, const std::string& tag, const std::string& condition,
+              const std::string& description);
 
   // outgoing.cc: subscriptions -> client receivers
   void OpenOutgoing(proton::sender sender);
@@ -274,6 +306,8 @@ class AmqpConnection final : public proton::messaging_handler,
   // Settles a transfer once its first outcome (or settlement) arrives;
   // false if it was not ours or already settled.
   bool Settle(OutgoingLink& link, pn_delivery_t* delivery, bool redeliver);
+  // Mode second, QoS 2: the outcome stored, then settled, then forgotten.
+  void SettleWhenStored(OutgoingLink& link, pn_delivery_t* delivery, uint16_t packet_id);
   // The client's outcomes at the head of the event queue, taken straight
   // from the Proton C collector before the C++ dispatch (which would wrap
   // each in a tracker and dispatch it twice); each link pumped once after.
@@ -287,7 +321,9 @@ class AmqpConnection final : public proton::messaging_handler,
   io::Stream* stream_;
   AmqpSettings settings_;
   SessionClaims claims_;
+  std::shared_ptr<InboundLedger> ledger_ = std::make_shared<InboundLedger>();
   uint64_t next_claim_ = 0;
+  uint64_t next_link_serial_ = 0;
   // Claims whose link was closed before the answer came: serial -> session id.
   std::unordered_map<uint64_t, std::string> closed_while_claiming_;
   SaslState sasl_;  // before driver_: Proton keeps pointers into it

@@ -1,117 +1,16 @@
 // AmqpConnection in one process: a Proton client driver talks to the
 // server connection through a MemoryStream, on simulated time.
-#include "frontends/amqp/session/connection.h"
+#include "frontends/amqp/session/connection_test_fixture.h"
 
-#include <gtest/gtest.h>
-#include <proton/connection_options.hpp>
-#include <proton/receiver_options.hpp>
-#include <proton/sender_options.hpp>
-#include <proton/source_options.hpp>
-#include <proton/target_options.hpp>
-
-#include <cstring>
-#include <deque>
 #include <set>
-#include <string>
-
-#include "io/sim/sim_loop.h"
 
 namespace estuary::amqp {
 namespace {
 
-class InlineLink final : public core::ShardLink {
- public:
-  void Post(uint16_t, std::function<void(core::ShardBroker&)> work) override { work(*broker); }
-  core::ShardBroker* broker = nullptr;
-};
+using testing_support::AmqpConnectionTest;
+using testing_support::ClientHandler;
+using testing_support::InlineLink;
 
-struct ClientHandler : proton::messaging_handler {
-  void on_connection_open(proton::connection&) override { opened = true; }
-  void on_receiver_open(proton::receiver&) override { ++receivers_open; }
-  void on_sender_open(proton::sender&) override { ++senders_open; }
-  void on_message(proton::delivery& delivery, proton::message& message) override {
-    bodies.push_back(proton::get<proton::binary>(message.body()));
-    if (releases_left > 0) {
-      --releases_left;
-      delivery.release();
-    } else {
-      delivery.accept();
-    }
-  }
-  void on_tracker_accept(proton::tracker&) override { ++accepted; }
-  void on_receiver_close(proton::receiver& receiver) override { link_errors.push_back(receiver.error().name()); }
-  void on_transport_error(proton::transport& transport) override { transport_error = transport.error().name(); }
-  void on_error(const proton::error_condition&) override {}
-  bool opened = false;
-  int receivers_open = 0;
-  int senders_open = 0;
-  int accepted = 0;
-  int releases_left = 0;  // release this many deliveries first, then accept
-  std::vector<std::string> bodies;
-  std::vector<std::string> link_errors;
-  std::string transport_error;
-};
-
-class AmqpConnectionTest : public ::testing::Test {
- protected:
-  explicit AmqpConnectionTest(core::BrokerLimits limits = {})
-      : loop_(clock_), broker_(Config(limits), loop_, link_, metrics_) {
-    link_.broker = &broker_;
-  }
-  static core::ShardConfig Config(core::BrokerLimits limits) {
-    core::ShardConfig config;
-    config.node_id = 3;
-    config.limits = limits;
-    return config;
-  }
-  void Start(AmqpSettings settings = {}, SessionClaims claims = {}) {
-    server_ = std::make_shared<AmqpConnection>(broker_, stream_, std::move(settings));
-    server_->BindSessionClaims(std::move(claims));
-    server_->Start();
-    client_.connect(proton::connection_options(handler_).container_id("unit-client"));
-    Pump();
-  }
-  // Moves bytes both ways until neither side has anything to say.
-  void Pump() {
-    for (int round = 0; round < 100; ++round) {
-      bool moved = false;
-      while (client_.has_events()) client_.dispatch();
-      for (auto out = client_.write_buffer(); out.size > 0; out = client_.write_buffer()) {
-        server_->OnBytes(std::string_view(static_cast<const char*>(out.data), out.size));
-        client_.write_done(out.size);
-        moved = true;
-      }
-      loop_.RunUntilIdle();
-      stream_.Flush();
-      if (!stream_.written.empty()) {
-        std::string bytes = std::move(stream_.written);
-        stream_.written.clear();
-        size_t offset = 0;
-        while (offset < bytes.size()) {
-          auto in = client_.read_buffer();
-          if (in.size == 0) break;
-          const size_t n = std::min(in.size, bytes.size() - offset);
-          std::memcpy(in.data, bytes.data() + offset, n);
-          client_.read_done(n);
-          offset += n;
-          while (client_.has_events()) client_.dispatch();
-        }
-        moved = true;
-      }
-      if (!moved && !client_.has_events()) return;
-    }
-  }
-
-  io::ManualClock clock_;
-  io::SimLoop loop_;
-  InlineLink link_;
-  core::ShardMetrics metrics_;
-  core::ShardBroker broker_;
-  io::MemoryStream stream_;
-  std::shared_ptr<AmqpConnection> server_;
-  ClientHandler handler_;
-  proton::io::connection_driver client_{"unit"};
-};
 
 TEST_F(AmqpConnectionTest, SendAndReceiveThroughTheBroker) {  // AMQP 1.0 §2.6, §2.7
   Start();

@@ -6,6 +6,7 @@
 #include <proton/error_condition.hpp>
 #include <proton/receiver_options.hpp>
 #include <proton/target.hpp>
+#include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
 #include "frontends/amqp/mapping/mapping.h"
@@ -58,15 +59,25 @@ void AmqpConnection::OpenIncoming(proton::receiver receiver) {
     RefuseLink(receiver, kUnauthorizedAccess, "the ACL does not allow publishing to '" + topic + "'");
     return;
   }
-  // §2.7.3: our attach states the mode we use. Exactly-once publishing (rcv
-  // mode second) is not offered: a sender asking for it sees mode first
-  // here and may detach; otherwise it gets at-least-once (docs/amqp.md).
-  pn_link_set_rcv_settle_mode(link, PN_RCV_FIRST);
+  // §2.7.3: our attach states the mode we use. rcv-settle-mode second
+  // (exactly once, docs/amqp.md "Exactly-once links") is kept unless the
+  // sender settles everything as sent, where there is nothing to keep.
+  const bool second =
+      pn_link_remote_rcv_settle_mode(link) == PN_RCV_SECOND && pn_link_remote_snd_settle_mode(link) != PN_SND_SETTLED;
+  pn_link_set_rcv_settle_mode(link, second ? PN_RCV_SECOND : PN_RCV_FIRST);
   pn_link_set_snd_settle_mode(link, pn_link_remote_snd_settle_mode(link));
   pn_link_set_max_message_size(link, broker_->config().limits.max_packet_size);
   receiver.open(proton::receiver_options().credit_window(0).auto_accept(false));
   auto owned = std::make_unique<IncomingLink>(receiver);
   owned->topic = topic;
+  if (second) {
+    // A link of this name detached before with deliveries unsettled is
+    // recovered: its kept tags apply to the transfers sent again (§3.4.6).
+    owned->ledger = ledger_;
+    owned->record = ledger_->Attach(container_id_, receiver.name(), weak_from_this());
+    owned->generation = owned->record->generation;
+    owned->serial = ++next_link_serial_;
+  }
   IncomingLink& state = *owned;
   incoming_[link] = std::move(owned);
   TopUpCredit(state);
@@ -76,7 +87,9 @@ void AmqpConnection::TopUpCredit(IncomingLink& link) {
   if (ingress_pauses_ > 0 || state_ != State::kOpen || !link.receiver.active()) return;
   const uint32_t window = std::max<uint32_t>(
       1, std::min<uint32_t>(settings_.link_credit, broker_->config().limits.receive_maximum));
-  const uint64_t used = static_cast<uint64_t>(std::max(0, link.receiver.credit())) + link.awaiting.size();
+  // Mode second: a delivery takes its place in the window until the client settles it.
+  const size_t outstanding = link.second() ? link.held.size() : link.awaiting.size();
+  const uint64_t used = static_cast<uint64_t>(std::max(0, link.receiver.credit())) + outstanding;
   if (used * 2 > window) return;  // top up below half the window: fewer flow frames
   link.receiver.add_credit(static_cast<int>(window - used));
 }
@@ -101,6 +114,20 @@ void AmqpConnection::on_message(proton::delivery& delivery, proton::message& mes
   IncomingLink& in = *it->second;
   const bool settled = delivery.settled();
   const core::BrokerLimits& limits = broker_->config().limits;
+  std::string tag;
+  if (in.second() && !settled) {
+    tag = DeliveryTag(delivery);
+    if (AnswerResend(in, delivery, tag)) return;
+    if (!MakeRoom(in)) {
+      in.closed = true;  // ended by us: its state goes
+      in.receiver.close(proton::error_condition(
+          kResourceLimitExceeded, fmt::format("more than {} deliveries unsettled by the client on this link "
+                                              "(rcv-settle-mode second): settle them first",
+                                              ledger_->max_per_link())));
+      incoming_.erase(it);
+      return;
+    }
+  }
   // An anonymous relay (no target address) sends each message to its `to`.
   const std::string relay_topic = in.topic.empty() ? std::string(TopicOfAddress(message.to())) : std::string();
   InboundContext context;
@@ -111,23 +138,26 @@ void AmqpConnection::on_message(proton::delivery& delivery, proton::message& mes
   context.now_ms = broker_->loop().clock().WallMs();
   if (!relay_topic.empty() && access_ && !access_->MayPublish(relay_topic)) {
     ShardMetrics::Add(broker_->metrics().protocol_errors);
-    if (!settled) Reject(delivery, kUnauthorizedAccess, "the ACL does not allow publishing to '" + relay_topic + "'");
+    if (!settled) Refuse(in, delivery, tag, kUnauthorizedAccess, "the ACL does not allow publishing to '" + relay_topic + "'");
     TopUpCredit(in);
     return;
   }
   auto mapped = ToModel(message, context);
   if (!mapped) {
     ShardMetrics::Add(broker_->metrics().protocol_errors);
-    if (!settled) Reject(delivery, mapped.error().condition, mapped.error().description);
+    if (!settled) Refuse(in, delivery, tag, mapped.error().condition, mapped.error().description);
     TopUpCredit(in);
     return;
   }
   if (mapped->PayloadSize() > limits.max_packet_size) {
     // §2.7.3: a message over the link's max-message-size ends the link.
+    in.closed = true;
     in.receiver.close(proton::error_condition(kMessageSizeExceeded, "message larger than the node's maximum"));
     incoming_.erase(it);
     return;
   }
+  // Mode second publishes exactly once: QoS 2 to the broker (docs/mapping.md).
+  if (in.second() && !settled) mapped->qos = std::min(QoS::kExactlyOnce, static_cast<QoS>(limits.maximum_qos));
   if (!settled && mapped->qos > static_cast<QoS>(limits.maximum_qos)) mapped->qos = QoS::kAtMostOnce;
   ShardMetrics::Add(broker_->metrics().messages_in);
   if (publish_limited_) SpendPublishBudget(mapped->PayloadSize());
@@ -136,6 +166,10 @@ void AmqpConnection::on_message(proton::delivery& delivery, proton::message& mes
   if (settled) {
     broker_->Publish(std::move(published), {}, flow_id_);
     TopUpCredit(in);
+    return;
+  }
+  if (in.second()) {
+    PublishOnce(in, delivery, tag, std::move(published));
     return;
   }
   const uint64_t sequence = ++next_sequence_;
@@ -171,6 +205,173 @@ void AmqpConnection::OnSafe(pn_link_t* link, uint64_t sequence, bool full) {
   ScheduleProcess();
 }
 
+// --- rcv-settle-mode second (exactly once) ----------------------------------
+
+std::string AmqpConnection::DeliveryTag(const proton::delivery& delivery) {
+  const proton::binary tag = delivery.tag();
+  return std::string(tag.begin(), tag.end());
+}
+
+bool AmqpConnection::AnswerResend(IncomingLink& in, proton::delivery& delivery, const std::string& tag) {
+  auto kept = in.record->tags.find(tag);
+  if (kept == in.record->tags.end()) return false;
+  // Taken before (on this link, or on the one it recovers): not published
+  // again; answered with the outcome given then, or once it is decided.
+  ++ledger_->resends_answered;
+  in.held[tag] = delivery;
+  if (kept->second.kind != InboundOutcome::Kind::kPending) Answer(in, tag);
+  TopUpCredit(in);
+  return true;
+}
+
+bool AmqpConnection::MakeRoom(IncomingLink& in) {
+  InboundLinkRecord& record = *in.record;
+  if (record.tags.size() < ledger_->max_per_link()) return true;
+  // Tags kept from an earlier attach that the client did not send again
+  // (a client that cannot resume forgets them): dropped before the live ones.
+  if (record.tags.size() == in.held.size()) return false;
+  const size_t before = record.tags.size();
+  std::erase_if(record.tags, [&](const auto& entry) { return in.held.count(entry.first) == 0; });
+  spdlog::info("amqp: client={} link '{}': {} kept tags of earlier attaches forgotten (limit {})", ClientWord(),
+               in.receiver.name(), before - record.tags.size(), ledger_->max_per_link());
+  return true;
+}
+
+void AmqpConnection::PublishOnce(IncomingLink& in, proton::delivery& delivery, const std::string& tag,
+                                 MessagePtr message) {
+  in.record->tags[tag] = InboundOutcome{};  // pending until on_safe
+  in.held[tag] = delivery;
+  std::weak_ptr<InboundLinkRecord> record = in.record;
+  std::function<void()> on_full;
+  if (broker_->config().limits.session.queue_overflow == core::QueueOverflow::kReject) {
+    on_full = [record, tag] {
+      Decide(record, tag, {InboundOutcome::Kind::kRejected, kResourceLimitExceeded, "a matching subscriber's queue is full"});
+    };
+  }
+  broker_->Publish(std::move(message), [record, tag] { Decide(record, tag, {InboundOutcome::Kind::kAccepted, {}, {}}); },
+                   flow_id_, std::move(on_full));
+  TopUpCredit(in);
+}
+
+void AmqpConnection::Decide(const std::weak_ptr<InboundLinkRecord>& weak, const std::string& tag,
+                            InboundOutcome outcome) {
+  // The ledger's record, not the connection: a resend on a recovered link
+  // (another connection, maybe) waits for this outcome too.
+  auto record = weak.lock();
+  if (!record) return;  // the link closed, or was forgotten
+  auto kept = record->tags.find(tag);
+  if (kept == record->tags.end() || kept->second.kind != InboundOutcome::Kind::kPending) return;
+  kept->second = std::move(outcome);
+  if (auto holder = record->holder.lock()) holder->AnswerKept(*record, tag);
+}
+
+void AmqpConnection::AnswerKept(const InboundLinkRecord& record, const std::string& tag) {
+  if (state_ != State::kOpen) return;
+  for (auto& [pn, in] : incoming_) {
+    if (in->record.get() != &record) continue;
+    auto held = in->held.find(tag);
+    if (held == in->held.end()) return;
+    const InboundOutcome& outcome = record.tags.at(tag);
+    if (outcome.kind == InboundOutcome::Kind::kRejected && outcome.condition == kResourceLimitExceeded) {
+      ShardMetrics::Add(broker_->metrics().publishes_rejected_queue_full);
+    }
+    Answer(*in, tag);
+    TopUpCredit(*in);
+    ScheduleProcess();
+    return;
+  }
+}
+
+void AmqpConnection::Answer(IncomingLink& in, const std::string& tag) {
+  auto held = in.held.find(tag);
+  if (held == in.held.end()) return;
+  const InboundOutcome& outcome = in.record->tags.at(tag);
+  SetOutcome(held->second, outcome);
+  if (in.settles_first) {
+    // A client that does not settle second: as in mode first (see ArmSettleGrace).
+    pn_delivery_settle(CObject::Of(held->second));
+    in.held.erase(held);
+    in.record->tags.erase(tag);
+    return;
+  }
+  ArmSettleGrace(in);
+}
+
+void AmqpConnection::ArmSettleGrace(IncomingLink& in) {
+  // uAMQP (and the Azure SDKs on it) asks for mode second on every link,
+  // then waits for us to settle first and never settles: it would hang.
+  // A link whose client has settled nothing within the grace of our first
+  // answer is served as in mode first from then on (logged once): what it
+  // holds is settled now, what follows at once; exactly once no longer
+  // holds on that link. A client that settles once is never switched.
+  if (in.client_settled || in.grace_armed || settings_.client_settle_grace_ms == 0) return;
+  in.grace_armed = true;
+  std::weak_ptr<AmqpConnection> weak = weak_from_this();
+  broker_->loop().AddTimer(settings_.client_settle_grace_ms, [weak, pn = CObject::Of(in.receiver), serial = in.serial] {
+    auto self = weak.lock();
+    if (!self || self->state_ != State::kOpen) return;
+    auto it = self->incoming_.find(pn);
+    if (it == self->incoming_.end() || it->second->serial != serial || it->second->client_settled) return;
+    IncomingLink& link = *it->second;
+    spdlog::info("amqp: client={} address={} link '{}' asked for rcv-settle-mode second but settled nothing within {} "
+                 "ms of our outcome: served as in mode first from now on (at least once)",
+                 self->ClientWord(), self->sasl_.peer_address, link.receiver.name(),
+                 self->settings_.client_settle_grace_ms);
+    link.settles_first = true;
+    std::vector<std::string> decided;
+    for (const auto& [tag, delivery] : link.held) {
+      if (link.record->tags.at(tag).kind != InboundOutcome::Kind::kPending) decided.push_back(tag);
+    }
+    for (const std::string& tag : decided) self->Answer(link, tag);
+    self->TopUpCredit(link);
+    self->Process();
+  });
+}
+
+void AmqpConnection::SetOutcome(proton::delivery& delivery, const InboundOutcome& outcome) {
+  // Unsettled: the client settles first, then we do (§2.7.3, rcv-settle-mode second).
+  pn_delivery_t* d = CObject::Of(delivery);
+  if (outcome.kind == InboundOutcome::Kind::kRejected) {
+    pn_condition_t* error = pn_disposition_condition(pn_delivery_local(d));
+    pn_condition_set_name(error, outcome.condition.c_str());
+    pn_condition_set_description(error, outcome.description.c_str());
+    pn_delivery_update(d, PN_REJECTED);
+  } else {
+    pn_delivery_update(d, PN_ACCEPTED);
+  }
+}
+
+void AmqpConnection::Refuse(IncomingLink& in, proton::delivery& delivery, const std::string& tag,
+                            const std::string& condition, const std::string& description) {
+  if (!in.second()) {
+    Reject(delivery, condition, description);
+    return;
+  }
+  in.record->tags[tag] = InboundOutcome{InboundOutcome::Kind::kRejected, condition, description};
+  in.held[tag] = delivery;
+  Answer(in, tag);
+}
+
+void AmqpConnection::on_delivery_settle(proton::delivery& delivery) {
+  // The client settled one of its transfers: in mode second the end of it
+  // (we settle after it); its tag is forgotten and may be used again.
+  auto it = incoming_.find(CObject::Of(delivery.receiver()));
+  if (it == incoming_.end() || !it->second->second()) {
+    delivery.settle();
+    return;
+  }
+  IncomingLink& in = *it->second;
+  in.client_settled = true;  // it does settle second: never switched to mode first
+  const std::string tag = DeliveryTag(delivery);
+  auto held = in.held.find(tag);
+  if (held != in.held.end() && CObject::Of(held->second) == CObject::Of(delivery)) {
+    in.held.erase(held);
+    in.record->tags.erase(tag);
+  }
+  delivery.settle();
+  TopUpCredit(in);
+}
+
 void AmqpConnection::CheckOversized() {
   // Proton assembles a multi-frame message before on_message: stop a
   // partial one as soon as it outgrows the limit, not once it is whole.
@@ -184,6 +385,7 @@ void AmqpConnection::CheckOversized() {
   }
   for (pn_link_t* link : oversized) {
     auto it = incoming_.find(link);
+    it->second->closed = true;
     it->second->receiver.close(
         proton::error_condition(kMessageSizeExceeded, "message larger than the node's maximum"));
     incoming_.erase(it);
@@ -195,7 +397,10 @@ void AmqpConnection::on_receiver_detach(proton::receiver& receiver) {
 }
 
 void AmqpConnection::on_receiver_close(proton::receiver& receiver) {
-  incoming_.erase(CObject::Of(receiver));
+  auto it = incoming_.find(CObject::Of(receiver));
+  if (it == incoming_.end()) return;
+  it->second->closed = true;  // §2.6.6: the link ends, and its unsettled state with it
+  incoming_.erase(it);
 }
 
 }  // namespace estuary::amqp

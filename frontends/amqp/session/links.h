@@ -13,6 +13,7 @@
 
 #include "frontends/amqp/session/attach_tap.h"
 #include "frontends/amqp/session/connection.h"
+#include "frontends/amqp/session/inbound_ledger.h"
 
 namespace estuary::amqp {
 
@@ -38,6 +39,13 @@ struct AmqpConnection::OutgoingLink final : public core::SessionSink {
   bool claiming = false;
   bool claim_granted = false;
   bool presettled = false;  // the client asked for snd-settle-mode settled
+  // rcv-settle-mode second, unsettled (exactly once, docs/amqp.md
+  // "Exactly-once links"): a QoS 2 delivery's outcome is stored first
+  // (Session::MarkReleased: not sent again after a restart), then we
+  // settle, then it is forgotten; `releasing` holds those between.
+  bool second = false;
+  uint64_t serial = 0;  // tells this link from a later one at the same address
+  std::unordered_map<pn_delivery_t*, uint16_t> releasing;
   bool opened = false;      // our attach was sent (routes visible)
   bool pumping = false;
   uint64_t next_tag = 0;  // delivery tags of pre-settled transfers
@@ -58,10 +66,29 @@ struct AmqpConnection::OutgoingLink final : public core::SessionSink {
 // A client sender: we receive and publish.
 struct AmqpConnection::IncomingLink {
   explicit IncomingLink(proton::receiver link) : receiver(link) {}
+  ~IncomingLink() {
+    if (record) ledger->Detach(record, generation, closed);
+  }
+  IncomingLink(const IncomingLink&) = delete;
+  IncomingLink& operator=(const IncomingLink&) = delete;
   proton::receiver receiver;
   std::string topic;  // empty: anonymous relay, each message's `to`
   // Unsettled deliveries published and waiting for the broker's on_safe.
   std::map<uint64_t, proton::delivery> awaiting;
+  // rcv-settle-mode second (exactly once, docs/amqp.md "Exactly-once
+  // links"): the link's kept tags in the shard's ledger, and the Proton
+  // delivery of each tag we hold unsettled on this link until the client
+  // settles it. `closed`: the client closed the link (its state ends).
+  std::shared_ptr<InboundLedger> ledger;
+  std::shared_ptr<InboundLinkRecord> record;
+  std::unordered_map<std::string, proton::delivery> held;
+  uint64_t generation = 0;  // the record's, at our attach
+  uint64_t serial = 0;      // tells this link from a later one at the same address
+  bool client_settled = false;  // the client settled a delivery: it does settle second
+  bool grace_armed = false;     // ArmSettleGrace's timer was set
+  bool settles_first = false;   // it settled nothing in the grace: served as mode first
+  bool closed = false;
+  bool second() const { return record != nullptr; }
 };
 
 }  // namespace estuary::amqp

@@ -119,6 +119,8 @@ void AmqpConnection::AttachSubscription(proton::sender sender, std::string filte
   out.dynamic = dynamic;
   out.remote_unsettled = std::move(remote_unsettled);
   out.presettled = pn_link_remote_snd_settle_mode(link) == PN_SND_SETTLED;
+  out.second = !out.presettled && pn_link_remote_rcv_settle_mode(link) == PN_RCV_SECOND;
+  out.serial = ++next_link_serial_;
   out.session_id = durable ? DurableSessionId(container_id_, sender.name())
                            : EphemeralSessionId(broker_->config().shard_id);
   outgoing_[link] = std::move(owned);
@@ -141,8 +143,11 @@ void AmqpConnection::AttachSession(OutgoingLink& out) {
   const core::BrokerLimits& limits = broker_->config().limits;
   session->set_expiry_interval(durable ? limits.max_session_expiry : 0);
   core::SubscriptionOptions options;
+  // Mode second takes QoS 2 as published (the two-step settlement below);
+  // mode first at most QoS 1.
   options.max_qos = out.presettled ? QoS::kAtMostOnce
-                                   : std::min(QoS::kAtLeastOnce, static_cast<QoS>(limits.maximum_qos));
+                                   : std::min(out.second ? QoS::kExactlyOnce : QoS::kAtLeastOnce,
+                                              static_cast<QoS>(limits.maximum_qos));
   auto& subscriptions = session->subscriptions();
   auto existing = subscriptions.find(filter);
   const bool resubscribe = existing == subscriptions.end() || !(existing->second == options);
@@ -155,8 +160,8 @@ void AmqpConnection::AttachSession(OutgoingLink& out) {
   if (resubscribe) existed = broker_->Subscribe(session, filter, options);
 
   pn_link_set_snd_settle_mode(link, out.presettled ? PN_SND_SETTLED : PN_SND_UNSETTLED);
-  // rcv-settle-mode second: the receiver settles after us, and we settle
-  // when its outcome arrives (Settle), as we do in mode first.
+  // rcv-settle-mode second: the receiver settles after us; we settle once
+  // its outcome arrives (Settle), for QoS 2 once that outcome is stored.
   pn_link_set_rcv_settle_mode(link, pn_link_remote_rcv_settle_mode(link));
   if (out.dynamic) {
     // The assigned address, with `dynamic` unset, or Proton erases it.
@@ -205,6 +210,14 @@ void AmqpConnection::RecoverInflight(OutgoingLink& link) {
     if (remote) {
       auto it = remote->find(tag);
       if (it != remote->end()) state = it->second;
+    }
+    if (session.inflight().at(packet_id).phase == core::InflightPhase::kAwaitingPubcomp) {
+      // Its outcome arrived and was stored, and we were about to settle (or
+      // had settled): settled here, never sent again, not in our map, so a
+      // client still holding it settles it too (§2.6.13).
+      session.RemoveInflight(packet_id);
+      ShardMetrics::Sub(metrics.inflight_messages);
+      continue;
     }
     switch (state.value_or(RemoteDeliveryState::kNone)) {
       case RemoteDeliveryState::kRejected:
@@ -305,8 +318,11 @@ void AmqpConnection::Pump(OutgoingLink& link) {
     } else {
       link.unsettled[SendBytes(link, Encode(delivery, redelivery, now), TagOf(packet_id))] = packet_id;
       if (!redelivery) {
-        session.AddInflight(packet_id, core::InflightDelivery{std::move(delivery), core::InflightPhase::kAwaitingPuback,
-                                                               session.NextSendOrder()});
+        // The phase follows the delivery's QoS, as the session staged it
+        // (QoS 2 only on links in mode second).
+        const core::InflightPhase phase = delivery.qos == QoS::kExactlyOnce ? core::InflightPhase::kAwaitingPubrec
+                                                                            : core::InflightPhase::kAwaitingPuback;
+        session.AddInflight(packet_id, core::InflightDelivery{std::move(delivery), phase, session.NextSendOrder()});
         ShardMetrics::Add(metrics.inflight_messages);
       }
     }
@@ -369,6 +385,13 @@ bool AmqpConnection::Settle(OutgoingLink& link, pn_delivery_t* delivery, bool re
   if (entry == link.unsettled.end()) return false;
   const uint16_t packet_id = entry->second;
   link.unsettled.erase(entry);
+  if (!redeliver && link.second) {
+    auto inflight = link.session->inflight().find(packet_id);
+    if (inflight != link.session->inflight().end() && inflight->second.phase == core::InflightPhase::kAwaitingPubrec) {
+      SettleWhenStored(link, delivery, packet_id);
+      return true;
+    }
+  }
   pn_delivery_settle(delivery);
   if (!redeliver) {
     if (link.session->RemoveInflight(packet_id)) ShardMetrics::Sub(broker_->metrics().inflight_messages);
@@ -376,6 +399,35 @@ bool AmqpConnection::Settle(OutgoingLink& link, pn_delivery_t* delivery, bool re
     link.redeliver.push_back(packet_id);  // stays in flight until sent again and settled
   }
   return true;
+}
+
+void AmqpConnection::SettleWhenStored(OutgoingLink& link, pn_delivery_t* delivery, uint16_t packet_id) {
+  // The QoS 2 analogue of PUBREC, PUBREL, PUBCOMP: the outcome makes the
+  // in-flight entry "released" (the message dropped, never sent again:
+  // RecoverInflight and Pump forget such an entry), and only once that is
+  // durable do we settle, after which the receiver forgets the delivery
+  // (§3.4, rcv-settle-mode second). Settling first would let a restart
+  // resend a message whose receiver had already let go of its tag.
+  link.session->MarkReleased(packet_id);
+  link.releasing.emplace(delivery, packet_id);
+  std::weak_ptr<AmqpConnection> weak = weak_from_this();
+  broker_->AfterDurable([weak, pn = link.pn, serial = link.serial, delivery] {
+    auto self = weak.lock();
+    if (!self || self->state_ != State::kOpen) return;
+    auto it = self->outgoing_.find(pn);
+    if (it == self->outgoing_.end() || it->second->serial != serial) return;
+    OutgoingLink& out = *it->second;
+    auto releasing = out.releasing.find(delivery);
+    if (releasing == out.releasing.end()) return;
+    const uint16_t id = releasing->second;
+    out.releasing.erase(releasing);
+    pn_delivery_settle(delivery);  // our settled disposition: the receiver may forget it now
+    if (out.session != nullptr && out.session->RemoveInflight(id)) {
+      ShardMetrics::Sub(self->broker_->metrics().inflight_messages);
+    }
+    self->Pump(out);
+    self->ScheduleProcess();
+  });
 }
 
 bool AmqpConnection::ApplyOutcome(OutgoingLink& link, pn_delivery_t* delivery) {
