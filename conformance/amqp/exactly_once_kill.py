@@ -1,0 +1,159 @@
+#!/usr/bin/python3
+"""kill -9 of the node under an exactly-once AMQP receiver (issue 26 point
+1, fault-suite style; docs/amqp.md "Exactly-once links"): counts of
+messages published, delivered to the application, lost and duplicated.
+
+A Paho MQTT publisher sends N QoS 2 messages (each PUBCOMP'd, so stored)
+to a durable (§3.5.3 durable, §3.5.6 expiry never) Proton Python receiver
+link in rcv-settle-mode second on a node with --data-dir and --sync
+always. The receiver takes them a few at a time; once every message is
+published (the link detached meanwhile) and half are taken, the node is killed with SIGKILL and
+restarted on the same data dir; the receiver reconnects with the same
+container-id and link name and takes the rest.
+
+The receiver behaves as mode second asks of it (§2.7.3, §3.4.6): it gives
+each delivery an outcome without settling and keeps (tag, body) until the
+broker settles; a transfer that arrives under a kept tag with the same
+body is a resend of a delivery it already has (answered, not handed to
+the application again). Proton-C drops the broker's unsettled map from
+the attach, so a kept tag that comes back with another body is taken as a
+new delivery reusing the id.
+
+Targets: lost 0 and duplicated 0. The script exits non-zero on either.
+
+usage: /usr/bin/python3 exactly_once_kill.py path/to/estuaryd
+"""
+
+import os
+import sys
+import tempfile
+import threading
+
+from proton import Delivery, Link, Terminus, Timeout
+from proton.handlers import MessagingHandler
+from proton.reactor import Container, LinkOption
+from proton.utils import BlockingConnection
+
+sys.dont_write_bytecode = True  # no __pycache__ in the source tree
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "support"))
+from estuary_process import DEADLINE, FAILURES, Estuaryd, check  # noqa: E402
+from paho_client import PahoClient  # noqa: E402
+import paho.mqtt.client as mqtt  # noqa: E402
+
+MESSAGES = 300
+TOPIC = "eok/x"
+
+
+class DurableExactlyOnce(LinkOption):
+    def apply(self, link):
+        link.snd_settle_mode = Link.SND_UNSETTLED
+        link.rcv_settle_mode = Link.RCV_SECOND
+        link.source.durability = Terminus.DELIVERIES
+        link.source.expiry_policy = Terminus.EXPIRE_NEVER
+
+
+class Receiver(MessagingHandler):
+    """Application deliveries appended to `delivered` (shared by every
+    connection's handler: events may still run while a dead connection is
+    closed); kept (tag -> body) until the broker settles."""
+
+    def __init__(self, kept, delivered):
+        super().__init__(prefetch=5, auto_accept=False)
+        self.kept = kept
+        self.delivered = delivered
+        self.resends = 0
+
+    def on_message(self, event):
+        body = event.message.body
+        body = body.decode() if isinstance(body, bytes) else str(body)
+        tag = event.delivery.tag
+        if self.kept.get(tag) == body:
+            self.resends += 1  # already ours: answered again, not handed on
+        else:
+            self.delivered.append(body)
+            self.kept[tag] = body
+        event.delivery.update(Delivery.ACCEPTED)
+
+    def on_settled(self, event):
+        self.kept.pop(event.delivery.tag, None)
+        event.delivery.settle()
+
+
+class Attached:
+    """One connection of the receiver, its link (held: the link's handler
+    lives only as long as its Python wrapper) and its handler."""
+
+    def __init__(self, broker, kept, delivered):
+        container = Container()
+        container.container_id = "eok-receiver"
+        self.connection = BlockingConnection("amqp://%s:%d" % (broker.host, broker.amqp_port), timeout=DEADLINE,
+                                             container=container)
+        self.handler = Receiver(kept, delivered)
+        self.link = self.connection.create_receiver(TOPIC, name="r", credit=0, handler=self.handler,
+                                                    options=DurableExactlyOnce())
+
+    def take(self, until):
+        """Runs the receiver until `until()`, or 6 * DEADLINE s."""
+        try:
+            self.connection.wait(until, timeout=6 * DEADLINE)
+        except Timeout:  # what did not come is counted as lost
+            pass
+
+
+def publish_all(broker, published):
+    publisher = PahoClient(broker.host, broker.mqtt_port, "eok-publisher", None, None, protocol=mqtt.MQTTv311)
+    for i in range(MESSAGES):
+        publisher.publish(TOPIC, "k-%d" % i, qos=2)  # waits for PUBCOMP
+    publisher.close()
+    published.set()
+
+
+def main():
+    binary = sys.argv[1]
+    with tempfile.TemporaryDirectory() as data_dir:
+        flags = ("--node-id", "1", "--data-dir", data_dir, "--sync", "always", "--shards", "2",
+                 "--log-level", "warn", "--sys-interval", "0", "--shutdown-grace", "500")
+        broker = Estuaryd(binary, *flags)
+        kept = {}
+        seen = []
+        resends = 0
+        try:
+            # The durable subscription made, then the link detached (kept,
+            # §3.5.6) while all N are published and stored in its queue.
+            receiver = Attached(broker, kept, seen)
+            receiver.link.detach()
+            receiver.connection.close()
+            published = threading.Event()
+            publish_all(broker, published)
+            check(published.is_set(), "the publisher's %d QoS 2 messages were all completed" % MESSAGES)
+            receiver = Attached(broker, kept, seen)
+            receiver.take(lambda: len(seen) >= MESSAGES // 2)
+            resends += receiver.handler.resends
+            broker.kill()  # kill -9: deliveries unsettled, outcomes and settlements on the wire
+            try:
+                receiver.connection.close()
+            except Exception:  # the socket died with the node
+                pass
+            broker = Estuaryd(binary, *flags)
+            receiver = Attached(broker, kept, seen)
+            receiver.take(lambda: len(set(seen)) >= MESSAGES)
+            resends += receiver.handler.resends
+            receiver.connection.close()
+        finally:
+            status = broker.stop()
+    distinct = set(seen)
+    lost = len({"k-%d" % i for i in range(MESSAGES)} - distinct)
+    duplicated = len(seen) - len(distinct)
+    print("published %d, delivered %d, distinct %d, lost %d, duplicated %d, resends answered by tag %d"
+          % (MESSAGES, len(seen), len(distinct), lost, duplicated, resends), flush=True)
+    missing = sorted({"k-%d" % i for i in range(MESSAGES)} - distinct, key=lambda b: int(b[2:]))
+    check(lost == 0, "no message lost across kill -9 (lost %d%s)" % (lost, ": %s" % missing[:20] if missing else ""))
+    check(duplicated == 0, "no message handed to the application twice (duplicated %d)" % duplicated)
+    check(status == 0, "restarted estuaryd exits 0 on SIGTERM (status %s)" % status)
+    if FAILURES:
+        raise SystemExit("FAIL: %d check(s) failed" % len(FAILURES))
+    print("PASS: exactly_once_kill")
+
+
+if __name__ == "__main__":
+    main()
