@@ -206,6 +206,41 @@ TEST_F(AmqpExactlyOnceTest, SecondModeReceiverIsSettledOnlyAfterItsOutcome) {  /
   EXPECT_EQ(handler_.bodies.size(), 1u);
 }
 
+// A durable mode-second receiver detached after its outcome was stored but
+// before we settled: the reattach settles it, never sends it again (§2.6.13).
+TEST_F(AmqpExactlyOnceTest, AStoredOutcomeIsNotSentAgainOnTheRecoveredLink) {  // §2.6.13, §3.4
+  Start();
+  handler_.receiver_second = true;
+  handler_.defer_outcomes = true;
+  auto open_durable = [&] {
+    proton::source_options source;
+    source.address("t/#").durability_mode(proton::source::UNSETTLED_STATE).expiry_policy(proton::source::NEVER);
+    proton::receiver receiver = client_.connection().open_receiver(
+        "t/#", proton::receiver_options().name("durable").credit_window(10).auto_accept(false).source(source));
+    pn_link_set_rcv_settle_mode(CObject::Of(receiver), PN_RCV_SECOND);
+    Pump();
+    return receiver;
+  };
+  proton::receiver receiver = open_durable();
+  proton::sender sender = OpenSecondModeSender("s");
+  Send(sender, "once", "tag-1");
+  Pump();
+  ASSERT_EQ(handler_.bodies.size(), 1u);
+  receiver.detach();
+  Pump();
+  // What the outcome's arrival does before the settlement (SettleWhenStored),
+  // as if the link went between the store's write and our settle.
+  core::Session* session = broker_.FindSession(DurableSessionId("unit-client", "durable"));
+  ASSERT_NE(session, nullptr);
+  ASSERT_EQ(session->inflight().size(), 1u);
+  session->MarkReleased(session->inflight().begin()->first);
+  handler_.deferred.clear();
+  open_durable();
+  EXPECT_EQ(handler_.bodies.size(), 1u) << "not sent again";
+  EXPECT_TRUE(session->inflight().empty()) << "settled at our end on recovery";
+  EXPECT_EQ(metrics_.inflight_messages.load(), 0u);
+}
+
 TEST_F(AmqpExactlyOnceTest, SecondModeReceiverTakesQos2FromASecondModeSender) {  // docs/mapping.md
   Start();
   handler_.receiver_second = true;
