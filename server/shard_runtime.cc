@@ -10,6 +10,7 @@
 #include <optional>
 
 #include "balancer/proxy_protocol.h"
+#include "cluster-core/store/shard_store.h"
 
 namespace estuary::server {
 namespace {
@@ -63,6 +64,23 @@ ShardRuntime::~ShardRuntime() {
 void ShardRuntime::AttachStorage(std::unique_ptr<persistence::StorageEngine> engine) {
   engine_ = std::move(engine);
   broker_.AttachStore(*engine_);
+  // Exactly-once AMQP senders' kept outcomes (docs/amqp.md "Exactly-once
+  // links"): written beside the sessions, read back before any connection.
+  core::store::ShardStore* store = broker_.durable_store();
+  amqp_ledger_->set_persistence({[store](std::string key, std::string value) { store->PutLocal(std::move(key), std::move(value)); },
+                                 [store](std::string key) { store->DeleteLocal(std::move(key)); }});
+  std::vector<std::string> bad;
+  size_t restored = 0;
+  (void)engine_->Scan(std::string(1, amqp::InboundLedger::kKeyTag), [&](std::string_view key, std::string_view value) {
+    if (amqp_ledger_->Restore(key, value)) {
+      ++restored;
+    } else {
+      bad.emplace_back(key);
+    }
+    return true;
+  });
+  for (std::string& key : bad) store->DeleteLocal(std::move(key));
+  if (restored != 0) spdlog::info("storage: {} kept AMQP exactly-once outcomes read back", restored);
 }
 
 Expected<uint16_t, std::string> ShardRuntime::ListenMqtt(const io::Endpoint& at) {

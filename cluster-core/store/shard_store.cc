@@ -29,6 +29,13 @@ void ShardStore::PutLocal(std::string key, std::string value) {
   ScheduleFlush();
 }
 
+void ShardStore::DeleteLocal(std::string key) {
+  if (failed_) return;
+  pending_.local.insert(key);
+  pending_.ops.insert_or_assign(std::move(key), std::nullopt);
+  ScheduleFlush();
+}
+
 void ShardStore::Delete(std::string key) {
   if (failed_) return;
   if (!pending_.local.empty()) pending_.local.erase(key);

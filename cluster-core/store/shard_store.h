@@ -107,6 +107,8 @@ class ShardStore {
   // Writes a key to the engine only, not to the replication (a session
   // read back from a partition, kept locally from now on).
   void PutLocal(std::string key, std::string value);
+  // Deletes a key from the engine only (one written by PutLocal).
+  void DeleteLocal(std::string key);
   void PutRetained(const Message& message);
   void DeleteRetained(const std::string& topic);
 

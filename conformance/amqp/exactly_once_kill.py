@@ -29,7 +29,7 @@ import sys
 import tempfile
 import threading
 
-from proton import Delivery, Link, Terminus, Timeout
+from proton import Delivery, Link, Message, Terminus, Timeout
 from proton.handlers import MessagingHandler
 from proton.reactor import Container, LinkOption
 from proton.utils import BlockingConnection
@@ -108,6 +108,74 @@ def publish_all(broker, published):
     published.set()
 
 
+class ExactlyOnceSender(LinkOption):
+    def apply(self, link):
+        link.snd_settle_mode = Link.SND_UNSETTLED
+        link.rcv_settle_mode = Link.RCV_SECOND
+
+
+def sender_connection(broker):
+    container = Container()
+    container.container_id = "eok-sender"
+    connection = BlockingConnection("amqp://%s:%d" % (broker.host, broker.amqp_port), timeout=DEADLINE,
+                                    container=container)
+    return connection, connection.create_sender(TOPIC, name="s", options=ExactlyOnceSender())
+
+
+def send_all_accepted(connection, sender, count):
+    """Sends i-0.. under tags t0.., waits until each is accepted; settles none."""
+    deliveries = []
+    for i in range(count):
+        connection.wait(lambda: sender.link.credit > 0, timeout=DEADLINE, msg="credit")
+        deliveries.append(Message(body="i-%d" % i).send(sender.link, "t%d" % i))
+    connection.wait(lambda: all(d.remote_state == Delivery.ACCEPTED for d in deliveries), timeout=DEADLINE,
+                    msg="accepted for every transfer")
+    return deliveries
+
+
+def inbound(binary, flags):
+    """A mode-second sender's accepted, unsettled transfers across kill -9:
+    sent again under their tags after the restart, each published once."""
+    count = 10
+    broker = Estuaryd(binary, *flags)
+    kept, seen = {}, []
+    try:
+        receiver = Attached(broker, kept, seen)  # the durable subscription, detached while publishing
+        receiver.link.detach()
+        receiver.connection.close()
+        connection, sender = sender_connection(broker)
+        send_all_accepted(connection, sender, count)
+        broker.kill()  # accepted and remembered, not settled by the client
+        try:
+            connection.close()
+        except Exception:  # the socket died with the node
+            pass
+        broker = Estuaryd(binary, *flags)
+        connection, sender = sender_connection(broker)  # the link recovered (§2.6.13)
+        for delivery in send_all_accepted(connection, sender, count):
+            delivery.settle()
+        # A last message after the resends: a second copy of any of them
+        # would be queued before it.
+        end = Message(body="i-end").send(sender.link, "t-end")
+        connection.wait(lambda: end.remote_state == Delivery.ACCEPTED, timeout=DEADLINE, msg="accepted for i-end")
+        end.settle()
+        connection.close()
+        receiver = Attached(broker, kept, seen)
+        receiver.take(lambda: "i-end" in seen)
+        receiver.connection.close()
+    finally:
+        status = broker.stop()
+    distinct = set(seen)
+    lost = count + 1 - len(distinct & ({"i-%d" % i for i in range(count)} | {"i-end"}))
+    duplicated = len(seen) - len(distinct)
+    print("inbound: sent %d, each again after kill -9; delivered %d, lost %d, duplicated %d"
+          % (count, len(seen), lost, duplicated), flush=True)
+    check(lost == 0, "inbound: no accepted transfer lost across kill -9 (lost %d)" % lost)
+    check(duplicated == 0, "inbound: a resend of an accepted tag after kill -9 is not published again "
+          "(duplicated %d)" % duplicated)
+    check(status == 0, "inbound: restarted estuaryd exits 0 on SIGTERM (status %s)" % status)
+
+
 def main():
     binary = sys.argv[1]
     with tempfile.TemporaryDirectory() as data_dir:
@@ -150,6 +218,9 @@ def main():
     check(lost == 0, "no message lost across kill -9 (lost %d%s)" % (lost, ": %s" % missing[:20] if missing else ""))
     check(duplicated == 0, "no message handed to the application twice (duplicated %d)" % duplicated)
     check(status == 0, "restarted estuaryd exits 0 on SIGTERM (status %s)" % status)
+    with tempfile.TemporaryDirectory() as data_dir:
+        inbound(binary, ("--node-id", "1", "--data-dir", data_dir, "--sync", "always", "--shards", "2",
+                         "--log-level", "warn", "--sys-interval", "0", "--shutdown-grace", "500"))
     if FAILURES:
         raise SystemExit("FAIL: %d check(s) failed" % len(FAILURES))
     print("PASS: exactly_once_kill")

@@ -253,7 +253,10 @@ class AmqpConnection final : public proton::messaging_handler,
   bool MakeRoom(IncomingLink& in);
   void PublishOnce(IncomingLink& in, proton::delivery& delivery, const std::string& tag, MessagePtr message);
   static void Decide(const std::weak_ptr<InboundLinkRecord>& record, const std::string& tag, InboundOutcome outcome);
-  void AnswerKept(const InboundLinkRecord& record, const std::string& tag);
+  // Answers the delivery held under `tag` with its kept outcome once that
+  // is durable (AnswerHeld).
+  void AnswerKept(const std::weak_ptr<InboundLinkRecord>& record, const std::string& tag);
+  void AnswerHeld(const InboundLinkRecord& record, const std::string& tag);
   // The kept outcome of `tag` to the delivery the link holds under it:
   // unsettled, or settled if the client turned out not to settle second.
   void Answer(IncomingLink& in, const std::string& tag);

@@ -28,7 +28,7 @@ bool AmqpConnection::AnswerResend(IncomingLink& in, proton::delivery& delivery, 
   // again; answered with the outcome given then, or once it is decided.
   ++ledger_->resends_answered;
   in.held[tag] = delivery;
-  if (kept->second.kind != InboundOutcome::Kind::kPending) Answer(in, tag);
+  if (kept->second.kind != InboundOutcome::Kind::kPending) AnswerKept(in.record, tag);
   TopUpCredit(in);
   return true;
 }
@@ -40,7 +40,11 @@ bool AmqpConnection::MakeRoom(IncomingLink& in) {
   // (a client that cannot resume forgets them): dropped before the live ones.
   if (record.tags.size() == in.held.size()) return false;
   const size_t before = record.tags.size();
-  std::erase_if(record.tags, [&](const auto& entry) { return in.held.count(entry.first) == 0; });
+  std::vector<std::string> leftovers;
+  for (const auto& entry : record.tags) {
+    if (in.held.count(entry.first) == 0) leftovers.push_back(entry.first);
+  }
+  for (const std::string& tag : leftovers) ledger_->Drop(record, tag);
   spdlog::info("amqp: client={} link '{}': {} kept tags of earlier attaches forgotten (limit {})", ClientWord(),
                in.receiver.name(), before - record.tags.size(), ledger_->max_per_link());
   return true;
@@ -48,7 +52,7 @@ bool AmqpConnection::MakeRoom(IncomingLink& in) {
 
 void AmqpConnection::PublishOnce(IncomingLink& in, proton::delivery& delivery, const std::string& tag,
                                  MessagePtr message) {
-  in.record->tags[tag] = InboundOutcome{};  // pending until on_safe
+  ledger_->Keep(*in.record, tag, InboundOutcome{});  // pending until on_safe (not written)
   in.held[tag] = delivery;
   std::weak_ptr<InboundLinkRecord> record = in.record;
   std::function<void()> on_full;
@@ -70,17 +74,30 @@ void AmqpConnection::Decide(const std::weak_ptr<InboundLinkRecord>& weak, const 
   if (!record) return;  // the link closed, or was forgotten
   auto kept = record->tags.find(tag);
   if (kept == record->tags.end() || kept->second.kind != InboundOutcome::Kind::kPending) return;
-  kept->second = std::move(outcome);
-  if (auto holder = record->holder.lock()) holder->AnswerKept(*record, tag);
+  record->ledger->Keep(*record, tag, std::move(outcome));  // written, with a data dir
+  if (auto holder = record->holder.lock()) holder->AnswerKept(record, tag);
 }
 
-void AmqpConnection::AnswerKept(const InboundLinkRecord& record, const std::string& tag) {
+void AmqpConnection::AnswerKept(const std::weak_ptr<InboundLinkRecord>& weak_record, const std::string& tag) {
+  // Once the kept outcome is durable: a client told `accepted` may settle
+  // and forget, and after a kill -9 a resend must still find the tag.
+  std::weak_ptr<AmqpConnection> weak = weak_from_this();
+  broker_->AfterDurable([weak, weak_record, tag] {
+    auto self = weak.lock();
+    auto record = weak_record.lock();
+    if (self && record) self->AnswerHeld(*record, tag);
+  });
+}
+
+void AmqpConnection::AnswerHeld(const InboundLinkRecord& record, const std::string& tag) {
   if (state_ != State::kOpen) return;
   for (auto& [pn, in] : incoming_) {
     if (in->record.get() != &record) continue;
     auto held = in->held.find(tag);
     if (held == in->held.end()) return;
-    const InboundOutcome& outcome = record.tags.at(tag);
+    auto kept = record.tags.find(tag);
+    if (kept == record.tags.end()) return;  // settled meanwhile
+    const InboundOutcome& outcome = kept->second;
     if (outcome.kind == InboundOutcome::Kind::kRejected && outcome.condition == kResourceLimitExceeded) {
       ShardMetrics::Add(broker_->metrics().publishes_rejected_queue_full);
     }
@@ -100,7 +117,7 @@ void AmqpConnection::Answer(IncomingLink& in, const std::string& tag) {
     // A client that does not settle second: as in mode first (see ArmSettleGrace).
     pn_delivery_settle(CObject::Of(held->second));
     in.held.erase(held);
-    in.record->tags.erase(tag);
+    ledger_->Drop(*in.record, tag);
     return;
   }
   ArmSettleGrace(in);
@@ -156,9 +173,9 @@ void AmqpConnection::Refuse(IncomingLink& in, proton::delivery& delivery, const 
     Reject(delivery, condition, description);
     return;
   }
-  in.record->tags[tag] = InboundOutcome{InboundOutcome::Kind::kRejected, condition, description};
+  ledger_->Keep(*in.record, tag, InboundOutcome{InboundOutcome::Kind::kRejected, condition, description});
   in.held[tag] = delivery;
-  Answer(in, tag);
+  AnswerKept(in.record, tag);
 }
 
 void AmqpConnection::on_delivery_settle(proton::delivery& delivery) {
@@ -173,7 +190,7 @@ void AmqpConnection::on_delivery_settle(proton::delivery& delivery) {
   auto held = in.held.find(tag);
   if (held != in.held.end() && CObject::Of(held->second) == CObject::Of(delivery)) {
     in.held.erase(held);
-    in.record->tags.erase(tag);
+    ledger_->Drop(*in.record, tag);
   }
   delivery.settle();
   TopUpCredit(in);

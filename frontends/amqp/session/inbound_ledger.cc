@@ -23,6 +23,7 @@ std::shared_ptr<InboundLinkRecord> InboundLedger::Attach(std::string_view contai
   auto& slot = records_[key];
   if (!slot) {
     slot = std::make_shared<InboundLinkRecord>();
+    slot->ledger = this;
     slot->key = std::move(key);
   } else if (!slot->attached) {
     suspended_.erase(slot->suspended_at);
@@ -44,7 +45,7 @@ void InboundLedger::Detach(const std::shared_ptr<InboundLinkRecord>& record, uin
   record->holder.reset();
   if (closed || record->tags.empty()) {
     // Every delivery settled (or the link ended): nothing to recover.
-    record->tags.clear();
+    DropAll(*record);
     records_.erase(it);
     return;
   }
@@ -64,9 +65,78 @@ void InboundLedger::Forget(InboundLinkRecord* record) {
                record->key, record->tags.size(), max_suspended_);
   ++forgotten_links_;
   suspended_.erase(record->suspended_at);
-  record->tags.clear();
+  DropAll(*record);
   const std::string key = record->key;
   records_.erase(key);  // last: frees `record` unless a link holds it
+}
+
+// Stored outcomes: key `a`, the record key's length (u32, big-endian),
+// the record key, the delivery tag; value: `A` (accepted) or `R`, then for
+// `R` the condition, a NUL and the description.
+std::string InboundLedger::StoreKey(const InboundLinkRecord& record, const std::string& tag) const {
+  std::string key(1, kKeyTag);
+  const uint32_t size = static_cast<uint32_t>(record.key.size());
+  for (int shift = 24; shift >= 0; shift -= 8) key += static_cast<char>((size >> shift) & 0xFF);
+  key += record.key;
+  key += tag;
+  return key;
+}
+
+void InboundLedger::Keep(InboundLinkRecord& record, const std::string& tag, InboundOutcome outcome) {
+  if (persistence_.put && outcome.kind != InboundOutcome::Kind::kPending) {
+    std::string value(1, outcome.kind == InboundOutcome::Kind::kAccepted ? 'A' : 'R');
+    if (outcome.kind == InboundOutcome::Kind::kRejected) {
+      value += outcome.condition;
+      value += '\0';
+      value += outcome.description;
+    }
+    persistence_.put(StoreKey(record, tag), std::move(value));
+  }
+  record.tags[tag] = std::move(outcome);
+}
+
+void InboundLedger::Drop(InboundLinkRecord& record, const std::string& tag) {
+  auto it = record.tags.find(tag);
+  if (it == record.tags.end()) return;
+  if (persistence_.erase && it->second.kind != InboundOutcome::Kind::kPending) persistence_.erase(StoreKey(record, tag));
+  record.tags.erase(it);
+}
+
+void InboundLedger::DropAll(InboundLinkRecord& record) {
+  while (!record.tags.empty()) Drop(record, record.tags.begin()->first);
+}
+
+bool InboundLedger::Restore(std::string_view key, std::string_view value) {
+  if (key.size() < 5 || key[0] != kKeyTag || value.empty()) return false;
+  uint32_t size = 0;
+  for (int i = 1; i <= 4; ++i) size = size << 8 | static_cast<uint8_t>(key[i]);
+  if (key.size() < 5 + size_t{size}) return false;
+  const std::string record_key(key.substr(5, size));
+  const std::string tag(key.substr(5 + size));
+  InboundOutcome outcome;
+  if (value[0] == 'A' && value.size() == 1) {
+    outcome.kind = InboundOutcome::Kind::kAccepted;
+  } else if (value[0] == 'R') {
+    outcome.kind = InboundOutcome::Kind::kRejected;
+    const std::string_view rest = value.substr(1);
+    const size_t nul = rest.find('\0');
+    if (nul == std::string_view::npos) return false;
+    outcome.condition = std::string(rest.substr(0, nul));
+    outcome.description = std::string(rest.substr(nul + 1));
+  } else {
+    return false;
+  }
+  auto& slot = records_[record_key];
+  if (!slot) {
+    slot = std::make_shared<InboundLinkRecord>();
+    slot->ledger = this;
+    slot->key = record_key;
+    suspended_.push_back(slot.get());
+    slot->suspended_at = std::prev(suspended_.end());
+  }
+  slot->tags[tag] = std::move(outcome);
+  while (suspended_.size() > max_suspended_) Forget(suspended_.front());
+  return true;
 }
 
 }  // namespace estuary::amqp

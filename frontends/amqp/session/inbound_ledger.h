@@ -15,13 +15,18 @@
 // that, the links detached longest ago are forgotten (counted by
 // forgotten_links()), and a resend on one of them would be published again.
 //
-// In memory only: a restart of the node, or a recovery on another node,
-// forgets it (docs/amqp.md says what that costs).
+// With a data dir (set_persistence) every decided outcome is written to the
+// shard's store under an `a` key (docs/storage.md) and deleted when the
+// client settles or the link ends, so a restart or a kill -9 recovers the
+// kept tags as suspended links (Restore). The connection answers an
+// outcome only once its write is durable. Not replicated: a recovery on
+// another node starts with none (docs/amqp.md says what that costs).
 //
 // Threading: one per shard, on its thread; connections hold it by
 // shared_ptr (AmqpConnection::BindInboundLedger).
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <list>
 #include <map>
 #include <memory>
@@ -44,7 +49,9 @@ struct InboundOutcome {
 // One link's kept tags. `holder` is the connection the link is attached
 // on now (empty while suspended): an outcome decided for a resend it holds
 // is reported to it (AmqpConnection::AnswerKept).
+class InboundLedger;
 struct InboundLinkRecord {
+  InboundLedger* ledger = nullptr;  // outlives the record: links hold the ledger too
   std::string key;
   std::map<std::string, InboundOutcome> tags;  // delivery tag -> outcome
   std::weak_ptr<AmqpConnection> holder;
@@ -71,6 +78,20 @@ class InboundLedger {
   // §2.6.6). Nothing happens if a later attach holds the record now.
   void Detach(const std::shared_ptr<InboundLinkRecord>& record, uint64_t generation, bool closed);
 
+  // Where decided outcomes go (see above); unset, they stay in memory.
+  struct Persistence {
+    std::function<void(std::string key, std::string value)> put;
+    std::function<void(std::string key)> erase;
+  };
+  void set_persistence(Persistence persistence) { persistence_ = std::move(persistence); }
+  // Recovery, before any attach: one stored outcome; false if it does not decode.
+  bool Restore(std::string_view key, std::string_view value);
+  // Every change to a record's tags goes through these (and is written).
+  void Keep(InboundLinkRecord& record, const std::string& tag, InboundOutcome outcome);
+  void Drop(InboundLinkRecord& record, const std::string& tag);
+  // The key prefix of the stored outcomes.
+  static constexpr char kKeyTag = 'a';
+
   size_t max_per_link() const { return max_per_link_; }
   // Tags kept for the link (tests, the admin API); 0 for a link not known.
   size_t Kept(std::string_view container_id, std::string_view link_name) const;
@@ -81,6 +102,9 @@ class InboundLedger {
 
  private:
   void Forget(InboundLinkRecord* record);
+  void DropAll(InboundLinkRecord& record);
+  std::string StoreKey(const InboundLinkRecord& record, const std::string& tag) const;
+  Persistence persistence_;
   size_t max_per_link_;
   size_t max_suspended_;
   std::unordered_map<std::string, std::shared_ptr<InboundLinkRecord>> records_;
