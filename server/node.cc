@@ -215,7 +215,7 @@ void Node::SetUpCluster() {
                                                   std::function<void(NodeShared::ClaimReply)> done) {
     post_to_agent([this, client_id, clean_start, done] {
       agent_->ClaimClientId(client_id, clean_start, [done](cluster::ClusterAgent::ClaimAnswer answer) {
-        done({answer.granted, std::move(answer.session), answer.taken_from});
+        done({answer.granted, std::move(answer.session), answer.taken_from, answer.copy_fence});
       });
     });
   };

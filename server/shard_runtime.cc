@@ -201,6 +201,7 @@ void ShardRuntime::StartMqttPeer(std::unique_ptr<ClientStream> stream, std::stri
           if (reply.granted && reply.session) {
             broker_.AdoptSession(client_id, *reply.session, /*taken_over=*/false, reply.taken_from);
           }
+          if (reply.granted && reply.copy_fence) broker_.SessionCopyReplaced(client_id, *reply.copy_fence);
           done(reply.granted ? mqtt::ClaimOutcome::kGranted : mqtt::ClaimOutcome::kUnavailable);
         });
       });

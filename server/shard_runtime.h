@@ -58,6 +58,9 @@ struct NodeShared {
     bool granted = false;
     std::optional<std::vector<std::pair<std::string, std::string>>> session;  // keys and values
     uint16_t taken_from = 0;  // the node that held it before (ShardBroker::AdoptSession)
+    // Set: the shard's copy is replaced under this copy fence (0: unfenced),
+    // announced with ShardBroker::SessionCopyReplaced once it is.
+    std::optional<uint64_t> copy_fence;
   };
   std::function<void(const std::string& client_id, bool clean_start, std::function<void(ClaimReply)> done)>
       claim_client_id;

@@ -126,6 +126,9 @@ amqp::SessionClaims ShardRuntime::AmqpSessionClaims() {
                                   broker_.AdoptSession(session_id, *reply.session, /*taken_over=*/false,
                                                        reply.taken_from);
                                 }
+                                if (reply.granted && reply.copy_fence) {
+                                  broker_.SessionCopyReplaced(session_id, *reply.copy_fence);
+                                }
                                 done(reply.granted);
                               });
                             });

@@ -75,6 +75,12 @@ class ClusterPort {
                                  std::function<void()> done) {
     done();
   }
+  // `shard`'s copy of the session is now the one made under the claim whose
+  // serial is `fence` (0: unfenced): its old copy is gone, and its session
+  // changes from here on are the new copy's (ShardBroker::SessionCopyReplaced;
+  // docs/partitions.md "Late writes of a copy that lost its client id").
+  // Posted in order with ReplicateSessions.
+  virtual void SessionCopyReplaced(uint16_t /*shard*/, std::string /*client_id*/, uint64_t /*fence*/) {}
   // A session that moved to another node was dropped here holding these
   // deliveries (ShardBroker::LostToAnotherNode, TakenOverElsewhere; the
   // agent asked): the agent hands them to the session's new node.

@@ -121,6 +121,13 @@ std::vector<uint64_t> ShardBroker::DropQueuedAlreadyDelivered(store::RecoveredSe
   return dropped;
 }
 
+void ShardBroker::SessionCopyReplaced(const std::string& client_id, uint64_t fence) {
+  // The old copy's changes the store flushed went to the cluster before
+  // this (one thread, in order); those it had not flushed were dropped with
+  // it (AdoptSession's DeleteSession), or are overwritten by the new copy's.
+  if (cluster_ != nullptr) cluster_->SessionCopyReplaced(config_.shard_id, client_id, fence);
+}
+
 void ShardBroker::FlushStore() {
   if (store_) (void)store_->FlushNow();
 }

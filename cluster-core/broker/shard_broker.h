@@ -129,6 +129,10 @@ class ShardBroker {
   // that node never confirmed come to it again (DeliverReplayed).
   void AdoptSession(const std::string& client_id, const std::vector<std::pair<std::string, std::string>>& keys,
                     bool taken_over = false, uint16_t taken_from = 0);
+  // The copy of `client_id` served from now on is the one its claim `fence`
+  // made (adopted above, or started anew by the CONNECT): tells the cluster,
+  // behind every change of the copy it replaces (ClusterPort).
+  void SessionCopyReplaced(const std::string& client_id, uint64_t fence);
   // A cluster node's recovered persistent sessions may have been taken
   // over or resumed elsewhere while it was down: until the registry says
   // this node still owns each, its will is held (not published). The

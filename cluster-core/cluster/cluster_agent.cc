@@ -83,6 +83,11 @@ class ClusterAgent::Port final : public core::ClusterPort {
       for (const std::string& client : client_ids) agent.ConfirmRecoveredSession(shard, client, 0);
     });
   }
+  void SessionCopyReplaced(uint16_t /*shard*/, std::string client_id, uint64_t fence) override {
+    Run([client_id = std::move(client_id), fence](ClusterAgent& agent) {
+      agent.OnSessionCopyReplaced(client_id, fence);
+    });
+  }
   void SessionLeftBehind(std::string client_id, std::vector<core::Delivery> deliveries) override {
     Run([client_id = std::move(client_id), deliveries = std::move(deliveries)](ClusterAgent& agent) mutable {
       agent.OnSessionLeftBehind(client_id, std::move(deliveries));
@@ -456,6 +461,7 @@ void ClusterAgent::UpdateVersionGates() {
   NodeId older = 0;
   NodeId without_hands = 0;
   NodeId without_guard = 0;
+  NodeId without_fence = 0;
   counters_.older_binary_peers = 0;
   for (const auto& [node, peer] : peers_) {
     if (!peer.minor_known || peer.minor >= kLinkVersionMinor) continue;
@@ -463,17 +469,23 @@ void ClusterAgent::UpdateVersionGates() {
     if (peer.minor < kMinorGroupKeyRecords && older == 0) older = node;
     if (peer.minor < kMinorQueueHands && without_hands == 0) without_hands = node;
     if (peer.minor < kMinorClaimGuard && without_guard == 0) without_guard = node;
+    if (peer.minor < kMinorCopyFence && without_fence == 0) without_fence = node;
   }
-  if (claim_guard_ != (without_guard == 0)) {
-    claim_guard_ = without_guard == 0;
-    if (claim_guard_) {
-      spdlog::info("cluster: every node applies guarded takeover claims again");
+  // A gate of this agent's own: opened (info) or closed (warning, naming
+  // the first node that holds it closed) as the linked nodes' minors say.
+  auto gate = [this](bool& open, NodeId holding, const char* opened, const char* closed) {
+    if (open == (holding == 0)) return;
+    open = holding == 0;
+    if (open) {
+      spdlog::info("cluster: every node {} again", opened);
     } else {
-      spdlog::warn("cluster: node {} speaks link minor {}: takeover claims are conditional on the owner's node "
-                   "only until it leaves or is upgraded",
-                   without_guard, peers_[without_guard].minor);
+      spdlog::warn("cluster: node {} speaks link minor {}: {} until it leaves or is upgraded", holding,
+                   peers_[holding].minor, closed);
     }
-  }
+  };
+  gate(copy_fence_, without_fence, "applies fenced session writes", "session writes are fenced by node only");
+  gate(claim_guard_, without_guard, "applies guarded takeover claims",
+       "takeover claims are conditional on the owner's node only");
   const bool hands = without_hands == 0;
   if (hands != port_->HandsOnGroupQueues()) {
     port_->set_hands_on_group_queues(hands);

@@ -134,6 +134,7 @@ struct ClusterCounters {
   uint64_t session_write_retries = 0;    // attempts that failed and were made again
   uint64_t session_batches_pending = 0;  // shard batches not replicated yet (their publishers wait)
   uint64_t session_writes_refused = 0;   // client changes refused: the session is another node's now
+  uint64_t session_writes_stale = 0;     // fenced changes of a replaced copy here, dropped by the partition
   uint64_t session_loads = 0;            // sessions read from partitions for a CONNECT
   uint64_t session_loads_failed = 0;     // not read in time: the CONNECT was refused
   uint64_t sessions_taken_over = 0;      // a gone node's sessions claimed and served here
@@ -197,6 +198,15 @@ class ClusterAgent final : public LinkHandler {
   // Takeover claims name the exact owner they replace (every linked node
   // speaks link minor 3).
   bool claim_guard() const { return claim_guard_; }
+  // Claims and session writes are fenced by copy (every linked node speaks
+  // link minor 5; docs/partitions.md "Late writes of a copy that lost its
+  // client id").
+  bool copy_fence() const { return copy_fence_; }
+  // The shard's copy of `client_id` is now the one made under the claim
+  // whose serial is `fence` (0: an unfenced copy): its changes from here on
+  // name it. Called from the shard (ClusterPort::SessionCopyReplaced), in
+  // order with its session changes.
+  void OnSessionCopyReplaced(const std::string& client_id, uint64_t fence);
   // The peer left or failed for good: forget its routes, release what waits
   // for it, take over its sessions. `verdict` names the decision acted on:
   // the metadata log index of its MemberGone (0: a local verdict, where no
@@ -252,6 +262,10 @@ class ClusterAgent final : public LinkHandler {
     // session is marked as taken from it (ShardBroker::AdoptSession), so
     // the forwards that node never confirmed reach it (kForwardReplay).
     NodeId taken_from = 0;
+    // Set when the shard's copy is replaced (read back, or started anew):
+    // the copy fence it serves under (0: unfenced), which the shard
+    // announces once its old copy is gone (ClusterPort::SessionCopyReplaced).
+    std::optional<uint64_t> copy_fence;
   };
   void ClaimClientId(const std::string& client_id, bool clean_start, std::function<void(ClaimAnswer)> done);
   // The client id's session ended here for good (clean disconnect): the id
@@ -432,8 +446,9 @@ class ClusterAgent final : public LinkHandler {
   // `node` is still gone under `verdict`: no later verdict, not re-admitted
   // by the metadata group, and not reachable from here.
   bool StillGone(NodeId node, uint64_t verdict) const;
+  // `copy_fence`: the claim's copy fence (0: unfenced; ClientRegistry).
   void AdoptTakenOver(const std::string& client_id, NodeId gone, uint64_t verdict, uint64_t serial,
-                      uint32_t attempt);
+                      uint64_t copy_fence, uint32_t attempt);
   // MemberGone / a member's first MemberUpsert applied by the metadata group.
   void OnMetaMember(NodeId node, bool present, uint64_t index);
   // A session this node recovered from its store: still this node's in the
@@ -460,6 +475,12 @@ class ClusterAgent final : public LinkHandler {
   // Takeover claims name the exact owner they replace (link minor 3):
   // false while a linked node speaks less (UpdateVersionGates).
   bool claim_guard_ = true;
+  // Fenced claims and writes (link minor 5): false while a linked node
+  // speaks less (UpdateVersionGates).
+  bool copy_fence_ = true;
+  // client id -> the claim serial the shard's copy was made under (absent:
+  // an unfenced copy); its changes are tagged with it (cluster_sessions.cc).
+  std::map<std::string, uint64_t, std::less<>> copy_fences_;
   // MemberGone verdicts that came while this node still reached the node
   // (by node: the verdict's index), acted on once membership here says down.
   std::map<NodeId, uint64_t> unacted_verdicts_;

@@ -350,14 +350,48 @@ class ClusterAgentTest : public ::testing::Test {
     return done();
   }
   // Claims `client_id` on `node`, as a CONNECT there does; true once granted.
+  // The session read back is not adopted (Connect below does that), but a
+  // new copy is announced, as the shard does (its changes are fenced by it).
   bool Claim(NodeId node, const std::string& client_id, bool clean_start = false) {
     bool answered = false;
     bool granted = false;
-    nodes_[node]->agent->ClaimClientId(client_id, clean_start, [&](ClusterAgent::ClaimAnswer answer) {
-      answered = true;
+    nodes_[node]->agent->ClaimClientId(client_id, clean_start, [&, node](ClusterAgent::ClaimAnswer answer) {
       granted = answer.granted;
+      if (!answer.granted || !answer.copy_fence) {
+        answered = true;
+        return;
+      }
+      TestNode& at = *nodes_[node];
+      const uint16_t shard = core::ShardForClientId(client_id, static_cast<uint16_t>(at.shards.size()));
+      at.Post(shard, [&, fence = *answer.copy_fence](ShardBroker& broker) {
+        broker.SessionCopyReplaced(client_id, fence);
+        answered = true;
+      });
     });
     return RunUntil([&] { return answered; }, 20'000) && granted;
+  }
+  // A CONNECT's claim as estuaryd's shard runtime answers it: the session
+  // read back is adopted by the client id's shard, and a replaced copy is
+  // announced (ShardBroker::SessionCopyReplaced); true once granted and
+  // done. `between` runs on the agent between the claim's answer and the
+  // shard's adoption.
+  bool Connect(NodeId node, const std::string& client_id, const std::function<void()>& between = {}) {
+    bool done = false;
+    bool granted = false;
+    nodes_[node]->agent->ClaimClientId(client_id, false, [&, node](ClusterAgent::ClaimAnswer answer) {
+      granted = answer.granted;
+      if (between) between();
+      TestNode& at = *nodes_[node];
+      const uint16_t shard = core::ShardForClientId(client_id, static_cast<uint16_t>(at.shards.size()));
+      at.Post(shard, [&, answer = std::move(answer)](ShardBroker& broker) {
+        if (answer.granted && answer.session) {
+          broker.AdoptSession(client_id, *answer.session, false, answer.taken_from);
+        }
+        if (answer.granted && answer.copy_fence) broker.SessionCopyReplaced(client_id, *answer.copy_fence);
+        done = true;
+      });
+    });
+    return RunUntil([&] { return done; }, 20'000) && granted;
   }
   // kill -9: no goodbye, its links drop.
   void Crash(NodeId node) {

@@ -6,16 +6,23 @@
 // whose connection it replaced.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <string>
 #include <vector>
 
 #include "cluster-core/cluster/cluster_agent_fixture_for_tests.h"
+#include "cluster-core/partition/session_machine.h"
+#include "cluster-core/store/record_codec.h"
 
 namespace estuary::cluster {
 namespace {
 
 using namespace test_support;  // NOLINT(google-build-using-namespace): the fixture's fakes
 using core::ShardBroker;
+
+bool Holds(const std::vector<std::string>& keys, const std::string& key) {
+  return std::find(keys.begin(), keys.end(), key) != keys.end();
+}
 
 class ClusterAgentFullTest : public ClusterAgentTest {
  protected:
@@ -40,6 +47,32 @@ class ClusterAgentFullTest : public ClusterAgentTest {
     for (auto& [payload, qos] : Drain(session)) got.push_back(payload);
     std::sort(got.begin(), got.end());
     return got;
+  }
+  // The keys of `client_id`'s session in its partition, read through `node`.
+  std::vector<std::string> PartitionKeys(NodeId node, const std::string& client_id) {
+    std::vector<std::string> keys;
+    bool answered = false;
+    partition::PartitionHost* host = nodes_[node]->agent->partitions();
+    host->Read(host->PartitionOf(client_id), partition::EncodeSessionLoad(client_id),
+               [&](partition::PartitionResult result) {
+                 answered = true;
+                 if (result.status != meta::ProposeStatus::kOk || !result.result) return;
+                 if (auto loaded = partition::DecodeSessionLoadResult(*result.result)) {
+                   for (auto& [key, value] : *loaded) keys.push_back(key);
+                 }
+               });
+    EXPECT_TRUE(RunUntil([&] { return answered; }, 10'000));
+    return keys;
+  }
+  // A change of `client_id`'s session from its shard on `node`, as its store
+  // flushes one.
+  void Change(NodeId node, const std::string& client_id, std::string key) {
+    std::vector<core::store::SessionChange> changes{{core::store::SessionChange::kPut, std::move(key), "bytes"}};
+    nodes_[node]->agent->port().ReplicateSessions(core::ShardForClientId(client_id, 2), std::move(changes), [] {});
+  }
+  bool Replicated(NodeId node) {
+    loop_.RunUntilIdle();  // the changes posted reach the agent first
+    return RunUntil([&] { return nodes_[node]->agent->counters().session_batches_pending == 0; }, 10'000);
   }
 };
 
@@ -87,6 +120,54 @@ TEST_F(ClusterAgentFullTest, AClaimOnAnotherNodeEndsTheConnectionItReplaced) {
   EXPECT_EQ(nodes_[2]->agent->counters().client_takeovers_out, 1u);
   EXPECT_EQ(nodes_[1]->agent->counters().takeovers_in, 1u);
   EXPECT_EQ(nodes_[3]->agent->counters().takeovers_in, 0u);  // told to no one else
+}
+
+}  // namespace
+}  // namespace estuary::cluster
+
+namespace estuary::cluster {
+namespace {
+
+// Issue 29, docs/partitions.md "Late writes of a copy that lost its client
+// id": node 3's copy of a session lost the id to node 1, and its client
+// came back to node 3, which read the session back. A change the replaced
+// copy flushed after that claim committed, before the shard had taken the
+// copy read back, is written after the claim. Fenced by copy, it is
+// dropped and counted, and node 3 serves on (it is not taken for a loss of
+// the id); fenced by node only (a node of an older binary linked), it
+// lands in the partition, beside the copy read back, which never had it.
+TEST_F(ClusterAgentFullTest, Issue29AReplacedCopysLateChangeIsDroppedByTheCopyFence) {
+  StartFull({1, 2, 3});
+  for (const bool fenced : {true, false}) {
+    SCOPED_TRACE(fenced ? "fenced by copy" : "fenced by node only");
+    const std::string id = fenced ? "dev" : "dev-unfenced";
+    if (!fenced) {
+      nodes_[3]->transport.handler()->OnPeerUp(PeerInfo{2, "fake", kMinorSessionHandOff});
+      ASSERT_FALSE(nodes_[3]->agent->copy_fence());
+    } else {
+      ASSERT_TRUE(nodes_[3]->agent->copy_fence());
+    }
+    ASSERT_TRUE(Connect(3, id));
+    core::Session* session = nodes_[3]->ShardOf(id).Attach(id, false, &sink_).session;
+    session->set_expiry_interval(3600);
+    core::SubscriptionOptions options;
+    options.max_qos = QoS::kAtLeastOnce;
+    nodes_[3]->ShardOf(id).Subscribe(session, "fleet/#", options);
+    ASSERT_TRUE(Replicated(3));
+    ASSERT_TRUE(Holds(PartitionKeys(3, id), core::store::SessionKey(id)));
+    ASSERT_TRUE(Connect(1, id));  // the client moved to node 1, which read the session back
+    const std::string late = core::store::QueuedKey(id, 99);
+    ASSERT_TRUE(Connect(3, id, [&] { Change(3, id, late); }));  // and came back
+    ASSERT_TRUE(Replicated(3));
+    EXPECT_EQ(Holds(PartitionKeys(3, id), late), !fenced);
+    EXPECT_NE(nodes_[3]->ShardOf(id).FindSession(id), nullptr) << "node 3 serves the session read back";
+    // The copy read back writes on.
+    const std::string next = core::store::QueuedKey(id, 100);
+    Change(3, id, next);
+    ASSERT_TRUE(Replicated(3));
+    EXPECT_TRUE(Holds(PartitionKeys(3, id), next));
+  }
+  EXPECT_EQ(nodes_[3]->agent->counters().session_writes_stale, 1u);
 }
 
 }  // namespace

@@ -68,6 +68,12 @@ TEST_F(ClusterAgentTest, QueueHandsAreMadeOnlyWhileEveryLinkedNodeAppliesThem) {
   handler->OnPeerDown(2);
   handler->OnPeerUp(PeerInfo{2, "fake", kMinorSessionHandOff});
   loop_.RunUntilIdle();
+  EXPECT_FALSE(nodes_[1]->agent->copy_fence()) << "minor 4 does not apply fenced claims and writes";
+  EXPECT_EQ(nodes_[1]->agent->counters().older_binary_peers, 1u);
+  handler->OnPeerDown(2);
+  handler->OnPeerUp(PeerInfo{2, "fake", kMinorCopyFence});
+  loop_.RunUntilIdle();
+  EXPECT_TRUE(nodes_[1]->agent->copy_fence());
   EXPECT_EQ(nodes_[1]->agent->counters().older_binary_peers, 0u);
 }
 

@@ -47,17 +47,19 @@ Expected<void, std::string> ClusterAgent::EnablePartitions(partition::PartitionH
 void ClusterAgent::ClaimClientId(const std::string& client_id, bool clean_start,
                                  std::function<void(ClaimAnswer)> done) {
   if (!partitions_) {
-    done(ClaimAnswer{true, std::nullopt});
+    done(ClaimAnswer{true, std::nullopt, 0, std::nullopt});
     return;
   }
   const uint64_t serial = next_claim_++;
   const partition::ClientOwner owner{config_.self, boot_id_, serial};
-  const std::string command =
-      partition::EncodeRegistryCommand(partition::ClaimClient{client_id, owner, clean_start});
+  partition::ClaimClient claim{client_id, owner, clean_start};
+  claim.fenced = copy_fence_;
+  const std::string command = partition::EncodeRegistryCommand(claim);
   ++counters_.client_claims;
   partitions_->Propose(
       partitions_->PartitionOf(client_id), command,
-      scope_.Guard([this, client_id, clean_start, serial, done = std::move(done)](partition::PartitionResult result) {
+      scope_.Guard([this, client_id, clean_start, serial, fenced = claim.fenced,
+                    done = std::move(done)](partition::PartitionResult result) {
         if (result.status != meta::ProposeStatus::kOk) {
           ++counters_.client_claims_failed;
           spdlog::warn("cluster: client id '{}' not claimed (status {}): the CONNECT is refused", client_id,
@@ -67,8 +69,12 @@ void ClusterAgent::ClaimClientId(const std::string& client_id, bool clean_start,
         }
         claims_[client_id] = serial;
         std::optional<partition::ClientOwner> previous;
+        std::optional<partition::ClientOwner> fence;
         if (result.result) {
-          if (auto decoded = partition::DecodeClaimResult(*result.result)) previous = *decoded;
+          if (auto decoded = partition::DecodeClaimResultWithFence(*result.result)) {
+            previous = decoded->previous;
+            fence = decoded->fence;
+          }
         } else {
           // The answering replica no longer had the result: tell everyone,
           // as before the registry (a connection that is not there is not
@@ -87,15 +93,57 @@ void ClusterAgent::ClaimClientId(const std::string& client_id, bool clean_start,
         // owner's changes from that commit on, so the copy read is final.
         // (A claim whose result was no longer kept reads it too.)
         const bool served_here = previous && previous->node == config_.self && previous->boot == boot_id_;
+        // The copy fence (the registry's rule, ClientRegistry): the copy
+        // here goes on under the fence it had; any other copy is this
+        // claim's, announced by the shard once it replaced the old one.
+        std::optional<uint64_t> copy_fence;
+        if (served_here && !clean_start) {
+          if (fence && fence->node == config_.self && fence->boot == boot_id_) {
+            copy_fences_[client_id] = fence->connection;
+          } else if (fenced) {
+            copy_fences_.erase(client_id);
+          }
+        } else {
+          copy_fence = fenced ? serial : 0;
+        }
         if (!clean_start && (previous || !result.result) && !served_here) {
           const NodeId from = previous && previous->node != config_.self ? previous->node : 0;
-          LoadSession(client_id, [done = std::move(done), from](ClaimAnswer answer) {
-            answer.taken_from = from;
-            done(std::move(answer));
-          });
+          auto load = [this, client_id, from, done = std::move(done)](std::optional<uint64_t> fence_read) mutable {
+            if (!fence_read) {
+              ++counters_.session_loads_failed;
+              spdlog::warn("cluster: the copy fence of client id '{}' could not be read from its partition: the "
+                           "CONNECT is refused",
+                           client_id);
+              done(ClaimAnswer{});
+              return;
+            }
+            LoadSession(client_id, [done = std::move(done), from, fence_read](ClaimAnswer answer) {
+              answer.taken_from = from;
+              answer.copy_fence = fence_read;
+              done(std::move(answer));
+            });
+          };
+          if (!result.result && fenced) {
+            // Without the result, whether the claim made a new fence is not
+            // known (it kept the old one if this boot served the id last):
+            // the registry says.
+            partitions_->Read(partitions_->PartitionOf(client_id), partition::EncodeRegistryOwnerQuery(client_id),
+                              scope_.Guard([this, load = std::move(load)](partition::PartitionResult read) mutable {
+                                std::optional<partition::ClaimResult> decoded;
+                                if (read.status == meta::ProposeStatus::kOk && read.result) {
+                                  decoded = partition::DecodeClaimResultWithFence(*read.result);
+                                }
+                                if (!decoded) return load(std::nullopt);
+                                const auto& now = decoded->fence;
+                                const bool ours = now && now->node == config_.self && now->boot == boot_id_;
+                                load(ours ? now->connection : 0);
+                              }));
+            return;
+          }
+          load(copy_fence);
           return;
         }
-        done(ClaimAnswer{true, std::nullopt});
+        done(ClaimAnswer{true, std::nullopt, 0, copy_fence});
       }));
 }
 
@@ -105,6 +153,7 @@ void ClusterAgent::ReleaseClientId(const std::string& client_id) {
   if (it == claims_.end()) return;
   const partition::ClientOwner owner{config_.self, boot_id_, it->second};
   claims_.erase(it);
+  copy_fences_.erase(client_id);  // (the release ends the fence too)
   partitions_->Propose(partitions_->PartitionOf(client_id),
                        partition::EncodeRegistryCommand(partition::ReleaseClient{client_id, owner}), nullptr);
 }

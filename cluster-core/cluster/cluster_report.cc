@@ -187,6 +187,10 @@ std::string ClusterAgent::MetricsText() const {
   series("estuary_cluster_session_writes_refused_total", "counter",
          "Client session changes a partition refused: another node serves the session now.",
          c.session_writes_refused);
+  series("estuary_cluster_session_writes_stale_total", "counter",
+         "Client session changes of a copy this node had replaced (read back or started anew), dropped by the "
+         "partition's copy fence.",
+         c.session_writes_stale);
   series("estuary_cluster_session_handoffs_total", "counter",
          "Hand-offs sent: deliveries a moved session held here, not on its partition yet, sent to its new node.",
          c.session_handoffs);

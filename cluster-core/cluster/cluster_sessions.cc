@@ -39,6 +39,9 @@ void ClusterAgent::OnReplicateSessions(uint16_t shard, std::vector<core::store::
                             std::move(change.value)};
     auto client = partition::ClientOfSessionOp(op);
     if (!client) continue;  // not a session key: nothing to replicate
+    // The copy that made the change (the shard's changes and its copy
+    // announcements come in one order: OnSessionCopyReplaced).
+    if (auto fence = copy_fences_.find(*client); fence != copy_fences_.end()) op.fence = fence->second;
     // AMQP durable subscriptions (ids start with a NUL, which no MQTT
     // client id holds) are here too: their links claim their ids first.
     parts[partitions_->PartitionOf(*client)].push_back(std::move(op));
@@ -64,6 +67,7 @@ void ClusterAgent::PumpSessionWrites(uint16_t shard, partition::PartitionId part
       return;
     }
     partition::SessionWrite write{config_.self, boot_id_, {}};
+    write.fenced = copy_fence_;
     size_t bytes = 0;
     while (!queue.waiting.empty() && (write.ops.empty() || bytes < kMaxSessionWriteBytes)) {
       auto& [batch, ops] = queue.waiting.front();
@@ -108,7 +112,15 @@ void ClusterAgent::OnSessionWritten(uint16_t shard, partition::PartitionId parti
   }
   std::vector<std::string> lost;
   if (result.result) {
-    if (auto refused = partition::DecodeSessionWriteResult(*result.result); refused && !refused->empty()) {
+    auto outcome = partition::DecodeSessionWriteOutcome(*result.result);
+    if (outcome && outcome->stale != 0) {
+      // Changes a replaced copy here made before its client id's new claim
+      // (the session is served by the copy read back since): dropped.
+      counters_.session_writes_stale += outcome->stale;
+      spdlog::debug("cluster: {} session change(s) of replaced copies dropped by partition {}", outcome->stale,
+                    partition);
+    }
+    if (auto* refused = outcome ? &outcome->refused : nullptr; refused && !refused->empty()) {
       counters_.session_writes_refused += refused->size();
       spdlog::debug("cluster: session changes of {} client(s) refused (first '{}'): served by another node now",
                     refused->size(), refused->front());
@@ -143,6 +155,14 @@ void ClusterAgent::OnSessionWritten(uint16_t shard, partition::PartitionId parti
     }
   }
   PumpSessionWrites(shard, partition);
+}
+
+void ClusterAgent::OnSessionCopyReplaced(const std::string& client_id, uint64_t fence) {
+  if (fence == 0) {
+    copy_fences_.erase(client_id);
+  } else {
+    copy_fences_.insert_or_assign(client_id, fence);
+  }
 }
 
 void ClusterAgent::FinishBatchPart(uint64_t batch) {
@@ -308,11 +328,13 @@ void ClusterAgent::ClaimTakenOver(const std::string& client_id, NodeId gone, uin
   if (!StillGone(gone, verdict)) return TakeoverDone(gone);
   const uint64_t serial = next_claim_++;
   const partition::ClientOwner owner{config_.self, boot_id_, serial};
-  const std::string command =
-      partition::EncodeRegistryCommand(partition::ClaimClient{client_id, owner, false, gone, expected});
+  partition::ClaimClient claim{client_id, owner, false, gone, expected};
+  claim.fenced = copy_fence_;
+  const std::string command = partition::EncodeRegistryCommand(claim);
   partitions_->Propose(
       partitions_->PartitionOf(client_id), command,
-      scope_.Guard([this, client_id, gone, verdict, serial, attempt](partition::PartitionResult result) {
+      scope_.Guard([this, client_id, gone, verdict, serial, attempt,
+                    fenced = claim.fenced](partition::PartitionResult result) {
         if (result.status != meta::ProposeStatus::kOk) {
           ++counters_.session_takeovers_failed;
           if (attempt < 10) {
@@ -329,7 +351,9 @@ void ClusterAgent::ClaimTakenOver(const std::string& client_id, NodeId gone, uin
         // read below tells.
         if (result.result && result.result->empty()) return TakeoverDone(gone);
         claims_[client_id] = serial;
-        AdoptTakenOver(client_id, gone, verdict, serial, 0);
+        // A takeover never keeps the fence (the copy was another node's):
+        // it is this claim's.
+        AdoptTakenOver(client_id, gone, verdict, serial, fenced ? serial : 0, 0);
       }));
 }
 
@@ -337,15 +361,16 @@ void ClusterAgent::ClaimTakenOver(const std::string& client_id, NodeId gone, uin
 // elects a leader) and handed to the client id's shard, unless the client
 // came back elsewhere meanwhile (the claim is no longer this one).
 void ClusterAgent::AdoptTakenOver(const std::string& client_id, NodeId gone, uint64_t verdict, uint64_t serial,
-                                  uint32_t attempt) {
-  LoadSession(client_id, scope_.Guard([this, client_id, gone, verdict, serial, attempt](ClaimAnswer answer) {
+                                  uint64_t copy_fence, uint32_t attempt) {
+  LoadSession(client_id, scope_.Guard([this, client_id, gone, verdict, serial, copy_fence,
+                                       attempt](ClaimAnswer answer) {
     auto claim = claims_.find(client_id);
     if (claim == claims_.end() || claim->second != serial) return TakeoverDone(gone);
     if (!answer.granted || !answer.session) {
       ++counters_.session_takeovers_failed;
       if (attempt < 10) {
-        loop_.AddTimer(1000, scope_.Guard([this, client_id, gone, verdict, serial, attempt] {
-          AdoptTakenOver(client_id, gone, verdict, serial, attempt + 1);
+        loop_.AddTimer(1000, scope_.Guard([this, client_id, gone, verdict, serial, copy_fence, attempt] {
+          AdoptTakenOver(client_id, gone, verdict, serial, copy_fence, attempt + 1);
         }));
       } else {
         TakeoverDone(gone);
@@ -354,8 +379,9 @@ void ClusterAgent::AdoptTakenOver(const std::string& client_id, NodeId gone, uin
     }
     ++counters_.sessions_taken_over;
     const uint16_t shard = core::ShardForClientId(client_id, config_.shard_count);
-    PostToShard(shard, [client_id, gone, keys = std::move(*answer.session)](core::ShardBroker& broker) {
+    PostToShard(shard, [client_id, gone, copy_fence, keys = std::move(*answer.session)](core::ShardBroker& broker) {
       broker.AdoptSession(client_id, keys, /*taken_over=*/true, gone);
+      broker.SessionCopyReplaced(client_id, copy_fence);
     });
     TakeoverDone(gone);  // after the post: replays reach the shard behind it
   }));

@@ -34,12 +34,15 @@ using NodeId = uint16_t;
 //   3: applies a takeover claim guarded by the exact owner it replaces
 //      (partition/client_registry.h, kClaimFromOwner; issue 29);
 //   4: takes the deliveries a moved session left behind on its previous
-//      node (kSessionHandOff; cluster/cluster_handoff.cc, issue 29).
-constexpr uint8_t kLinkVersionMinor = 4;
+//      node (kSessionHandOff; cluster/cluster_handoff.cc, issue 29);
+//   5: applies fenced claims and fenced session writes (the copy fence:
+//      partition/client_registry.h, partition/session_machine.h; issue 29).
+constexpr uint8_t kLinkVersionMinor = 5;
 constexpr uint8_t kMinorGroupKeyRecords = 1;
 constexpr uint8_t kMinorQueueHands = 2;
 constexpr uint8_t kMinorClaimGuard = 3;
 constexpr uint8_t kMinorSessionHandOff = 4;
+constexpr uint8_t kMinorCopyFence = 5;
 
 // Who owns which frame types (docs/internode.md): the node's coordinator
 // (cluster::ClusterAgent) hands each range to its owner.

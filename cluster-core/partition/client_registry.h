@@ -18,6 +18,17 @@
 //    the taker looked also refuses it (a compare-and-set, issue 29).
 //  - Release{client, owner}: the id is free again, but only if `owner` still
 //    holds it (a late release after a takeover changes nothing).
+//  - A claim with `fenced` (its own tag kFenced before the claim's tag, link
+//    minor 5) also keeps the id's copy fence: the owner whose claim made the
+//    copy the claimer serves (docs/partitions.md "Late writes of a copy that
+//    lost its client id"). A claim by the node and boot that owns the id
+//    already, not a clean start, keeps the fence (the same copy goes on);
+//    any other claim makes its own owner the fence (the claimer reads the
+//    session from the partition, or starts a new one). An unfenced claim
+//    that replaces the copy forgets the fence, and so does a release. The
+//    claim's result then names the fence after it (EncodeClaimResult).
+//    SessionMachine applies a fenced write of a client only under the
+//    fence it names, so what a replaced copy still writes is dropped.
 //
 // A node's CONNACK waits for its Claim to commit, so on the majority side
 // of a split two connections never both hold one id; a node that cannot
@@ -52,6 +63,8 @@ struct ClaimClient {
   // With only_from: the exact owner the claim replaces (node 0: any
   // connection of only_from, as before link minor 3).
   ClientOwner expected{};
+  // Keeps the copy fence (link minor 5): see above.
+  bool fenced = false;
 };
 struct ReleaseClient {
   std::string client;
@@ -62,13 +75,21 @@ using RegistryCommand = std::variant<ClaimClient, ReleaseClient>;
 std::string EncodeRegistryCommand(const RegistryCommand& command);
 std::optional<RegistryCommand> DecodeRegistryCommand(std::string_view bytes);
 // Query 0x01 Owner{client}: the id's owner now, as a Claim's result
-// (EncodeClaimResult: none, or the owner).
+// (EncodeClaimResult: none, or the owner; then its copy fence, if any).
 std::string EncodeRegistryOwnerQuery(std::string_view client);
-// A Claim's result: the owner it replaced (nullopt: there was none). A
-// conditional claim that did not apply has an empty result.
-std::string EncodeClaimResult(const std::optional<ClientOwner>& previous);
+// A Claim's result: the owner it replaced (nullopt: there was none), and
+// for a fenced claim the id's copy fence after it (none: the copy goes on
+// unfenced). A conditional claim that did not apply has an empty result.
+std::string EncodeClaimResult(const std::optional<ClientOwner>& previous,
+                              const std::optional<ClientOwner>& fence = std::nullopt);
 // nullopt if the bytes are malformed; else the previous owner or none.
 std::optional<std::optional<ClientOwner>> DecodeClaimResult(std::string_view bytes);
+struct ClaimResult {
+  std::optional<ClientOwner> previous;
+  std::optional<ClientOwner> fence;
+};
+// Both parts (the fence is none in an unfenced claim's result).
+std::optional<ClaimResult> DecodeClaimResultWithFence(std::string_view bytes);
 
 class ClientRegistry final : public PartitionMachine {
  public:
@@ -81,10 +102,13 @@ class ClientRegistry final : public PartitionMachine {
   // Release: "1" if released, "0" if not).
   std::string ApplyCommand(const RegistryCommand& command);
   const std::map<std::string, ClientOwner>& owners() const { return owners_; }
+  // The copy fence of each client id that has one (see above).
+  const std::map<std::string, ClientOwner, std::less<>>& fences() const { return fences_; }
   uint64_t malformed() const { return malformed_; }
 
  private:
   std::map<std::string, ClientOwner> owners_;
+  std::map<std::string, ClientOwner, std::less<>> fences_;
   uint64_t malformed_ = 0;
 };
 

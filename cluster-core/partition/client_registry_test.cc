@@ -59,7 +59,19 @@ TEST(ClientRegistry, CommandsAndClaimResultsRoundTripAndRefuseMalformedBytes) {
       << "the expected owner must be the node the claim takes from";
   EXPECT_TRUE(std::get<ClaimClient>(*DecodeRegistryCommand(EncodeRegistryCommand(clean))).clean);
   EXPECT_FALSE(std::get<ClaimClient>(*DecodeRegistryCommand(EncodeRegistryCommand(claim))).clean);
-  for (const RegistryCommand& command : {claim, release, clean, from, guarded}) {
+  auto fenced = [](RegistryCommand command) {
+    std::get<ClaimClient>(command).fenced = true;
+    return command;
+  };
+  for (const RegistryCommand& command : {claim, clean, from, guarded}) {
+    auto decoded = DecodeRegistryCommand(EncodeRegistryCommand(fenced(command)));
+    ASSERT_TRUE(decoded.has_value());
+    EXPECT_TRUE(std::get<ClaimClient>(*decoded).fenced);
+    EXPECT_FALSE(std::get<ClaimClient>(*DecodeRegistryCommand(EncodeRegistryCommand(command))).fenced);
+  }
+  EXPECT_FALSE(DecodeRegistryCommand("\x06" + EncodeRegistryCommand(release))) << "a release has no fence";
+  for (const RegistryCommand& command :
+       {claim, release, clean, from, guarded, fenced(claim), fenced(clean), fenced(from), fenced(guarded)}) {
     const std::string bytes = EncodeRegistryCommand(command);
     auto decoded = DecodeRegistryCommand(bytes);
     ASSERT_TRUE(decoded.has_value());
@@ -105,6 +117,53 @@ TEST(ClientRegistry, Issue29AGuardedTakeoverIsRefusedOnceTheOwnerRenewed) {
   EXPECT_FALSE(older.ApplyCommand(ClaimClient{"dev", taker, false, 3}).empty()) << "unguarded: any owner on node 3";
 }
 
+// Issue 29: the copy fence (client_registry.h). The claim that makes the
+// copy a node serves is its fence: kept while the same node and boot
+// claims again (the copy goes on), renewed by any other claim.
+TEST(ClientRegistry, Issue29AFencedClaimKeepsTheFenceOnlyWhileTheSameCopyGoesOn) {
+  ClientRegistry registry;
+  auto claim = [&](const std::string& client, ClientOwner owner, bool clean = false, bool fenced = true) {
+    ClaimClient command{client, owner, clean};
+    command.fenced = fenced;
+    return DecodeClaimResultWithFence(registry.ApplyCommand(command)).value();
+  };
+  const ClientOwner a1{3, 30, 1}, a2{3, 30, 2}, b{1, 10, 1}, a3{3, 30, 3}, a4{3, 30, 4}, restarted{3, 31, 1};
+  EXPECT_EQ(claim("dev", a1).fence, a1) << "a new session: this claim's copy";
+  auto again = claim("dev", a2);
+  EXPECT_EQ(again.previous, a1);
+  EXPECT_EQ(again.fence, a1) << "a reconnect to the same node and boot: the same copy";
+  EXPECT_EQ(claim("dev", b).fence, b) << "another node reads the session back";
+  EXPECT_EQ(claim("dev", a3).fence, a3) << "back on node 3: read back again, a new copy";
+  EXPECT_EQ(claim("dev", a4, /*clean=*/true).fence, a4) << "a clean start: a new session";
+  EXPECT_EQ(claim("dev", restarted).fence, restarted) << "another boot: read back";
+  EXPECT_EQ(DecodeClaimResultWithFence(registry.Query(EncodeRegistryOwnerQuery("dev")))->fence, restarted);
+  EXPECT_EQ(claim("dev", ClientOwner{3, 31, 2}, false, /*fenced=*/false).fence, std::nullopt)
+      << "an unfenced claim's result names no fence";
+  EXPECT_EQ(registry.fences().at("dev"), restarted) << "and keeps it for the same copy";
+
+  // A guarded takeover is always a new copy.
+  const ClientOwner owner = registry.owners().at("dev");
+  ClaimClient takeover{"dev", ClientOwner{2, 20, 5}, false, 3, owner};
+  takeover.fenced = true;
+  EXPECT_EQ(DecodeClaimResultWithFence(registry.ApplyCommand(takeover))->fence, (ClientOwner{2, 20, 5}));
+
+  // Snapshots carry the fences (version 2); without any, version 1 as
+  // before (readable by older binaries).
+  ClientRegistry copy;
+  ASSERT_TRUE(copy.Restore(registry.Snapshot()));
+  EXPECT_EQ(copy.fences(), registry.fences());
+  EXPECT_EQ(copy.owners(), registry.owners());
+  EXPECT_EQ(registry.Snapshot().front(), 2);
+
+  // An unfenced claim that replaces the copy, and a release, end the fence.
+  claim("dev", ClientOwner{1, 10, 2}, false, /*fenced=*/false);
+  EXPECT_EQ(registry.fences().count("dev"), 0u);
+  claim("x", b);
+  EXPECT_EQ(registry.ApplyCommand(ReleaseClient{"x", b}), "1");
+  EXPECT_TRUE(registry.fences().empty());
+  EXPECT_EQ(registry.Snapshot().front(), 1);
+}
+
 TEST(ClientRegistry, MalformedEntriesAreCountedAndChangeNothing) {
   ClientRegistry registry;
   EXPECT_FALSE(registry.Apply(EntryOf(EncodeRegistryCommand(ClaimClient{"c", {1, 2, 3}}))).empty());
@@ -113,7 +172,7 @@ TEST(ClientRegistry, MalformedEntriesAreCountedAndChangeNothing) {
   EXPECT_EQ(registry.malformed(), 2u);
   EXPECT_EQ(registry.owners().size(), 1u);
   auto bytes = registry.Snapshot();
-  bytes[0] = 2;  // an unknown snapshot version
+  bytes[0] = 3;  // an unknown snapshot version
   EXPECT_FALSE(ClientRegistry().Restore(bytes));
 }
 
@@ -132,6 +191,10 @@ TEST(ClientRegistry, SeedCorpus) {
   write("claim_guarded", 0, EncodeRegistryCommand(ClaimClient{"sensor-17", b, false, 1, a}));
   write("result_none", 1, EncodeClaimResult(std::nullopt));
   write("result_owner", 1, EncodeClaimResult(a));
+  ClaimClient fenced{"sensor-17", a};
+  fenced.fenced = true;
+  write("claim_fenced", 0, EncodeRegistryCommand(fenced));
+  write("result_fence", 1, EncodeClaimResult(b, a));
   ClientRegistry registry;
   auto snapshot = registry.Snapshot();
   write("snapshot_empty", 2, std::string(snapshot.begin(), snapshot.end()));
@@ -139,6 +202,9 @@ TEST(ClientRegistry, SeedCorpus) {
   registry.ApplyCommand(ClaimClient{"y", b});
   snapshot = registry.Snapshot();
   write("snapshot_two", 2, std::string(snapshot.begin(), snapshot.end()));
+  registry.ApplyCommand(fenced);
+  snapshot = registry.Snapshot();
+  write("snapshot_fences", 2, std::string(snapshot.begin(), snapshot.end()));
   std::string run;
   for (const RegistryCommand& command :
        {RegistryCommand{ClaimClient{"c", a}}, RegistryCommand{ClaimClient{"c", b}},

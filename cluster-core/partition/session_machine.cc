@@ -10,6 +10,7 @@ namespace estuary::partition {
 namespace {
 
 constexpr uint8_t kWriteTag = 0x30;
+constexpr uint8_t kFencedWriteTag = 0x31;
 constexpr uint8_t kLoadTag = 0x30;
 constexpr uint8_t kOwnedTag = 0x31;
 constexpr uint8_t kSnapshotVersion = 1;
@@ -32,12 +33,13 @@ std::string_view View(const std::vector<uint8_t>& bytes) {
 
 std::string EncodeSessionWrite(const SessionWrite& write) {
   base::LittleEndianWriter out;
-  out.U8(kWriteTag);
+  out.U8(write.fenced ? kFencedWriteTag : kWriteTag);
   out.U32(write.node);
   out.U64(write.boot);
   out.U32(static_cast<uint32_t>(write.ops.size()));
   for (const SessionOp& op : write.ops) {
     out.U8(op.kind);
+    if (write.fenced) out.U64(op.fence);
     out.Bytes(op.key);
     if (op.kind == SessionOp::kPut) out.Bytes(op.value);
   }
@@ -46,8 +48,10 @@ std::string EncodeSessionWrite(const SessionWrite& write) {
 
 std::optional<SessionWrite> DecodeSessionWrite(std::string_view bytes) {
   base::LittleEndianReader in(bytes);
-  if (in.U8() != kWriteTag) return std::nullopt;
+  const uint8_t tag = in.U8();
+  if (tag != kWriteTag && tag != kFencedWriteTag) return std::nullopt;
   SessionWrite write;
+  write.fenced = tag == kFencedWriteTag;
   const uint32_t node = in.U32();
   if (node == 0 || node > 0xFFFF) return std::nullopt;
   write.node = static_cast<NodeId>(node);
@@ -59,6 +63,7 @@ std::optional<SessionWrite> DecodeSessionWrite(std::string_view bytes) {
     const uint8_t kind = in.U8();
     if (kind > SessionOp::kWipe) in.Fail();
     op.kind = static_cast<SessionOp::Kind>(kind);
+    if (write.fenced) op.fence = in.U64();
     op.key = std::string(in.Bytes());
     if (op.kind == SessionOp::kPut) op.value = std::string(in.Bytes());
     write.ops.push_back(std::move(op));
@@ -78,13 +83,20 @@ std::optional<std::vector<std::string>> DecodeClientList(std::string_view bytes)
   return DecodeSessionWriteResult(bytes);
 }
 
-std::optional<std::vector<std::string>> DecodeSessionWriteResult(std::string_view bytes) {
+std::optional<SessionWriteResult> DecodeSessionWriteOutcome(std::string_view bytes) {
   base::LittleEndianReader in(bytes);
-  std::vector<std::string> refused;
+  SessionWriteResult result;
   const uint32_t count = in.Count(4);
-  for (uint32_t i = 0; i < count && in.ok(); ++i) refused.emplace_back(in.Bytes());
+  for (uint32_t i = 0; i < count && in.ok(); ++i) result.refused.emplace_back(in.Bytes());
+  if (in.ok() && !in.done()) result.stale = in.U32();
   if (!in.done()) return std::nullopt;
-  return refused;
+  return result;
+}
+
+std::optional<std::vector<std::string>> DecodeSessionWriteResult(std::string_view bytes) {
+  auto result = DecodeSessionWriteOutcome(bytes);
+  if (!result) return std::nullopt;
+  return std::move(result->refused);
 }
 
 std::string EncodeSessionLoad(std::string_view client_id) {
@@ -121,14 +133,26 @@ std::string SessionMachine::Apply(const raft::Entry& entry) {
     ++malformed_;
     return {};
   }
-  const std::vector<std::string> refused = ApplyWrite(*write);
+  uint32_t stale = 0;
+  const std::vector<std::string> refused = ApplyWrite(*write, &stale);
   base::LittleEndianWriter out;
   out.U32(static_cast<uint32_t>(refused.size()));
   for (const std::string& client : refused) out.Bytes(client);
+  if (write->fenced) out.U32(stale);
   return out.Take();
 }
 
-std::vector<std::string> SessionMachine::ApplyWrite(const SessionWrite& write) {
+bool SessionMachine::UnderFence(const std::string& client, NodeId node, uint64_t boot, uint64_t fence) const {
+  auto found = registry_.fences().find(client);
+  if (fence == 0) {
+    // A copy without a fence: replaced once this boot of the node claimed
+    // the id for a copy of its own.
+    return found == registry_.fences().end() || found->second.node != node || found->second.boot != boot;
+  }
+  return found != registry_.fences().end() && found->second == ClientOwner{node, boot, fence};
+}
+
+std::vector<std::string> SessionMachine::ApplyWrite(const SessionWrite& write, uint32_t* stale) {
   // First the decision per client: owned by the writer, or owned by nobody
   // and only deleted.
   std::map<std::string, bool, std::less<>> allowed;
@@ -163,6 +187,12 @@ std::vector<std::string> SessionMachine::ApplyWrite(const SessionWrite& write) {
       continue;
     }
     if (!allowed.at(*clients[i])) continue;
+    if (write.fenced && registry_.owners().count(*clients[i]) != 0 &&
+        !UnderFence(*clients[i], write.node, write.boot, op.fence)) {
+      ++stale_;
+      if (stale != nullptr) ++*stale;
+      continue;
+    }
     switch (op.kind) {
       case SessionOp::kDelete:
         keys_.erase(op.key);

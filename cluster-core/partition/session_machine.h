@@ -24,11 +24,25 @@
 // release). A registry release (the session ended) and a clean start's
 // claim drop the client's keys.
 //
-// Commands (tag 0x30, see PartitionState):
+// A fenced write (link minor 5) also names, per change, the copy that made
+// it: the connection serial of the claim whose copy it is (the registry's
+// copy fence, ClientRegistry), or 0 for a copy this node recovered from its
+// own store or served unfenced. A change is applied only under the fence it
+// names: serial s only while the client's fence is (node, boot, s); 0 only
+// while the fence is not this node's boot's. So once a node read a session
+// back from the partition (or started it again), what its replaced copy
+// still writes (a write waiting in the agent's queue, or a timed-out
+// attempt that commits late) is dropped, and counted as stale, not
+// refused: the client is this node's, served by its new copy
+// (docs/partitions.md "Late writes of a copy that lost its client id").
+//
+// Commands (tags 0x30-0x31, see PartitionState):
 //   0x30 Write: u32 node, u64 boot, u32 n, then n x {u8 kind, bytes a,
 //        [bytes b]}: kind 0 delete key a, 1 put key a = b, 2 wipe every key
 //        of client id a. Result: u32 n, then n x bytes (the client ids whose
 //        changes were refused).
+//   0x31 Fenced write: as 0x30 with a u64 fence serial after each kind.
+//        Result: as 0x30's, then u32 (the changes dropped as stale).
 // Queries:
 //   0x30 Load: bytes client id. Result: u32 n, then n x {bytes key, bytes
 //        value}, every key of that client in key order.
@@ -57,6 +71,7 @@ struct SessionOp {
   Kind kind = kPut;
   std::string key;    // kWipe: the client id
   std::string value;  // kPut only
+  uint64_t fence = 0;  // fenced writes: the copy's claim serial (0: unfenced copy)
   friend bool operator==(const SessionOp&, const SessionOp&) = default;
 };
 
@@ -64,12 +79,20 @@ struct SessionWrite {
   NodeId node = 0;
   uint64_t boot = 0;
   std::vector<SessionOp> ops;
+  bool fenced = false;  // encoded as 0x31, each op's fence checked
+};
+
+struct SessionWriteResult {
+  std::vector<std::string> refused;  // client ids another node owns
+  uint32_t stale = 0;                // fenced changes of a replaced copy, dropped
 };
 
 std::string EncodeSessionWrite(const SessionWrite& write);
 std::optional<SessionWrite> DecodeSessionWrite(std::string_view bytes);
 // The Write's result: the client ids whose changes were refused.
 std::optional<std::vector<std::string>> DecodeSessionWriteResult(std::string_view bytes);
+// With the stale count of a fenced write (0 for an unfenced one).
+std::optional<SessionWriteResult> DecodeSessionWriteOutcome(std::string_view bytes);
 std::string EncodeSessionLoad(std::string_view client_id);
 std::string EncodeSessionsOwnedBy(NodeId node);
 // The Owned query's result (and the Write's): a list of client ids.
@@ -89,19 +112,26 @@ class SessionMachine final : public PartitionMachine {
   bool Restore(const std::vector<uint8_t>& data) override;
   std::string Query(std::string_view query) const override;
 
-  // Applies a decoded Write; returns the refused client ids.
-  std::vector<std::string> ApplyWrite(const SessionWrite& write);
+  // Applies a decoded Write; returns the refused client ids (and counts the
+  // stale changes dropped in `stale`, when given).
+  std::vector<std::string> ApplyWrite(const SessionWrite& write, uint32_t* stale = nullptr);
   // Drops every key of the client (its registry claim was released).
   void Drop(std::string_view client_id);
 
   const std::map<std::string, std::string, std::less<>>& keys() const { return keys_; }
   uint64_t refused() const { return refused_; }
   uint64_t malformed() const { return malformed_; }
+  uint64_t stale() const { return stale_; }
 
  private:
+  // A fenced change of `client` by (node, boot) from the copy `fence`
+  // names: still that client's copy?
+  bool UnderFence(const std::string& client, NodeId node, uint64_t boot, uint64_t fence) const;
+
   const ClientRegistry& registry_;
   std::map<std::string, std::string, std::less<>> keys_;
   uint64_t refused_ = 0;  // client changes refused (not the owner)
+  uint64_t stale_ = 0;    // fenced changes of replaced copies, dropped
   uint64_t malformed_ = 0;
 };
 

@@ -33,6 +33,23 @@ void Claim(PartitionState& state, const std::string& client, ClientOwner owner) 
   state.Apply(EntryOf(EncodeRegistryCommand(ClaimClient{client, owner})));
 }
 
+void FencedClaim(PartitionState& state, const std::string& client, ClientOwner owner) {
+  ClaimClient claim{client, owner};
+  claim.fenced = true;
+  state.Apply(EntryOf(EncodeRegistryCommand(claim)));
+}
+
+SessionOp Fenced(SessionOp op, uint64_t fence) {
+  op.fence = fence;
+  return op;
+}
+
+SessionWriteResult FencedWrite(PartitionState& state, NodeId node, uint64_t boot, std::vector<SessionOp> ops) {
+  SessionWrite write{node, boot, std::move(ops)};
+  write.fenced = true;
+  return DecodeSessionWriteOutcome(state.Apply(EntryOf(EncodeSessionWrite(write)))).value();
+}
+
 std::vector<std::pair<std::string, std::string>> Load(const PartitionState& state, std::string_view client) {
   return DecodeSessionLoadResult(state.Query(EncodeSessionLoad(client))).value();
 }
@@ -203,6 +220,63 @@ TEST(SessionMachineTest, SnapshotCarriesTheSessionsAndOlderSnapshotsRestoreNone)
   EXPECT_EQ(copy.registry().owners().count("x"), 1u);
 }
 
+// Issue 29, docs/partitions.md "Late writes of a copy that lost its client
+// id": node 3 lost the id to node 1 without hearing of it, its client came
+// back to node 3, and node 3 read the session back. What the replaced copy
+// still writes (here a delete and a put of queue keys, which node 1's
+// copy, written with its own sequences, may hold too) is dropped by the
+// fence; the copy read back writes on.
+TEST(SessionMachineTest, Issue29AReplacedCopysLateWritesAreDroppedByTheFence) {
+  PartitionState state([] { return kNow; });
+  FencedClaim(state, "dev", ClientOwner{3, 30, 1});
+  EXPECT_TRUE(FencedWrite(state, 3, 30, {Fenced(Put(store::SessionKey("dev"), "r"), 1),
+                                         Fenced(Put(store::QueuedKey("dev", 1), "m1"), 1)})
+                  .refused.empty());
+  FencedClaim(state, "dev", ClientOwner{1, 10, 1});  // node 1 takes it (node 3 cut off)
+  auto refused = FencedWrite(state, 3, 30, {Fenced(Put(store::QueuedKey("dev", 2), "old"), 1)});
+  EXPECT_EQ(refused.refused, std::vector<std::string>{"dev"}) << "another node's: refused, as before";
+  EXPECT_EQ(refused.stale, 0u);
+  EXPECT_TRUE(FencedWrite(state, 1, 10, {Fenced(Put(store::QueuedKey("dev", 2), "m2 of node 1"), 1)})
+                  .refused.empty());
+  FencedClaim(state, "dev", ClientOwner{3, 30, 2});  // the client is back on node 3: a new copy
+  ASSERT_EQ(state.registry().fences().at("dev"), (ClientOwner{3, 30, 2}));
+
+  // The old copy's late writes: not refused (the id is node 3's), dropped.
+  auto late = FencedWrite(state, 3, 30, {Fenced(Delete(store::QueuedKey("dev", 2)), 1),
+                                         Fenced(Put(store::QueuedKey("dev", 3), "late"), 1)});
+  EXPECT_TRUE(late.refused.empty());
+  EXPECT_EQ(late.stale, 2u);
+  EXPECT_EQ(state.sessions().stale(), 2u);
+  auto loaded = Load(state, "dev");
+  ASSERT_EQ(loaded.size(), 3u);
+  EXPECT_EQ(loaded[2], (std::pair<std::string, std::string>{store::QueuedKey("dev", 2), "m2 of node 1"}));
+  // An unfenced copy of this boot (one it recovered, before the claim) is
+  // replaced too; one of a later boot (a restart since) is not.
+  EXPECT_EQ(FencedWrite(state, 3, 30, {Put(store::QueuedKey("dev", 4), "recovered")}).stale, 1u);
+  // One write with changes of both copies: decided per change.
+  auto mixed = FencedWrite(state, 3, 30, {Fenced(Put(store::QueuedKey("dev", 5), "old"), 1),
+                                          Fenced(Put(store::QueuedKey("dev", 6), "new"), 2)});
+  EXPECT_TRUE(mixed.refused.empty());
+  EXPECT_EQ(mixed.stale, 1u);
+  EXPECT_EQ(Load(state, "dev").size(), 4u);
+  EXPECT_EQ(FencedWrite(state, 3, 31, {Put(store::QueuedKey("dev", 7), "after a restart")}).stale, 0u);
+  EXPECT_EQ(Load(state, "dev").size(), 5u);
+  // An unfenced write (while a node of an older binary is linked) is
+  // decided by node only, as before.
+  EXPECT_TRUE(Write(state, 3, 30, {Put(store::QueuedKey("dev", 8), "unfenced")}).empty());
+  EXPECT_EQ(Load(state, "dev").size(), 6u);
+
+  // Without a fence (claims made unfenced) only fence 0 is this copy's.
+  Claim(state, "other", ClientOwner{3, 30, 9});
+  EXPECT_EQ(FencedWrite(state, 3, 30, {Put(store::SessionKey("other"), "r")}).stale, 0u);
+  EXPECT_EQ(FencedWrite(state, 3, 30, {Fenced(Put(store::QueuedKey("other", 1), "q"), 9)}).stale, 1u);
+  // The fence survives a snapshot.
+  PartitionState copy([] { return kNow; });
+  ASSERT_TRUE(copy.Restore(state.Snapshot()));
+  EXPECT_EQ(copy.registry().fences(), state.registry().fences());
+  EXPECT_EQ(FencedWrite(copy, 3, 30, {Fenced(Put(store::QueuedKey("dev", 9), "late"), 1)}).stale, 1u);
+}
+
 TEST(SessionMachineTest, MalformedWritesAndResultsAreRefused) {
   PartitionState state([] { return kNow; });
   const std::string good = EncodeSessionWrite(SessionWrite{1, 1, {Put(store::SessionKey("d"), "v")}});
@@ -222,6 +296,22 @@ TEST(SessionMachineTest, MalformedWritesAndResultsAreRefused) {
   EXPECT_EQ(state.sessions().keys().size(), 1u);
   EXPECT_FALSE(DecodeSessionLoadResult(std::string("\x00\x00\x00\x01", 4)).has_value());
   EXPECT_FALSE(DecodeSessionWriteResult(std::string("\x00\x00\x00\x02\x00", 5)).has_value());
+  // A fenced write: each change names its copy; cut anywhere, refused.
+  SessionWrite fenced{1, 1, {Fenced(Put(store::SessionKey("d"), "v"), 1ull << 40), Wipe("d")}};
+  fenced.fenced = true;
+  const std::string fenced_bytes = EncodeSessionWrite(fenced);
+  auto decoded = DecodeSessionWrite(fenced_bytes);
+  ASSERT_TRUE(decoded.has_value());
+  EXPECT_TRUE(decoded->fenced);
+  EXPECT_EQ(decoded->ops, fenced.ops);
+  for (size_t cut = 1; cut < fenced_bytes.size(); ++cut) {
+    EXPECT_FALSE(DecodeSessionWrite(fenced_bytes.substr(0, cut)).has_value()) << cut;
+  }
+  EXPECT_FALSE(DecodeSessionWrite(fenced_bytes + "x").has_value());
+  auto outcome = DecodeSessionWriteOutcome(std::string("\x00\x00\x00\x00\x03\x00\x00\x00", 8));
+  ASSERT_TRUE(outcome.has_value());
+  EXPECT_EQ(outcome->stale, 3u);
+  EXPECT_FALSE(DecodeSessionWriteOutcome(std::string("\x00\x00\x00\x00\x03\x00", 6)).has_value());
   EXPECT_TRUE(state.Query(std::string("\x30", 1)).empty());
 }
 
