@@ -2,6 +2,7 @@
 
 #include <fcntl.h>
 #include <poll.h>
+#include <sched.h>
 #include <signal.h>
 #include <sys/prctl.h>
 #include <sys/wait.h>
@@ -37,7 +38,8 @@ std::string WordValue(const std::string& line, const std::string& key) {
 }
 
 std::unique_ptr<Child> Child::Spawn(std::string name, const std::vector<std::string>& argv_in,
-                                    const std::string& log_path, std::string* error) {
+                                    const std::string& log_path, std::string* error,
+                                    const std::string& netns_path) {
   std::vector<std::string> args = argv_in;
   std::vector<char*> argv;
   for (auto& arg : args) argv.push_back(arg.data());
@@ -48,9 +50,17 @@ std::unique_ptr<Child> Child::Spawn(std::string name, const std::vector<std::str
     if (error) *error = "cannot open " + log_path + ": " + std::strerror(errno);
     return nullptr;
   }
+  // Opened here: the child may only make async-signal-safe calls.
+  const int netns_fd = netns_path.empty() ? -1 : ::open(netns_path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (!netns_path.empty() && netns_fd < 0) {
+    ::close(log_fd);
+    if (error) *error = "cannot open " + netns_path + ": " + std::strerror(errno);
+    return nullptr;
+  }
   int pipe_fds[2];
   if (::pipe2(pipe_fds, O_CLOEXEC) != 0) {
     ::close(log_fd);
+    if (netns_fd >= 0) ::close(netns_fd);
     if (error) *error = std::string("pipe2: ") + std::strerror(errno);
     return nullptr;
   }
@@ -58,6 +68,7 @@ std::unique_ptr<Child> Child::Spawn(std::string name, const std::vector<std::str
   const pid_t pid = ::fork();
   if (pid < 0) {
     ::close(log_fd);
+    if (netns_fd >= 0) ::close(netns_fd);
     ::close(pipe_fds[0]);
     ::close(pipe_fds[1]);
     if (error) *error = std::string("fork: ") + std::strerror(errno);
@@ -74,11 +85,13 @@ std::unique_ptr<Child> Child::Spawn(std::string name, const std::vector<std::str
     ::signal(SIGPIPE, SIG_DFL);
     ::dup2(pipe_fds[1], STDOUT_FILENO);
     ::dup2(log_fd, STDERR_FILENO);
+    if (netns_fd >= 0 && ::setns(netns_fd, CLONE_NEWNET) != 0) ::_exit(126);
     ::close_range(3, ~0U, 0);
     ::execv(argv[0], argv.data());
     ::_exit(127);
   }
   ::close(pipe_fds[1]);
+  if (netns_fd >= 0) ::close(netns_fd);
   ::fcntl(pipe_fds[0], F_SETFL, ::fcntl(pipe_fds[0], F_GETFL) | O_NONBLOCK);
   std::unique_ptr<Child> child(new Child());
   child->name_ = std::move(name);

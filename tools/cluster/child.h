@@ -19,11 +19,14 @@ using Clock = std::chrono::steady_clock;
 
 class Child {
  public:
-  // Starts argv[0] with argv; `log_path` is created or appended to.
-  // Returns null and fills `error` when the fork, the pipe or the log fails
-  // (a failed exec shows as exit status 127).
+  // Starts argv[0] with argv; `log_path` is created or appended to. With
+  // `netns_path` (a /var/run/netns/NAME file) the child enters that network
+  // namespace before the exec. Returns null and fills `error` when the
+  // fork, the pipe, the log or the namespace fails (a failed exec shows as
+  // exit status 127).
   static std::unique_ptr<Child> Spawn(std::string name, const std::vector<std::string>& argv,
-                                      const std::string& log_path, std::string* error);
+                                      const std::string& log_path, std::string* error,
+                                      const std::string& netns_path = "");
   ~Child();  // SIGKILLs and reaps a child that still runs
   Child(const Child&) = delete;
   Child& operator=(const Child&) = delete;

@@ -67,7 +67,8 @@ NodeCertificate NodeCertificateIn(const std::string& folder, int node) {
 
 // The same commands as scripts/start.sh's client-listener CA, so either
 // may make the CA first and the other reuses it.
-bool MakeClusterCertificates(const std::string& openssl, const std::string& folder, int nodes, std::string* error) {
+bool MakeClusterCertificates(const std::string& openssl, const std::string& folder, int nodes, std::string* error,
+                             const std::vector<std::string>& addresses) {
   std::error_code code;
   std::filesystem::create_directories(folder, code);
   if (code) {
@@ -86,8 +87,10 @@ bool MakeClusterCertificates(const std::string& openssl, const std::string& fold
     ::chmod(ca_key.c_str(), 0600);
   }
   const std::string extensions = folder + "/node.ext";
-  std::ofstream(extensions) << "subjectAltName=IP:127.0.0.1,DNS:localhost\n"
-                               "extendedKeyUsage=serverAuth,clientAuth\n";
+  std::string names = "IP:127.0.0.1,DNS:localhost";
+  for (const auto& address : addresses) names += ",IP:" + address;
+  std::ofstream(extensions) << "subjectAltName=" << names << "\n"
+                            << "extendedKeyUsage=serverAuth,clientAuth\n";
   for (int node = 1; node <= nodes; ++node) {
     const NodeCertificate files = NodeCertificateIn(folder, node);
     const std::string request = folder + "/node-" + std::to_string(node) + ".csr";

@@ -21,6 +21,7 @@
 #include "tools/cluster/child.h"
 #include "tools/cluster/cluster_tls.h"
 #include "tools/cluster/http_get.h"
+#include "tools/cluster/netns.h"
 #include "tools/cluster/signals.h"
 
 namespace estuary::launcher {
@@ -32,6 +33,13 @@ constexpr const char* kProgram = "estuary-cluster";
 std::string Address(uint16_t base, int index) {
   return std::string(kHost) + ":" + std::to_string(base == 0 ? 0 : base + index);
 }
+
+// With --netns every host has its own address, so they share the ports:
+// the base given, or the usual port.
+uint16_t SharedPort(uint16_t base, uint16_t usual) { return base == 0 ? usual : base; }
+
+constexpr int kActiveOctet = 101;   // the balancers' addresses 10.80.X.101, .102
+constexpr int kStandbyOctet = 102;
 
 std::string Join(const std::vector<std::string>& parts, const std::string& separator) {
   std::string out;
@@ -96,6 +104,12 @@ class Launcher {
 
  private:
   bool Prepare();
+  bool PrepareNetwork();
+  // HOST:PORT a node or balancer listens on: 127.0.0.1 and base + index,
+  // or with --netns its own address and the shared port.
+  std::string ListenAddress(int octet, uint16_t base, uint16_t usual, int index) const;
+  std::string NetnsPath(const std::string& host) const { return network_ ? network_->NamespacePath(host) : ""; }
+  void RemoveNetwork();
   bool StartNode(int id);
   bool StartBalancer(const std::string& role, uint16_t mqtt, uint16_t amqp, int heartbeat_index,
                      const std::string& peer);
@@ -119,6 +133,9 @@ class Launcher {
   bool lb_token_flag_ = false;    // estuary-lb takes --admin-token-file
   bool membership_api_ = true;    // /api/cluster/members answered (not 404)
   bool cluster_api_ = true;       // /api/cluster/routes answered
+  // Declared before the children so that it outlives them (its destructor
+  // removes the namespaces, whose processes must be gone by then).
+  std::unique_ptr<HostNetwork> network_;
   std::vector<Node> nodes_;
   std::vector<Balancer> balancers_;
 };
@@ -145,6 +162,10 @@ bool Launcher::Prepare() {
                  dir_.c_str(), running, kProgram, options_.dir.c_str());
     return false;
   }
+  // estuaryd refuses an admin listener off loopback without a token, and
+  // here the admin ports are on the hosts' own addresses.
+  if (options_.netns) options_.admin_token = true;
+  if (options_.netns && !PrepareNetwork()) return false;
   secret_flag_ = HelpText(options_.estuaryd).find("--cluster-secret-file") != std::string::npos;
   secret_path_ = dir_ + "/cluster.secret";
   std::string error;
@@ -164,6 +185,45 @@ bool Launcher::Prepare() {
   return PrepareClusterTls() && PrepareAdminToken();
 }
 
+// The namespaces: first what a crashed run in DIR left (listed in
+// DIR/netns.list), then this run's, one per node and per balancer.
+bool Launcher::PrepareNetwork() {
+  const std::string record = dir_ + "/netns.list";
+  std::string report;
+  if (!HostNetwork::RemoveRecorded(record, &report)) {
+    std::fprintf(stderr, "%s: cannot remove what %s lists:%s\n", kProgram, record.c_str(), report.c_str());
+    return false;
+  }
+  if (!report.empty()) std::fprintf(stderr, "%s: removed a crashed run's leftovers:%s\n", kProgram, report.c_str());
+  std::vector<NetnsHost> hosts;
+  for (int id = 1; id <= options_.nodes; ++id) hosts.push_back({"n" + std::to_string(id), id});
+  if (options_.balancers) hosts.insert(hosts.end(), {{"lb1", kActiveOctet}, {"lb2", kStandbyOctet}});
+  std::string error;
+  network_ = HostNetwork::Create(record, hosts, &error);
+  if (!network_) {
+    std::fprintf(stderr, "%s: --netns: %s\n", kProgram, error.c_str());
+    return false;
+  }
+  return true;
+}
+
+void Launcher::RemoveNetwork() {
+  if (!network_) return;
+  std::string report;
+  if (!network_->Remove(&report)) {
+    std::fprintf(stderr, "%s: could not remove all of the network (see %s/netns.list):%s\n", kProgram,
+                 dir_.c_str(), report.c_str());
+  } else {
+    std::fprintf(stderr, "%s: removed%s\n", kProgram, report.c_str());
+  }
+  network_.reset();
+}
+
+std::string Launcher::ListenAddress(int octet, uint16_t base, uint16_t usual, int index) const {
+  if (!network_) return Address(base, index);
+  return network_->Address(octet) + ":" + std::to_string(SharedPort(base, usual));
+}
+
 bool Launcher::PrepareClusterTls() {
   if (!options_.cluster_tls || !secret_flag_) return true;
   if (HelpText(options_.estuaryd).find("--cluster-tls-cert") == std::string::npos) {
@@ -177,7 +237,9 @@ bool Launcher::PrepareClusterTls() {
     return true;
   }
   std::string error;
-  if (!MakeClusterCertificates(openssl, dir_ + "/tls", options_.nodes, &error)) {
+  std::vector<std::string> addresses;
+  for (int id = 1; network_ && id <= options_.nodes; ++id) addresses.push_back(network_->Address(id));
+  if (!MakeClusterCertificates(openssl, dir_ + "/tls", options_.nodes, &error, addresses)) {
     std::fprintf(stderr, "%s: cluster TLS certificates: %s\n", kProgram, error.c_str());
     return false;
   }
@@ -222,10 +284,10 @@ bool Launcher::StartNode(int id) {
   const int index = id - 1;
   const std::string data_dir = dir_ + "/node-" + std::to_string(id);
   std::vector<std::string> argv = {options_.estuaryd, "--node-id", std::to_string(id),
-                                   "--mqtt", Address(options_.mqtt_base, index),
-                                   "--amqp", Address(options_.amqp_base, index),
-                                   "--admin", Address(options_.admin_base, index),
-                                   "--cluster", Address(options_.cluster_base, index),
+                                   "--mqtt", ListenAddress(id, options_.mqtt_base, 1883, index),
+                                   "--amqp", ListenAddress(id, options_.amqp_base, 5672, index),
+                                   "--admin", ListenAddress(id, options_.admin_base, 8080, index),
+                                   "--cluster", ListenAddress(id, options_.cluster_base, 7000, index),
                                    "--storage", options_.storage};
   if (options_.storage != "memory") argv.insert(argv.end(), {"--data-dir", data_dir});
   if (!options_.sync.empty()) argv.insert(argv.end(), {"--sync", options_.sync});
@@ -245,7 +307,10 @@ bool Launcher::StartNode(int id) {
   std::vector<std::string> seeds;
   for (const auto& node : nodes_) seeds.push_back(node.cluster);
   if (!seeds.empty()) argv.insert(argv.end(), {"--seeds", Join(seeds, ",")});
-  if (options_.balancers) argv.insert(argv.end(), {"--proxy-from", kHost});
+  if (options_.balancers) {
+    const std::string from = network_ ? network_->Address(kActiveOctet) + "," + network_->Address(kStandbyOctet) : kHost;
+    argv.insert(argv.end(), {"--proxy-from", from});
+  }
   argv.insert(argv.end(), options_.estuaryd_flags.begin(), options_.estuaryd_flags.end());
 
   Node node;
@@ -253,7 +318,7 @@ bool Launcher::StartNode(int id) {
   std::string error;
   const std::string log = dir_ + "/node-" + std::to_string(id) + ".log";
   ::truncate(log.c_str(), 0);
-  node.child = Child::Spawn("node " + std::to_string(id), argv, log, &error);
+  node.child = Child::Spawn("node " + std::to_string(id), argv, log, &error, NetnsPath("n" + std::to_string(id)));
   if (!node.child) {
     std::fprintf(stderr, "%s: node %d: %s\n", kProgram, id, error.c_str());
     return false;
@@ -278,10 +343,12 @@ bool Launcher::StartBalancer(const std::string& role, uint16_t mqtt, uint16_t am
                              const std::string& peer) {
   std::vector<std::string> admins;
   for (const auto& node : nodes_) admins.push_back(node.admin);
+  const int octet = heartbeat_index == 0 ? kActiveOctet : kStandbyOctet;
   std::vector<std::string> argv = {options_.estuary_lb, "--role", role,
-                                   "--mqtt", Address(mqtt, 0), "--amqp", Address(amqp, 0),
+                                   "--mqtt", ListenAddress(octet, mqtt, 1883, 0),
+                                   "--amqp", ListenAddress(octet, amqp, 5672, 0),
                                    "--nodes", Join(admins, ","),
-                                   "--heartbeat", Address(options_.lb_heartbeat, heartbeat_index),
+                                   "--heartbeat", ListenAddress(octet, options_.lb_heartbeat, 7946, heartbeat_index),
                                    "--pair-secret-file", dir_ + "/lb-pair.secret"};
   if (!peer.empty()) argv.insert(argv.end(), {"--peer", peer});
   if (lb_token_flag_) argv.insert(argv.end(), {"--admin-token-file", token_path_});
@@ -290,7 +357,7 @@ bool Launcher::StartBalancer(const std::string& role, uint16_t mqtt, uint16_t am
   std::string error;
   const std::string log = dir_ + "/lb-" + role + ".log";
   ::truncate(log.c_str(), 0);
-  balancer.child = Child::Spawn("balancer " + role, argv, log, &error);
+  balancer.child = Child::Spawn("balancer " + role, argv, log, &error, NetnsPath(heartbeat_index == 0 ? "lb1" : "lb2"));
   if (!balancer.child) {
     std::fprintf(stderr, "%s: balancer %s: %s\n", kProgram, role.c_str(), error.c_str());
     return false;
@@ -417,9 +484,16 @@ void Launcher::PrintEndpoints() const {
     std::printf("admin API: needs the token in %s (estuaryctl --token-file %s --admin %s ...)\n",
                 token_path_.c_str(), token_path_.c_str(), nodes_.empty() ? "" : nodes_[0].admin.c_str());
   }
+  if (network_) {
+    std::printf("network: a namespace per host (%sn1..n%zu%s), bridge %s %s/24 on this machine; removed at stop "
+                "(listed in %s/netns.list)\n",
+                network_->tag().c_str(), nodes_.size(), balancers_.empty() ? "" : ", lb1, lb2",
+                network_->bridge().c_str(), network_->bridge_address().c_str(), dir_.c_str());
+  }
   std::printf("logs and data: %s (node-N.log, node-N/); stop: Ctrl-C or `%s stop --dir %s`\n", dir_.c_str(),
               kProgram, dir_.c_str());
-  std::printf("%s ready nodes=%zu dir=%s pid=%d\n", kProgram, nodes_.size(), dir_.c_str(), int(::getpid()));
+  std::printf("%s ready nodes=%zu dir=%s pid=%d%s\n", kProgram, nodes_.size(), dir_.c_str(), int(::getpid()),
+              network_ ? (" netns=" + network_->tag()).c_str() : "");
   std::fflush(stdout);
 }
 
@@ -488,18 +562,31 @@ int Launcher::Run() {
     std::fprintf(stderr, "%s: cannot install signal handlers\n", kProgram);
     return 1;
   }
-  if (!Prepare()) return 1;
+  if (options_.netns) {
+    if (const std::string why = HostNetwork::Unavailable(); !why.empty()) {
+      std::fprintf(stderr, "%s: %s\n", kProgram, why.c_str());
+      return 2;
+    }
+  }
+  if (!Prepare()) {
+    RemoveNetwork();
+    return 1;
+  }
   bool started = true;
   for (int id = 1; id <= options_.nodes && started && !StopRequested(); ++id) started = StartNode(id);
   started = started && !StopRequested() && WaitHealthy();
   if (started && options_.balancers) {
-    started = StartBalancer("active", options_.lb_mqtt, options_.lb_amqp, 0,
-                            options_.lb_heartbeat ? Address(options_.lb_heartbeat, 1) : "");
+    // The standby's heartbeat address, when known before it starts.
+    std::string standby;
+    if (network_) standby = ListenAddress(kStandbyOctet, options_.lb_heartbeat, 7946, 1);
+    if (!network_ && options_.lb_heartbeat) standby = Address(options_.lb_heartbeat, 1);
+    started = StartBalancer("active", options_.lb_mqtt, options_.lb_amqp, 0, standby);
     const std::string active_heartbeat = started ? WordValue(balancers_[0].ready_line, "heartbeat") : "";
     started = started && StartBalancer("standby", options_.lb_mqtt2, options_.lb_amqp2, 1, active_heartbeat);
   }
   if (!started || StopRequested()) {
     StopAll();
+    RemoveNetwork();
     return StopRequested() ? 0 : 1;
   }
   const std::string pid_file = dir_ + "/cluster.pid";
@@ -507,6 +594,7 @@ int Launcher::Run() {
   PrintEndpoints();
   const int status = Foreground();
   StopAll();
+  RemoveNetwork();
   ::unlink(pid_file.c_str());
   return status;
 }

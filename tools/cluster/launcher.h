@@ -18,6 +18,10 @@ struct LaunchOptions {
   std::string estuaryd;    // empty: next to this program
   std::string estuary_lb;  // empty: next to this program
   bool balancers = false;
+  // --netns (root): every node and balancer in a network namespace of its
+  // own with its own address on a bridge (netns.h); all use the same ports
+  // (the bases, or 1883/5672/8080/7000 and 1883/5672/7946 when 0).
+  bool netns = false;
   // Mutual TLS on the inter-node links (cluster_tls.h) when estuaryd takes
   // --cluster-tls-cert and `openssl` is found; --no-cluster-tls turns it off.
   bool cluster_tls = true;
@@ -43,9 +47,11 @@ struct LaunchOptions {
   std::vector<std::string> estuaryd_flags;  // after `--`
 };
 
-// Exit status: 0 after a clean stop, 1 when start-up failed.
+// Exit status: 0 after a clean stop, 1 when start-up failed, 2 when --netns
+// cannot work here (not root, no `ip`).
 int RunStart(const LaunchOptions& options);
-// Exit status: 0 once the launcher exited, 1 when none runs for `dir`.
+// Exit status: 0 once the launcher exited (or a crashed launcher's
+// namespaces listed in DIR/netns.list were removed), 1 when none runs.
 int RunStop(const std::string& dir, uint32_t timeout_ms);
 
 }  // namespace estuary::launcher

@@ -21,6 +21,11 @@ void AddStartOptions(CLI::App& start, LaunchOptions& options) {
   start.add_option("--estuary-lb", options.estuary_lb, "estuary-lb binary (default: next to estuary-cluster)");
   start.add_flag("--balancers", options.balancers,
                  "Also start the estuary-lb pair (active, standby) in front; nodes then take --proxy-from 127.0.0.1");
+  start.add_flag("--netns", options.netns,
+                 "Root only: every node and balancer in its own network namespace with its own address "
+                 "(10.80.X.N/24) on a bridge est<tag>br (10.80.X.254) on this machine, as separate hosts; all use "
+                 "the same ports (the bases, or 1883/5672/8080/7000); implies --admin-token (admin ports off loopback); what it makes is listed in DIR/netns.list "
+                 "and removed at stop (`stop` also removes a crashed run's); exits 2 without root or `ip`");
   start.add_flag("!--no-cluster-tls", options.cluster_tls,
                  "Links between the nodes in clear text (default: mutual TLS with throwaway certificates made by "
                  "`openssl` in DIR/tls, when estuaryd takes --cluster-tls-cert)");

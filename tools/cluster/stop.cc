@@ -8,6 +8,7 @@
 #include <cstdio>
 
 #include "tools/cluster/launcher.h"
+#include "tools/cluster/netns.h"
 #include "tools/cluster/signals.h"
 
 namespace estuary::launcher {
@@ -16,6 +17,15 @@ int RunStop(const std::string& dir, uint32_t timeout_ms) {
   const std::string pid_file = dir + "/cluster.pid";
   const pid_t pid = ReadPidFile(pid_file);
   if (pid <= 0 || !IsLauncher(pid)) {
+    // A launcher that died (SIGKILL, a crash) leaves its namespaces listed.
+    std::string report;
+    const bool leftovers = ::access((dir + "/netns.list").c_str(), F_OK) == 0;
+    if (leftovers && HostNetwork::RemoveRecorded(dir + "/netns.list", &report)) {
+      std::printf("estuary-cluster: no launcher runs in %s; removed what its netns.list named:%s\n", dir.c_str(),
+                  report.c_str());
+      return 0;
+    }
+    if (leftovers) std::fprintf(stderr, "estuary-cluster: %s/netns.list:%s\n", dir.c_str(), report.c_str());
     std::fprintf(stderr, "estuary-cluster: no cluster runs in %s (no live launcher in %s)\n", dir.c_str(),
                  pid_file.c_str());
     return 1;
