@@ -203,6 +203,90 @@ TEST_F(NetnsTest, StopRemovesWhatACrashedLauncherLeft) {
   EXPECT_FALSE(std::filesystem::exists(dir_ + "/netns.list"));
 }
 
+// A node that cannot start (a flag estuaryd refuses): the launcher exits 1
+// and removes the namespaces it had made for the run.
+TEST_F(NetnsTest, AFailedStartLeavesNothing) {
+  SKIP_WITHOUT_NETNS();
+  EXPECT_EQ(RunToEnd({"start", "--netns", "--nodes", "2", "--storage", "memory", "--ready-timeout", "20000", "--dir",
+                      dir_, "--", "--no-such-estuaryd-flag"}),
+            1);
+  const std::string log = LauncherLog(0);
+  const auto removed = log.find("bridge est");
+  ASSERT_NE(removed, std::string::npos) << log;
+  const std::string tag = log.substr(removed + 7, 7);
+  EXPECT_FALSE(NetworkShows(tag)) << tag << "\n" << Output("ip netns list") << Output("ip -o link show");
+  EXPECT_FALSE(std::filesystem::exists(dir_ + "/netns.list"));
+}
+
+// The balancer pair as two more hosts: a client of the active balancer's
+// namespace address reaches the nodes behind it.
+TEST_F(NetnsTest, BalancersAsHostsForwardClientsToTheNodes) {
+  SKIP_WITHOUT_NETNS();
+  auto launcher = Run({"start", "--netns", "--balancers", "--nodes", "2", "--storage", "memory", "--dir", dir_, "--",
+                       "--shards", "1"});
+  auto ready = launcher->WaitForLine("estuary-cluster ready ", Clock::now() + std::chrono::seconds(90));
+  ASSERT_TRUE(ready) << launcher->output() << LauncherLog(0);
+  const std::string tag = WordValue(*ready, "netns");
+  std::string active;
+  std::istringstream lines(launcher->output());
+  for (std::string line; std::getline(lines, line);) {
+    if (line.rfind("estuary-lb ready role=active ", 0) == 0) active = WordValue(line, "mqtt");
+  }
+  ASSERT_EQ(active.rfind("10.80.", 0), 0u) << launcher->output();
+  EXPECT_TRUE(NetworkShows(tag + "lb1") && NetworkShows(tag + "lb2"));
+  ExpectPublishCrosses(active, active);
+
+  EXPECT_EQ(RunToEnd({"stop", "--dir", dir_}), 0);
+  EXPECT_EQ(launcher->WaitExit(Clock::now() + std::chrono::seconds(30)), 0);
+  EXPECT_FALSE(NetworkShows(tag)) << Output("ip netns list") << Output("ip -o link show");
+}
+
+// Two runs at once: each its own tag and its own subnet (the first run's
+// bridge route makes its /24 taken for the second).
+TEST_F(NetnsTest, TwoRunsAtOnceTakeSeparateTagsAndSubnets) {
+  SKIP_WITHOUT_NETNS();
+  const std::string second_dir = dir_ + "/second";
+  auto first = Run({"start", "--netns", "--nodes", "1", "--storage", "memory", "--dir", dir_ + "/first"});
+  auto second = Run({"start", "--netns", "--nodes", "1", "--storage", "memory", "--dir", second_dir});
+  const auto deadline = Clock::now() + std::chrono::seconds(90);
+  auto first_ready = first->WaitForLine("estuary-cluster ready ", deadline);
+  auto second_ready = second->WaitForLine("estuary-cluster ready ", deadline);
+  ASSERT_TRUE(first_ready && second_ready) << first->output() << second->output();
+  EXPECT_NE(WordValue(*first_ready, "netns"), WordValue(*second_ready, "netns"));
+  const auto first_admin = ReadyWords(first->output(), "admin");
+  const auto second_admin = ReadyWords(second->output(), "admin");
+  ASSERT_EQ(first_admin.size(), 1u);
+  ASSERT_EQ(second_admin.size(), 1u);
+  const std::string first_host = SplitAddress(first_admin[0]).first;
+  const std::string second_host = SplitAddress(second_admin[0]).first;
+  EXPECT_NE(first_host.substr(0, first_host.rfind('.')), second_host.substr(0, second_host.rfind('.')));
+  first->Signal(SIGTERM);
+  second->Signal(SIGTERM);
+  EXPECT_EQ(first->WaitExit(Clock::now() + std::chrono::seconds(30)), 0);
+  EXPECT_EQ(second->WaitExit(Clock::now() + std::chrono::seconds(30)), 0);
+  EXPECT_FALSE(NetworkShows(WordValue(*first_ready, "netns")));
+  EXPECT_FALSE(NetworkShows(WordValue(*second_ready, "netns")));
+}
+
+// A listed name that now belongs to another object (another inode, another
+// interface index) is not ours: removal leaves it alone.
+TEST_F(NetnsTest, RemovalLeavesANameThatIsNoLongerOurs) {
+  SKIP_WITHOUT_NETNS();
+  const std::string tag = "estt" + std::to_string(::getpid() % 1000);
+  ASSERT_EQ(Output("ip netns list").find(tag), std::string::npos);
+  ASSERT_EQ(std::system(("ip netns add " + tag + "n1 && ip link add " + tag + "br type bridge").c_str()), 0);
+  const std::string record = dir_ + "/netns.list";
+  std::ofstream(record) << "pid 1\nbridge " << tag << "br 1\nnetns " << tag << "n1 2\n";
+  std::string report;
+  EXPECT_TRUE(HostNetwork::RemoveRecorded(record, &report));
+  EXPECT_NE(report.find("skipped netns " + tag + "n1"), std::string::npos) << report;
+  EXPECT_NE(report.find("skipped bridge " + tag + "br"), std::string::npos) << report;
+  EXPECT_TRUE(NetworkShows(tag + "n1"));
+  EXPECT_TRUE(NetworkShows(tag + "br"));
+  std::system(("ip netns del " + tag + "n1; ip link del " + tag + "br").c_str());
+  EXPECT_FALSE(NetworkShows(tag));
+}
+
 // Without root --netns is refused at once (as root: run as nobody).
 TEST_F(NetnsTest, WithoutRootNetnsExitsTwo) {
   std::vector<std::string> args = {kLauncher, "start", "--netns", "--dir", dir_};
