@@ -4,7 +4,9 @@
 // estuary-lb pair in front, waits until every node is healthy and sees
 // every other node up, prints the endpoints, writes DIR/cluster.pid and
 // stays in the foreground until SIGINT/SIGTERM, then stops every child
-// (SIGTERM, then SIGKILL after the grace). RunStop signals the launcher
+// (SIGTERM, then SIGKILL after the grace). With --netns each node and
+// balancer runs in a network namespace of its own (netns.h), removed
+// after the children stop. RunStop signals the launcher
 // whose pid is in DIR/cluster.pid and waits for it to exit. One thread.
 #include <cstdint>
 #include <string>
