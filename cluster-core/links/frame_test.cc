@@ -213,10 +213,10 @@ TEST(FrameTest, MacDependsOnSecretRoleNoncesAndIds) {
 TEST(FrameTest, BytesArePinned) {
   Nonce nonce{};
   for (size_t i = 0; i < nonce.size(); ++i) nonce[i] = static_cast<uint8_t>(i);
-  // The hello carries this binary's link minor (4 since the session
-  // hand-off; it was d3cb1154ece99903 with minor 3).
+  // The hello carries this binary's link minor (5 since the copy fence;
+  // it was a365e41182fde218 with minor 4, d3cb1154ece99903 with minor 3).
   EXPECT_EQ(base::PinnedBytes(EncodeHello({.node = 513, .address = "10.0.0.7:7000", .nonce = nonce})),
-            "55 bytes fnv1a64=a365e41182fde218");
+            "55 bytes fnv1a64=6b359b67e2d0f5f1");
   std::string frames;
   AppendFrame(frames, 0x10, "body");
   AppendFrame(frames, 0x11, std::string(300, 'z'));

@@ -6,9 +6,12 @@
 //   2: a snapshot from another replica: Restore either refuses it and
 //      changes nothing, or the state snapshots and restores to itself;
 //   3: a run of commands (u8 length, bytes) applied in order, checked
-//      against a plain map of owners (a conditional claim changes it only
-//      while its `only_from` node owns the id, and a guarded one only while
-//      the owner is the `expected` one), then a snapshot round trip.
+//      against plain maps of owners and copy fences (a conditional claim
+//      changes them only while its `only_from` node owns the id, and a
+//      guarded one only while the owner is the `expected` one; a claim by
+//      the owner's node and boot, not clean, keeps the fence; any other
+//      fenced claim makes its owner the fence, an unfenced one drops it, as
+//      a release does), then a snapshot round trip.
 #include <cstddef>
 #include <cstdint>
 #include <cstdlib>
@@ -39,6 +42,7 @@ void SnapshotRoundTrip(const ClientRegistry& registry) {
   ClientRegistry copy;
   Check(copy.Restore(registry.Snapshot()));
   Check(copy.owners() == registry.owners());
+  Check(copy.fences() == registry.fences());
   Check(copy.Snapshot() == registry.Snapshot());
 }
 
@@ -51,8 +55,9 @@ void Command(std::string_view body) {
 }
 
 void Result(std::string_view body) {
-  auto result = DecodeClaimResult(body);
-  if (result) Check(EncodeClaimResult(*result) == body && DecodeClaimResult(body) == result);
+  auto result = DecodeClaimResultWithFence(body);
+  if (result) Check(EncodeClaimResult(result->previous, result->fence) == body);
+  Check(DecodeClaimResult(body).has_value() == result.has_value());
 }
 
 void Snapshot(std::string_view body) {
@@ -69,6 +74,7 @@ void Snapshot(std::string_view body) {
 void Run(std::string_view body) {
   ClientRegistry registry;
   std::map<std::string, ClientOwner> model;
+  std::map<std::string, ClientOwner, std::less<>> fences;
   while (!body.empty()) {
     const size_t length = static_cast<uint8_t>(body[0]);
     body.remove_prefix(1);
@@ -95,14 +101,32 @@ void Run(std::string_view body) {
       }
       Check(DecodeClaimResult(result) == std::optional<std::optional<ClientOwner>>(previous));
       model[claim->client] = claim->owner;
+      const bool same_copy = previous && previous->node == claim->owner.node &&
+                             previous->boot == claim->owner.boot && !claim->clean;
+      if (!same_copy) {
+        if (claim->fenced) {
+          fences[claim->client] = claim->owner;
+        } else {
+          fences.erase(claim->client);
+        }
+      }
+      if (claim->fenced) {
+        auto fence = fences.find(claim->client);
+        Check(DecodeClaimResultWithFence(result)->fence ==
+              (fence == fences.end() ? std::nullopt : std::optional<ClientOwner>(fence->second)));
+      }
     } else {
       const auto& release = std::get<ReleaseClient>(*command);
       auto it = model.find(release.client);
       const bool owned = it != model.end() && it->second == release.owner;
       Check(result == (owned ? "1" : "0"));
-      if (owned) model.erase(it);
+      if (owned) {
+        model.erase(it);
+        fences.erase(release.client);
+      }
     }
     Check(registry.owners() == model);
+    Check(registry.fences() == fences);
   }
   SnapshotRoundTrip(registry);
 }
