@@ -19,6 +19,15 @@ the application again). Proton-C drops the broker's unsettled map from
 the attach, so a kept tag that comes back with another body is taken as a
 new delivery reusing the id.
 
+The other way across protocols (issue 26 point 2, on one node): an
+exactly-once AMQP sender (rcv-settle-mode second) has N transfers accepted
+and settles them, while a persistent MQTT 3.1.1 QoS 2 subscriber is
+offline; the subscriber (one Paho client object throughout, so its QoS 2
+state survives its reconnects, as an application's would) takes them
+slowly, the node is killed with SIGKILL half-way and restarted, and the
+same client reconnects and takes the rest. Paho hands a QoS 2 message to
+the application at PUBREL, once.
+
 Targets: lost 0 and duplicated 0. The script exits non-zero on either.
 
 usage: /usr/bin/python3 exactly_once_kill.py path/to/estuaryd
@@ -28,6 +37,7 @@ import os
 import sys
 import tempfile
 import threading
+import time
 
 from proton import Delivery, Link, Message, Terminus, Timeout
 from proton.handlers import MessagingHandler
@@ -114,20 +124,20 @@ class ExactlyOnceSender(LinkOption):
         link.rcv_settle_mode = Link.RCV_SECOND
 
 
-def sender_connection(broker):
+def sender_connection(broker, address=TOPIC):
     container = Container()
     container.container_id = "eok-sender"
     connection = BlockingConnection("amqp://%s:%d" % (broker.host, broker.amqp_port), timeout=DEADLINE,
                                     container=container)
-    return connection, connection.create_sender(TOPIC, name="s", options=ExactlyOnceSender())
+    return connection, connection.create_sender(address, name="s", options=ExactlyOnceSender())
 
 
-def send_all_accepted(connection, sender, count):
+def send_all_accepted(connection, sender, count, prefix="i-"):
     """Sends i-0.. under tags t0.., waits until each is accepted; settles none."""
     deliveries = []
     for i in range(count):
         connection.wait(lambda: sender.link.credit > 0, timeout=DEADLINE, msg="credit")
-        deliveries.append(Message(body="i-%d" % i).send(sender.link, "t%d" % i))
+        deliveries.append(Message(body="%s%d" % (prefix, i)).send(sender.link, "t%d" % i))
     connection.wait(lambda: all(d.remote_state == Delivery.ACCEPTED for d in deliveries), timeout=DEADLINE,
                     msg="accepted for every transfer")
     return deliveries
@@ -176,6 +186,91 @@ def inbound(binary, flags):
     check(status == 0, "inbound: restarted estuaryd exits 0 on SIGTERM (status %s)" % status)
 
 
+class SlowQos2Subscriber:
+    """A persistent MQTT 3.1.1 session subscribed at QoS 2 on `topic`, one
+    Paho client for the whole run (its inbound QoS 2 state survives its
+    reconnects); the application's messages land in `delivered`, each after
+    a short pause (the PUBCOMP waits for it), so a kill finds messages at
+    every stage."""
+
+    def __init__(self, topic):
+        self.delivered = []
+        self.connected = threading.Event()
+        self.subscribed = threading.Event()
+        self.client = mqtt.Client(client_id="eok-mqtt-sub", protocol=mqtt.MQTTv311, clean_session=False)
+        self.client.on_connect = lambda *args: self.connected.set()
+        self.client.on_subscribe = lambda *args: self.subscribed.set()
+        self.client.on_message = self._on_message
+        self.topic = topic
+
+    def _on_message(self, client, userdata, message):
+        self.delivered.append(message.payload.decode())
+        time.sleep(0.005)
+
+    def connect(self, broker):
+        self.connected.clear()
+        self.client.connect(broker.host, broker.mqtt_port, keepalive=60)
+        self.client.loop_start()
+        check(self.connected.wait(DEADLINE), "to MQTT: the subscriber's CONNACK")
+
+    def subscribe(self):
+        self.client.subscribe(self.topic, 2)
+        check(self.subscribed.wait(DEADLINE), "to MQTT: the SUBACK")
+
+    def wait(self, condition):
+        deadline = time.monotonic() + DEADLINE
+        while not condition() and time.monotonic() < deadline:
+            time.sleep(0.01)
+        return condition()
+
+    def stop(self, disconnect=True):
+        if disconnect:
+            self.client.disconnect()
+        self.client.loop_stop()
+
+
+def to_mqtt(binary, flags):
+    """An exactly-once AMQP sender's transfers to a QoS 2 MQTT subscriber
+    across kill -9 of the node: each delivered to the application once."""
+    count = 200
+    topic = "eok/m"
+    broker = Estuaryd(binary, *flags)
+    subscriber = SlowQos2Subscriber(topic)
+    taken_before_kill = 0
+    try:
+        subscriber.connect(broker)
+        subscriber.subscribe()
+        subscriber.stop()  # offline: the session keeps what is published
+        connection, sender = sender_connection(broker, topic)
+        for delivery in send_all_accepted(connection, sender, count, prefix="m-"):
+            delivery.settle()
+        connection.close()
+        subscriber.connect(broker)
+        check(subscriber.wait(lambda: len(subscriber.delivered) >= count // 2),
+              "to MQTT: half the messages delivered before the kill")
+        broker.kill()  # kill -9 mid-stream: PUBRECs, PUBRELs and PUBCOMPs on the wire
+        taken_before_kill = len(subscriber.delivered)
+        subscriber.stop(disconnect=False)
+        broker = Estuaryd(binary, *flags)
+        subscriber.connect(broker)
+        subscriber.wait(lambda: len(set(subscriber.delivered)) >= count)
+        subscriber.stop()
+    finally:
+        status = broker.stop()
+    seen = subscriber.delivered
+    distinct = set(seen)
+    lost = len({"m-%d" % i for i in range(count)} - distinct)
+    duplicated = len(seen) - len(distinct)
+    print("to MQTT: sent %d exactly once over AMQP, %d delivered before kill -9, %d in all, lost %d, "
+          "duplicated %d" % (count, taken_before_kill, len(seen), lost, duplicated), flush=True)
+    check(taken_before_kill < count, "to MQTT: the kill came before the last delivery (%d of %d)"
+          % (taken_before_kill, count))
+    check(lost == 0, "to MQTT: no accepted transfer lost across kill -9 (lost %d)" % lost)
+    check(duplicated == 0, "to MQTT: no message handed to the QoS 2 subscriber twice (duplicated %d)"
+          % duplicated)
+    check(status == 0, "to MQTT: restarted estuaryd exits 0 on SIGTERM (status %s)" % status)
+
+
 def main():
     binary = sys.argv[1]
     with tempfile.TemporaryDirectory() as data_dir:
@@ -220,6 +315,9 @@ def main():
     check(status == 0, "restarted estuaryd exits 0 on SIGTERM (status %s)" % status)
     with tempfile.TemporaryDirectory() as data_dir:
         inbound(binary, ("--node-id", "1", "--data-dir", data_dir, "--sync", "always", "--shards", "2",
+                         "--log-level", "warn", "--sys-interval", "0", "--shutdown-grace", "500"))
+    with tempfile.TemporaryDirectory() as data_dir:
+        to_mqtt(binary, ("--node-id", "1", "--data-dir", data_dir, "--sync", "always", "--shards", "2",
                          "--log-level", "warn", "--sys-interval", "0", "--shutdown-grace", "500"))
     if FAILURES:
         raise SystemExit("FAIL: %d check(s) failed" % len(FAILURES))
