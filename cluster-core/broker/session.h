@@ -58,6 +58,14 @@ enum class RetainHandling : uint8_t {
   kNever = 2,
 };
 
+// What ShardBroker::Subscribe did: a new subscription, or new options for
+// one the session had (MQTT 5.0 section 3.8.4: a SUBSCRIBE to a filter it
+// holds replaces it; retain handling 1 tells the two apart).
+enum class SubscribeOutcome : uint8_t { kAdded, kReplaced };
+// What ShardBroker::Unsubscribe did (UNSUBACK 0x00 or 0x11, No
+// subscription existed).
+enum class UnsubscribeOutcome : uint8_t { kRemoved, kNotSubscribed };
+
 struct SubscriptionOptions {
   QoS max_qos = QoS::kAtMostOnce;
   bool no_local = false;

@@ -466,15 +466,15 @@ void ShardBroker::OnDequeued(Session& session) {
 
 // --- subscribe ------------------------------------------------------------
 
-bool ShardBroker::Subscribe(Session* session, const std::string& filter,
-                            const SubscriptionOptions& options) {
+SubscribeOutcome ShardBroker::Subscribe(Session* session, const std::string& filter,
+                                        const SubscriptionOptions& options) {
   auto& subscriptions = session->subscriptions();
   auto it = subscriptions.find(filter);
   const bool existed = it != subscriptions.end();
   if (session->durable()) store_->PutSubscription(session->client_id(), filter, options);
   if (existed) {
     it->second = options;  // the router points at this entry: updated in place
-    return true;
+    return SubscribeOutcome::kReplaced;
   }
   it = subscriptions.emplace(filter, options).first;
   ShardMetrics::Add(metrics_.subscriptions);
@@ -487,11 +487,11 @@ bool ShardBroker::Subscribe(Session* session, const std::string& filter,
   } else {
     ApplyLocalRouteChange(router_.AddLocal(filter, {}, ref));
   }
-  return false;
+  return SubscribeOutcome::kAdded;
 }
 
-bool ShardBroker::Unsubscribe(Session* session, const std::string& filter) {
-  if (!RemoveSubscription(session, filter)) return false;
+UnsubscribeOutcome ShardBroker::Unsubscribe(Session* session, const std::string& filter) {
+  if (!RemoveSubscription(session, filter)) return UnsubscribeOutcome::kNotSubscribed;
   // Its queued (not yet sent) shared deliveries go to another member, if
   // one is left; those in flight are completed with this client
   // [MQTT-3.10.4-3] (and move only if its session ends before).
@@ -501,7 +501,7 @@ bool ShardBroker::Unsubscribe(Session* session, const std::string& filter) {
       RedeliverShared(TakeShared(*session, /*inflight=*/false, &key, /*keep_without_member=*/true), session);
     }
   }
-  return true;
+  return UnsubscribeOutcome::kRemoved;
 }
 
 bool ShardBroker::RemoveSubscription(Session* session, const std::string& filter) {
@@ -524,10 +524,10 @@ bool ShardBroker::RemoveSubscription(Session* session, const std::string& filter
 }
 
 void ShardBroker::DeliverRetained(Session* session, const std::string& filter,
-                                  const SubscriptionOptions& options, bool existed) {
+                                  const SubscriptionOptions& options, SubscribeOutcome outcome) {
   if (IsSharedFilter(filter)) return;  // [MQTT-3.8.4 v5: not sent for shared subscriptions]
   if (options.retain_handling == RetainHandling::kNever ||
-      (options.retain_handling == RetainHandling::kSendIfNew && existed)) {
+      (options.retain_handling == RetainHandling::kSendIfNew && outcome == SubscribeOutcome::kReplaced)) {
     return;
   }
   if (cluster_ != nullptr && !IsNodeLocalTopic(filter) && cluster_->RetainedOnPartitions()) {

@@ -208,13 +208,13 @@ class ShardBroker {
   void OnDequeued(Session& session);
 
   // --- subscribe ----------------------------------------------------------
-  // Adds or replaces one subscription. Returns true if it already existed.
-  bool Subscribe(Session* session, const std::string& filter, const SubscriptionOptions& options);
-  // Queues the retained messages for a new subscription, by its options.
-  void DeliverRetained(Session* session, const std::string& filter,
-                       const SubscriptionOptions& options, bool existed);
-  // Returns true if the subscription existed.
-  bool Unsubscribe(Session* session, const std::string& filter);
+  // Adds or replaces one subscription.
+  SubscribeOutcome Subscribe(Session* session, const std::string& filter, const SubscriptionOptions& options);
+  // Queues the retained messages for a subscription Subscribe just made,
+  // by its options (retain handling 1 sends them only when it was added).
+  void DeliverRetained(Session* session, const std::string& filter, const SubscriptionOptions& options,
+                       SubscribeOutcome outcome);
+  UnsubscribeOutcome Unsubscribe(Session* session, const std::string& filter);
   // Runs `done` once every route change made so far is visible on every
   // shard (at once when nothing is pending).
   void WhenRoutesVisible(std::function<void()> done);

@@ -129,8 +129,8 @@ TEST_F(ShardBrokerTest, UnsubscribeRemovesRemoteRoute) {
   Session* session = shards_[1]->Attach("sub", true, &sink).session;
   shards_[1]->Subscribe(session, "t", Options(QoS::kAtLeastOnce));
   link_.RunAll();
-  EXPECT_TRUE(shards_[1]->Unsubscribe(session, "t"));
-  EXPECT_FALSE(shards_[1]->Unsubscribe(session, "t"));
+  EXPECT_EQ(shards_[1]->Unsubscribe(session, "t"), UnsubscribeOutcome::kRemoved);
+  EXPECT_EQ(shards_[1]->Unsubscribe(session, "t"), UnsubscribeOutcome::kNotSubscribed);
   link_.RunAll();
   shards_[0]->Publish(Make("t", "x"));
   EXPECT_EQ(link_.pending(), 0u);
@@ -167,8 +167,7 @@ TEST_F(ShardBrokerTest, RetainedMessagesReplicateAndClearWithEmptyPayload) {
   RecordingSink sink;
   Session* session = shards_[1]->Attach("sub", true, &sink).session;
   SubscriptionOptions options = Options(QoS::kAtLeastOnce);
-  bool existed = shards_[1]->Subscribe(session, "r/+", options);
-  shards_[1]->DeliverRetained(session, "r/+", options, existed);
+  shards_[1]->DeliverRetained(session, "r/+", options, shards_[1]->Subscribe(session, "r/+", options));
   ASSERT_EQ(session->queued_messages(), 1u);
   Delivery delivery = session->PopQueued();
   EXPECT_TRUE(delivery.retain);
@@ -186,11 +185,12 @@ TEST_F(ShardBrokerTest, RetainHandlingOneSendsOnlyForNewSubscriptions) {
   Session* session = shards_[0]->Attach("sub", true, &sink).session;
   SubscriptionOptions options = Options(QoS::kAtLeastOnce);
   options.retain_handling = core::RetainHandling::kSendIfNew;
-  bool existed = shards_[0]->Subscribe(session, "r", options);
-  shards_[0]->DeliverRetained(session, "r", options, existed);
-  existed = shards_[0]->Subscribe(session, "r", options);
-  EXPECT_TRUE(existed);
-  shards_[0]->DeliverRetained(session, "r", options, existed);
+  SubscribeOutcome outcome = shards_[0]->Subscribe(session, "r", options);
+  EXPECT_EQ(outcome, SubscribeOutcome::kAdded);
+  shards_[0]->DeliverRetained(session, "r", options, outcome);
+  outcome = shards_[0]->Subscribe(session, "r", options);
+  EXPECT_EQ(outcome, SubscribeOutcome::kReplaced);
+  shards_[0]->DeliverRetained(session, "r", options, outcome);
   EXPECT_EQ(session->queued_messages(), 1u);
 }
 

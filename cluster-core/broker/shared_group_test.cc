@@ -226,7 +226,7 @@ TEST_F(SharedGroupTest, UnsubscribeMovesQueuedAndKeepsInFlight) {
   SendAll(a);
   Publish(0, "jobs/1", "waiting");
   Session* b = Member(0, "b");
-  EXPECT_TRUE(shards_[0]->Unsubscribe(a, "$share/g/jobs/+"));
+  EXPECT_EQ(shards_[0]->Unsubscribe(a, "$share/g/jobs/+"), UnsubscribeOutcome::kRemoved);
   link_.RunAll();
   EXPECT_EQ(a->inflight().size(), 1u);  // [MQTT-3.10.4-3]: completed with a
   EXPECT_FALSE(a->HasQueued());
@@ -627,7 +627,7 @@ TEST_F(SharedGroupRestartTest, Issue7InFlightGroupMessagesMoveAfterARestartThoug
   Settle();
   ASSERT_EQ(SendAll(a), 3u);  // in flight at a, never PUBACKed
   // In flight, they are completed with a [MQTT-3.10.4-3]: they stay.
-  EXPECT_TRUE(brokers_[0]->Unsubscribe(a, "$share/g/jobs/+"));
+  EXPECT_EQ(brokers_[0]->Unsubscribe(a, "$share/g/jobs/+"), UnsubscribeOutcome::kRemoved);
   Settle();
   ASSERT_EQ(a->inflight().size(), 3u);
 
@@ -679,7 +679,7 @@ TEST_F(SharedGroupRestartTest, Issue7RestoredKeysShareTheGroupsKey) {
   for (int i = 0; i < 2; ++i) brokers_[0]->Publish(Make("jobs/1", "m" + std::to_string(i)), [] {});
   Settle();
   ASSERT_EQ(SendAll(a), 4u);  // two from g, two from h
-  EXPECT_TRUE(brokers_[0]->Unsubscribe(a, "$share/h/jobs/+"));  // h has no member left
+  EXPECT_EQ(brokers_[0]->Unsubscribe(a, "$share/h/jobs/+"), UnsubscribeOutcome::kRemoved);  // h has no member left
   Restart();
   a = brokers_[0]->FindSession("a");
   ASSERT_NE(a, nullptr);

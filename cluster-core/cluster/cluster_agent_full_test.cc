@@ -40,7 +40,7 @@ class ClusterAgentFullTest : public ClusterAgentTest {
     core::SubscriptionOptions options;
     options.max_qos = QoS::kAtLeastOnce;
     shard.Subscribe(session, filter, options);
-    shard.DeliverRetained(session, filter, options, false);
+    shard.DeliverRetained(session, filter, options, core::SubscribeOutcome::kAdded);
     RunUntil([&] { return session->HasQueued(); }, 5'000);
     loop_.AdvanceBy(200);  // anything more from the same read would be here by now
     std::vector<std::string> got;

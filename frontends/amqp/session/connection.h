@@ -291,7 +291,8 @@ class AmqpConnection final : public proton::messaging_handler,
   static uint16_t Retag(core::Session& session, uint16_t packet_id);
   // Answers the attach once routes are visible: resends what was in flight
   // at the last detach, then retained messages for a new subscription.
-  void StartSending(OutgoingLink& link, const core::SubscriptionOptions* new_subscription, bool existed);
+  void StartSending(OutgoingLink& link, const core::SubscriptionOptions* new_subscription,
+                    core::SubscribeOutcome outcome);
   void Pump(OutgoingLink& link);
   // False for a delivery queued unchecked (before this client's identity
   // was known) that the ACL does not let it read.

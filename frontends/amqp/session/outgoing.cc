@@ -156,8 +156,8 @@ void AmqpConnection::AttachSession(OutgoingLink& out) {
     if (entry.first != filter) stale.push_back(entry.first);
   }
   for (const auto& old : stale) broker_->Unsubscribe(session, old);
-  bool existed = false;
-  if (resubscribe) existed = broker_->Subscribe(session, filter, options);
+  core::SubscribeOutcome outcome = core::SubscribeOutcome::kAdded;  // (used only with resubscribe)
+  if (resubscribe) outcome = broker_->Subscribe(session, filter, options);
 
   pn_link_set_snd_settle_mode(link, out.presettled ? PN_SND_SETTLED : PN_SND_UNSETTLED);
   // rcv-settle-mode second: the receiver settles after us; we settle once
@@ -172,23 +172,23 @@ void AmqpConnection::AttachSession(OutgoingLink& out) {
   // Attach once every shard routes the filter: a message published after
   // the client saw our attach reaches it (and retained ones follow it).
   std::weak_ptr<AmqpConnection> weak = weak_from_this();
-  broker_->WhenRoutesVisible([weak, link, options, resubscribe, existed] {
+  broker_->WhenRoutesVisible([weak, link, options, resubscribe, outcome] {
     auto self = weak.lock();
     if (!self || self->state_ != State::kOpen) return;
     auto it = self->outgoing_.find(link);
     if (it == self->outgoing_.end()) return;
-    self->StartSending(*it->second, resubscribe ? &options : nullptr, existed);
+    self->StartSending(*it->second, resubscribe ? &options : nullptr, outcome);
   });
 }
 
 void AmqpConnection::StartSending(OutgoingLink& link, const core::SubscriptionOptions* new_subscription,
-                                  bool existed) {
+                                  core::SubscribeOutcome outcome) {
   link.sender.open(proton::sender_options().auto_settle(false));  // Settle() settles, once
   link.opened = true;
   if (link.session == nullptr) return;
   RecoverInflight(link);
   if (new_subscription != nullptr) {
-    broker_->DeliverRetained(link.session, link.filter, *new_subscription, existed);
+    broker_->DeliverRetained(link.session, link.filter, *new_subscription, outcome);
   }
   Pump(link);
   ScheduleProcess();

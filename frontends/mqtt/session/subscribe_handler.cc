@@ -10,7 +10,7 @@ namespace {
 struct Granted {
   std::string filter;
   core::SubscriptionOptions options;
-  bool existed = false;
+  core::SubscribeOutcome outcome = core::SubscribeOutcome::kAdded;
 };
 
 ReasonCode GrantedCode(QoS qos) {
@@ -61,9 +61,9 @@ void MqttConnection::HandleSubscribe(const SubscribePacket& subscribe) {
     options.retain_as_published = subscription.options.retain_as_published;
     options.retain_handling = static_cast<core::RetainHandling>(subscription.options.retain_handling);  // 0-2: the codec refused 3
     options.subscription_id = subscription_id;
-    const bool existed = broker_.Subscribe(session_, subscription.filter, options);
+    const core::SubscribeOutcome outcome = broker_.Subscribe(session_, subscription.filter, options);
     suback.reasons.push_back(GrantedCode(options.max_qos));
-    granted.push_back({subscription.filter, options, existed});
+    granted.push_back({subscription.filter, options, outcome});
   }
   // SUBACK once every shard routes the new filters; retained messages after it.
   std::weak_ptr<MqttConnection> weak = weak_from_this();
@@ -72,7 +72,7 @@ void MqttConnection::HandleSubscribe(const SubscribePacket& subscribe) {
     if (!self || self->state_ != State::kConnected || self->session_ == nullptr) return;
     self->Send(suback);
     for (const Granted& g : granted) {
-      self->broker_.DeliverRetained(self->session_, g.filter, g.options, g.existed);
+      self->broker_.DeliverRetained(self->session_, g.filter, g.options, g.outcome);
     }
   });
 }
@@ -85,8 +85,9 @@ void MqttConnection::HandleUnsubscribe(const UnsubscribePacket& unsubscribe) {
       unsuback.reasons.push_back(ReasonCode::kTopicFilterInvalid);
       continue;
     }
-    const bool existed = broker_.Unsubscribe(session_, filter);
-    unsuback.reasons.push_back(existed ? ReasonCode::kSuccess : ReasonCode::kNoSubscriptionExisted);
+    const core::UnsubscribeOutcome outcome = broker_.Unsubscribe(session_, filter);
+    unsuback.reasons.push_back(outcome == core::UnsubscribeOutcome::kRemoved ? ReasonCode::kSuccess
+                                                                              : ReasonCode::kNoSubscriptionExisted);
   }
   std::weak_ptr<MqttConnection> weak = weak_from_this();
   broker_.WhenRoutesVisible([weak, unsuback = std::move(unsuback)] {
