@@ -147,6 +147,39 @@ std::string Node::MetricsText() const {
     fmt::format_to(std::back_inserter(out), "estuary_proxy_refused_total{{node=\"{}\",shard=\"{}\"}} {}\n",
                    config_.node_id, shard, shards_[shard]->proxy_gate().refused());
   }
+  // Exactly-once AMQP senders (rcv-settle-mode second, docs/amqp.md
+  // "Exactly-once links"): the shards' InboundLedgers.
+  struct LedgerSeries {
+    const char* name;
+    const char* type;
+    const char* help;
+    const std::atomic<uint64_t> amqp::InboundLedger::Stats::*field;
+  };
+  static constexpr LedgerSeries kLedgerSeries[] = {
+      {"estuary_amqp_exactly_once_kept_tags", "gauge",
+       "Delivery tags of rcv-settle-mode second senders kept until the client settles.",
+       &amqp::InboundLedger::Stats::kept_tags},
+      {"estuary_amqp_exactly_once_links", "gauge", "Exactly-once sender links with kept state (attached or not).",
+       &amqp::InboundLedger::Stats::links},
+      {"estuary_amqp_exactly_once_suspended_links", "gauge",
+       "Exactly-once sender links detached with unsettled deliveries, kept for a recovery.",
+       &amqp::InboundLedger::Stats::suspended},
+      {"estuary_amqp_exactly_once_resends_total", "counter",
+       "Transfers sent again under a kept tag, answered with the kept outcome and not published again.",
+       &amqp::InboundLedger::Stats::resends_answered},
+      {"estuary_amqp_exactly_once_forgotten_links_total", "counter",
+       "Suspended exactly-once links forgotten past the bound of 1024 per shard (a resend on one is published "
+       "again).",
+       &amqp::InboundLedger::Stats::forgotten_links},
+  };
+  for (const LedgerSeries& series : kLedgerSeries) {
+    fmt::format_to(std::back_inserter(out), "# HELP {} {}\n# TYPE {} {}\n", series.name, series.help, series.name,
+                   series.type);
+    for (size_t shard = 0; shard < shards_.size(); ++shard) {
+      fmt::format_to(std::back_inserter(out), "{}{{node=\"{}\",shard=\"{}\"}} {}\n", series.name, config_.node_id,
+                     shard, (shards_[shard]->amqp_ledger().stats().*series.field).load(std::memory_order_relaxed));
+    }
+  }
   if (shared_.guard) out += shared_.guard->MetricsText(config_.node_id);  // docs/security.md "Abuse limits"
   fmt::format_to(std::back_inserter(out),
                  "# HELP estuary_connect_timeouts_total Client connections closed by --connect-timeout: no MQTT "

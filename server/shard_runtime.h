@@ -121,6 +121,8 @@ class ShardRuntime {
   core::ShardBroker& broker() { return broker_; }
   size_t connection_count() const { return peers_.size() + amqp_peers_.size() + handshakes_.size(); }
   const ProxyGate& proxy_gate() const { return proxy_gate_; }
+  // The exactly-once AMQP senders' kept tags (its stats() from any thread).
+  const amqp::InboundLedger& amqp_ledger() const { return *amqp_ledger_; }
 
   // Admin API (server/shard_runtime_admin.cc, docs/admin-api.md); the
   // shard's thread only. ClientsJson: {"matched": N, "clients": [...]}, the

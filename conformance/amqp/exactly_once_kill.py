@@ -46,7 +46,7 @@ from proton.utils import BlockingConnection
 
 sys.dont_write_bytecode = True  # no __pycache__ in the source tree
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "support"))
-from estuary_process import DEADLINE, FAILURES, Estuaryd, check  # noqa: E402
+from estuary_process import DEADLINE, FAILURES, Estuaryd, check, metric  # noqa: E402
 from paho_client import PahoClient  # noqa: E402
 import paho.mqtt.client as mqtt  # noqa: E402
 
@@ -161,9 +161,15 @@ def inbound(binary, flags):
         except Exception:  # the socket died with the node
             pass
         broker = Estuaryd(binary, *flags)
+        kept = metric(broker, "estuary_amqp_exactly_once_kept_tags")
+        suspended = metric(broker, "estuary_amqp_exactly_once_suspended_links")
+        check(kept == count and suspended == 1, "inbound: /metrics shows the %d kept tags of 1 suspended link read "
+              "back after kill -9 (%d, %d)" % (count, kept, suspended))
         connection, sender = sender_connection(broker)  # the link recovered (§2.6.13)
         for delivery in send_all_accepted(connection, sender, count):
             delivery.settle()
+        resends = metric(broker, "estuary_amqp_exactly_once_resends_total")
+        check(resends == count, "inbound: /metrics counts the %d resends answered (%d)" % (count, resends))
         # A last message after the resends: a second copy of any of them
         # would be queued before it.
         end = Message(body="i-end").send(sender.link, "t-end")

@@ -43,12 +43,11 @@ import sys
 import tempfile
 import threading
 import time
-import urllib.request
 
 sys.dont_write_bytecode = True
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "support"))
-from estuary_process import DEADLINE, FAILURES, Estuaryd, check, wait_for  # noqa: E402
+from estuary_process import DEADLINE, FAILURES, Estuaryd, check, metric, wait_for  # noqa: E402
 from tls_certs import TlsCerts  # noqa: E402
 
 import paho.mqtt.client as paho  # noqa: E402
@@ -56,17 +55,6 @@ import paho.mqtt.client as paho  # noqa: E402
 ESTUARYD = sys.argv[1]
 WORK = tempfile.mkdtemp(prefix="estuary-abuse-")
 BASE_FLAGS = ("--shards", "2", "--log-level", "info", "--sys-interval", "0", "--shutdown-grace", "500")
-
-
-def metric(broker, name, labels=""):
-    """The sum of a metric's series (those whose labels contain `labels`)."""
-    with urllib.request.urlopen("http://%s/metrics" % broker.admin, timeout=DEADLINE) as response:
-        text = response.read().decode()
-    total = 0
-    for line in text.splitlines():
-        if line.startswith(name + "{") and labels in line:
-            total += float(line.rsplit(" ", 1)[1])
-    return total
 
 
 def resident_kib(pid):

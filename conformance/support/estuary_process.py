@@ -19,6 +19,7 @@ import selectors
 import signal
 import subprocess
 import time
+import urllib.request
 
 DEADLINE = 10  # seconds for any single wait
 
@@ -178,3 +179,15 @@ class EstuaryLb(_Child):
         self.ready_line = LineReader(self.process).line() or ""
         self.fields = ready_fields(self.ready_line) if self.ready_line.startswith("estuary-lb ready ") else {}
         self.admin = self.fields.get("admin")
+
+
+def metric(broker, name, labels=""):
+    """The sum of a /metrics series' values (those whose labels contain
+    `labels`), from `broker.admin` (HOST:PORT, plain HTTP)."""
+    with urllib.request.urlopen("http://%s/metrics" % broker.admin, timeout=DEADLINE) as response:
+        text = response.read().decode()
+    total = 0
+    for line in text.splitlines():
+        if line.startswith(name + "{") and labels in line:
+            total += float(line.rsplit(" ", 1)[1])
+    return total

@@ -26,7 +26,7 @@ bool AmqpConnection::AnswerResend(IncomingLink& in, proton::delivery& delivery, 
   if (kept == in.record->tags.end()) return false;
   // Taken before (on this link, or on the one it recovers): not published
   // again; answered with the outcome given then, or once it is decided.
-  ++ledger_->resends_answered;
+  ledger_->CountResend();
   in.held[tag] = delivery;
   if (kept->second.kind != InboundOutcome::Kind::kPending) AnswerKept(in.record, tag);
   TopUpCredit(in);

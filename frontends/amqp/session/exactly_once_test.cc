@@ -67,13 +67,15 @@ TEST_F(AmqpExactlyOnceTest, AKeptTagSentAgainOnTheRecoveredLinkIsAnsweredNotPubl
   sender.detach();  // suspended, not closed: the link may be recovered
   Pump();
   EXPECT_EQ(ledger_->suspended(), 1u);
+  EXPECT_EQ(ledger_->stats().suspended.load(), 1u) << "what /metrics shows";
+  EXPECT_EQ(ledger_->stats().kept_tags.load(), 1u);
   proton::sender recovered = OpenSecondModeSender("s");
   proton::tracker again = Send(recovered, "once", "tag-1");
   Pump();
   EXPECT_EQ(handler_.accepted, 2) << "answered with the kept outcome";
   EXPECT_FALSE(SettledByServer(again));
   EXPECT_EQ(handler_.bodies.size(), 1u) << "published once";
-  EXPECT_EQ(ledger_->resends_answered, 1u);
+  EXPECT_EQ(ledger_->resends_answered(), 1u);
   EXPECT_EQ(metrics_.messages_in.load(), 1u);
   // A new tag on the recovered link is a new message.
   Send(recovered, "twice", "tag-2");
@@ -82,6 +84,10 @@ TEST_F(AmqpExactlyOnceTest, AKeptTagSentAgainOnTheRecoveredLinkIsAnsweredNotPubl
   again.settle();
   Pump();
   EXPECT_EQ(ledger_->Kept("unit-client", "s"), 1u) << "tag-2 still unsettled by the client";
+  EXPECT_EQ(ledger_->stats().kept_tags.load(), 1u);
+  EXPECT_EQ(ledger_->stats().links.load(), 1u);
+  EXPECT_EQ(ledger_->stats().suspended.load(), 0u);
+  EXPECT_EQ(ledger_->stats().resends_answered.load(), 1u);
 }
 
 TEST_F(AmqpExactlyOnceTest, ClosingTheLinkEndsItsKeptTags) {  // §2.6.6

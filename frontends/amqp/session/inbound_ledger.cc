@@ -34,7 +34,13 @@ std::shared_ptr<InboundLinkRecord> InboundLedger::Attach(std::string_view contai
   slot->attached = true;
   ++slot->generation;
   slot->holder = std::move(holder);
+  PublishSizes();
   return slot;
+}
+
+void InboundLedger::PublishSizes() {
+  stats_.links.store(records_.size(), std::memory_order_relaxed);
+  stats_.suspended.store(suspended_.size(), std::memory_order_relaxed);
 }
 
 void InboundLedger::Detach(const std::shared_ptr<InboundLinkRecord>& record, uint64_t generation, bool closed) {
@@ -47,11 +53,13 @@ void InboundLedger::Detach(const std::shared_ptr<InboundLinkRecord>& record, uin
     // Every delivery settled (or the link ended): nothing to recover.
     DropAll(*record);
     records_.erase(it);
+    PublishSizes();
     return;
   }
   suspended_.push_back(record.get());
   record->suspended_at = std::prev(suspended_.end());
   while (suspended_.size() > max_suspended_) Forget(suspended_.front());
+  PublishSizes();
 }
 
 size_t InboundLedger::Kept(std::string_view container_id, std::string_view link_name) const {
@@ -63,7 +71,7 @@ void InboundLedger::Forget(InboundLinkRecord* record) {
   spdlog::info("amqp: exactly-once state of detached link '{}' forgotten ({} unsettled deliveries): more than {} "
                "links detached with unsettled deliveries on this shard",
                record->key, record->tags.size(), max_suspended_);
-  ++forgotten_links_;
+  stats_.forgotten_links.fetch_add(1, std::memory_order_relaxed);
   suspended_.erase(record->suspended_at);
   DropAll(*record);
   const std::string key = record->key;
@@ -92,7 +100,8 @@ void InboundLedger::Keep(InboundLinkRecord& record, const std::string& tag, Inbo
     }
     persistence_.put(StoreKey(record, tag), std::move(value));
   }
-  record.tags[tag] = std::move(outcome);
+  const auto [it, added] = record.tags.insert_or_assign(tag, std::move(outcome));
+  if (added) stats_.kept_tags.fetch_add(1, std::memory_order_relaxed);
 }
 
 void InboundLedger::Drop(InboundLinkRecord& record, const std::string& tag) {
@@ -100,6 +109,7 @@ void InboundLedger::Drop(InboundLinkRecord& record, const std::string& tag) {
   if (it == record.tags.end()) return;
   if (persistence_.erase && it->second.kind != InboundOutcome::Kind::kPending) persistence_.erase(StoreKey(record, tag));
   record.tags.erase(it);
+  stats_.kept_tags.fetch_sub(1, std::memory_order_relaxed);
 }
 
 void InboundLedger::DropAll(InboundLinkRecord& record) {
@@ -134,8 +144,11 @@ bool InboundLedger::Restore(std::string_view key, std::string_view value) {
     suspended_.push_back(slot.get());
     slot->suspended_at = std::prev(suspended_.end());
   }
-  slot->tags[tag] = std::move(outcome);
+  if (slot->tags.insert_or_assign(tag, std::move(outcome)).second) {
+    stats_.kept_tags.fetch_add(1, std::memory_order_relaxed);
+  }
   while (suspended_.size() > max_suspended_) Forget(suspended_.front());
+  PublishSizes();
   return true;
 }
 

@@ -23,7 +23,9 @@
 // another node starts with none (docs/amqp.md says what that costs).
 //
 // Threading: one per shard, on its thread; connections hold it by
-// shared_ptr (AmqpConnection::BindInboundLedger).
+// shared_ptr (AmqpConnection::BindInboundLedger). stats() may be read from
+// any thread (the node's /metrics).
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <functional>
@@ -97,10 +99,24 @@ class InboundLedger {
   size_t Kept(std::string_view container_id, std::string_view link_name) const;
   size_t links() const { return records_.size(); }
   size_t suspended() const { return suspended_.size(); }
-  uint64_t forgotten_links() const { return forgotten_links_; }
-  uint64_t resends_answered = 0;  // transfers answered from a kept tag, not published again
+  uint64_t forgotten_links() const { return stats_.forgotten_links.load(std::memory_order_relaxed); }
+  // A transfer answered from a kept tag, not published again.
+  void CountResend() { stats_.resends_answered.fetch_add(1, std::memory_order_relaxed); }
+  uint64_t resends_answered() const { return stats_.resends_answered.load(std::memory_order_relaxed); }
+
+  // What /metrics shows (docs/monitoring: estuary_amqp_exactly_once_*),
+  // written on the shard's thread, read from any (relaxed).
+  struct Stats {
+    std::atomic<uint64_t> kept_tags{0};        // gauge: tags kept, every link
+    std::atomic<uint64_t> links{0};            // gauge: links with a record
+    std::atomic<uint64_t> suspended{0};        // gauge: detached links kept for a recovery
+    std::atomic<uint64_t> resends_answered{0}; // counter
+    std::atomic<uint64_t> forgotten_links{0};  // counter: suspended links dropped past the bound
+  };
+  const Stats& stats() const { return stats_; }
 
  private:
+  void PublishSizes();
   void Forget(InboundLinkRecord* record);
   void DropAll(InboundLinkRecord& record);
   std::string StoreKey(const InboundLinkRecord& record, const std::string& tag) const;
@@ -109,7 +125,7 @@ class InboundLedger {
   size_t max_suspended_;
   std::unordered_map<std::string, std::shared_ptr<InboundLinkRecord>> records_;
   std::list<InboundLinkRecord*> suspended_;  // oldest detach first
-  uint64_t forgotten_links_ = 0;
+  Stats stats_;
 };
 
 }  // namespace estuary::amqp
