@@ -161,10 +161,10 @@ def inbound(binary, flags):
         except Exception:  # the socket died with the node
             pass
         broker = Estuaryd(binary, *flags)
-        kept = metric(broker, "estuary_amqp_exactly_once_kept_tags")
+        kept_tags = metric(broker, "estuary_amqp_exactly_once_kept_tags")
         suspended = metric(broker, "estuary_amqp_exactly_once_suspended_links")
-        check(kept == count and suspended == 1, "inbound: /metrics shows the %d kept tags of 1 suspended link read "
-              "back after kill -9 (%d, %d)" % (count, kept, suspended))
+        check(kept_tags == count and suspended == 1, "inbound: /metrics shows the %d kept tags of 1 suspended link "
+              "read back after kill -9 (%d, %d)" % (count, kept_tags, suspended))
         connection, sender = sender_connection(broker)  # the link recovered (§2.6.13)
         for delivery in send_all_accepted(connection, sender, count):
             delivery.settle()
