@@ -8,42 +8,14 @@
 
 #include "tools/cluster/child.h"
 #include "tools/cluster/http_get.h"
-
-#ifndef ESTUARY_BIN_DIR
-#error "ESTUARY_BIN_DIR must name the directory that holds estuary-cluster"
-#endif
+#include "tools/cluster/launcher_test_support.h"
 
 namespace estuary::launcher {
 namespace {
 
-const std::string kLauncher = std::string(ESTUARY_BIN_DIR) + "/estuary-cluster";
-
-class LauncherTest : public ::testing::Test {
+class LauncherTest : public testing::LauncherRunTest {
  protected:
-  void SetUp() override {
-    char pattern[] = "/tmp/estuary-cluster-test-XXXXXX";
-    ASSERT_NE(::mkdtemp(pattern), nullptr);
-    dir_ = pattern;
-  }
-  void TearDown() override { std::filesystem::remove_all(dir_); }
-
-  std::unique_ptr<Child> Run(std::vector<std::string> args) {
-    args.insert(args.begin(), kLauncher);
-    std::string error;
-    auto child = Child::Spawn("launcher", args, dir_ + "/launcher-" + std::to_string(runs_++) + ".log", &error);
-    EXPECT_NE(child, nullptr) << error;
-    return child;
-  }
-  // Runs to completion; the exit status.
-  int RunToEnd(std::vector<std::string> args, std::string* output = nullptr) {
-    auto child = Run(std::move(args));
-    auto status = child->WaitExit(Clock::now() + std::chrono::seconds(60));
-    if (output) *output = child->output();
-    return status.value_or(-1);
-  }
-
-  std::string dir_;
-  int runs_ = 0;
+  LauncherTest() : LauncherRunTest("estuary-cluster-test") {}
 };
 
 TEST_F(LauncherTest, HelpExitsZeroAndBadFlagsExitTwo) {

@@ -20,18 +20,15 @@
 #include "conformance/support/raw_client.h"
 #include "tools/cluster/child.h"
 #include "tools/cluster/http_get.h"
+#include "tools/cluster/launcher_test_support.h"
 #include "tools/cluster/netns.h"
-
-#ifndef ESTUARY_BIN_DIR
-#error "ESTUARY_BIN_DIR must name the directory that holds estuary-cluster"
-#endif
 
 namespace estuary::launcher {
 namespace {
 
 using estuary::testing::RawClient;
 
-const std::string kLauncher = std::string(ESTUARY_BIN_DIR) + "/estuary-cluster";
+using testing::kLauncher;
 
 // What a shell command printed (stdout), for `ip netns list` and `ip link`.
 std::string Output(const std::string& command) {
@@ -69,30 +66,10 @@ std::vector<std::string> ReadyWords(const std::string& output, const std::string
   return values;
 }
 
-class NetnsTest : public ::testing::Test {
+class NetnsTest : public testing::LauncherRunTest {
  protected:
-  void SetUp() override {
-    char pattern[] = "/tmp/estuary-netns-test-XXXXXX";
-    ASSERT_NE(::mkdtemp(pattern), nullptr);
-    dir_ = pattern;
-  }
-  void TearDown() override { std::filesystem::remove_all(dir_); }
-
-  std::unique_ptr<Child> Run(std::vector<std::string> args) {
-    args.insert(args.begin(), kLauncher);
-    std::string error;
-    auto child = Child::Spawn("launcher", args, dir_ + "/launcher-" + std::to_string(runs_++) + ".log", &error);
-    EXPECT_NE(child, nullptr) << error;
-    return child;
-  }
-  int RunToEnd(std::vector<std::string> args) {
-    auto child = Run(std::move(args));
-    return child->WaitExit(Clock::now() + std::chrono::seconds(60)).value_or(-1);
-  }
+  NetnsTest() : LauncherRunTest("estuary-netns-test") {}
   std::string LauncherLog(int run) const { return Output("cat " + dir_ + "/launcher-" + std::to_string(run) + ".log"); }
-
-  std::string dir_;
-  int runs_ = 0;
 };
 
 #define SKIP_WITHOUT_NETNS()                                                        \
