@@ -104,12 +104,13 @@ void AmqpClient::OpenEndpoints() {
   pn_session_t* session = pn_session(connection);
   pn_session_open(session);
   const auto send_mode = config_.presettled ? PN_SND_SETTLED : PN_SND_UNSETTLED;
+  const auto receive_mode = config_.exactly_once && !config_.presettled ? PN_RCV_SECOND : PN_RCV_FIRST;
   if (!config_.target.empty()) {
     sender_ = pn_sender(session, (config_.container_id + "-sender").c_str());
     pn_terminus_set_address(pn_link_target(sender_), config_.target.c_str());
     pn_terminus_set_address(pn_link_source(sender_), config_.container_id.c_str());
     pn_link_set_snd_settle_mode(sender_, send_mode);
-    pn_link_set_rcv_settle_mode(sender_, PN_RCV_FIRST);
+    pn_link_set_rcv_settle_mode(sender_, receive_mode);
     pn_link_open(sender_);
   }
   for (size_t i = 0; i < config_.sources.size(); ++i) {
@@ -117,7 +118,7 @@ void AmqpClient::OpenEndpoints() {
     pn_terminus_set_address(pn_link_source(receiver), config_.sources[i].c_str());
     pn_terminus_set_address(pn_link_target(receiver), config_.container_id.c_str());
     pn_link_set_snd_settle_mode(receiver, send_mode);
-    pn_link_set_rcv_settle_mode(receiver, PN_RCV_FIRST);
+    pn_link_set_rcv_settle_mode(receiver, receive_mode);
     pn_link_open(receiver);
     pn_link_flow(receiver, static_cast<int>(config_.credit));
     receivers_.push_back(receiver);
@@ -273,14 +274,20 @@ void AmqpClient::OnLinkFlow(pn_link_t* link) {
 }
 
 void AmqpClient::OnReceived(pn_delivery_t* delivery) {
+  // (pn_delivery_settled: the broker settled it.)
+  if (config_.exactly_once && !pn_delivery_readable(delivery) && pn_delivery_settled(delivery)) {
+    pn_delivery_settle(delivery);  // mode second: the broker settled after our outcome
+    return;
+  }
   if (!pn_delivery_readable(delivery) || pn_delivery_partial(delivery)) return;
   pn_link_t* link = pn_delivery_link(delivery);
   received_.resize(pn_delivery_pending(delivery));
   const ssize_t n = pn_link_recv(link, received_.data(), received_.size());
   received_.resize(n > 0 ? static_cast<size_t>(n) : 0);
   pn_link_advance(link);
+  const bool second = config_.exactly_once && !pn_delivery_settled(delivery);
   if (!pn_delivery_settled(delivery)) pn_delivery_update(delivery, PN_ACCEPTED);
-  pn_delivery_settle(delivery);
+  if (!second) pn_delivery_settle(delivery);  // mode second: once the broker has settled
   const int credit = pn_link_credit(link);
   if (credit <= static_cast<int>(config_.credit / 2)) pn_link_flow(link, static_cast<int>(config_.credit) - credit);
   // An unreadable body reaches the tally as an empty payload: counted as foreign.

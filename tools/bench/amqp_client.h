@@ -38,6 +38,9 @@ class AmqpClient final : public BenchClient, public std::enable_shared_from_this
     std::string target;                // sender target address; empty: no sender
     std::vector<std::string> sources;  // a receiver per source address
     bool presettled = true;            // settle mode of both directions
+    // rcv-settle-mode second on both links (-q 2): the sender settles after
+    // the broker's outcome, the receiver after the broker settles.
+    bool exactly_once = false;
     uint32_t credit = 1000;
     bool sasl_anonymous = true;
     size_t max_queued_bytes = 1 << 20;  // socket high watermark; low is half

@@ -40,7 +40,7 @@ void AddFlags(CLI::App& app, Options& o, RawFlags& raw) {
   app.add_option("-P,--publishers", o.publishers, "Publisher connections")->capture_default_str();
   app.add_option("-S,--subscribers", o.subscribers, "Subscriber connections (0: publish only)")
       ->capture_default_str();
-  app.add_option("-q,--qos", o.qos, "QoS of publishes and subscriptions: 0, 1 or 2 (AMQP: 0 pre-settled, 1 unsettled)")->capture_default_str();
+  app.add_option("-q,--qos", o.qos, "QoS of publishes and subscriptions: 0, 1 or 2 (AMQP: 0 pre-settled, 1 unsettled, 2 rcv-settle-mode second)")->capture_default_str();
   app.add_option("-s,--payload", o.payload_size, "Payload bytes (>= 24: sequence and timestamp)")
       ->capture_default_str();
   app.add_option("-r,--rate", o.rate, "Messages/s over all publishers, paced by timers; 0: as fast as possible")
@@ -177,9 +177,6 @@ std::optional<std::string> Validate(const Options& o, bool duration_given) {
     if (!o.local_addresses.empty()) return "--local-addresses: MQTT only";
     if (!o.tls_ca.empty()) return "--tls-ca: MQTT only";
     if (o.credit < 1) return "--credit: must be >= 1";
-    if (o.qos == 2 && !o.idle) {
-      return "--qos 2: AMQP has no exactly-once here; use -q 0 (pre-settled) or -q 1 (unsettled)";
-    }
   }
   if (o.idle) {
     if (o.connections < 1) return "--idle needs --connections N (N >= 1)";
@@ -289,7 +286,9 @@ std::string Describe(const Options& o) {
     out << ", " << o.connections << " idle connections held " << o.duration_s << " s";
   } else {
     out << ", qos " << o.qos;
-    if (o.uses(Protocol::kAmqp)) out << (o.qos == 0 ? " (pre-settled)" : " (unsettled)");
+    if (o.uses(Protocol::kAmqp)) {
+      out << (o.qos == 0 ? " (pre-settled)" : o.qos == 1 ? " (unsettled)" : " (rcv-settle-mode second)");
+    }
     out << ", " << o.publishers << " -> " << o.subscribers << " ("
         << ToString(o.pattern) << "), payload " << o.payload_size << " B, rate ";
     if (o.paced()) {

@@ -83,8 +83,6 @@ TEST(Options, BadFlagsAreOneLineErrorsWithStatusTwo) {
            {"--broker", "http://127.0.0.1:80"},
            {"--broker", "amqp://"},
            {"--protocol", "stomp"},
-           {"--broker", "amqp://127.0.0.1:5672", "-q", "2"},
-           {"--subscribe-broker", "amqp://127.0.0.1:5672", "-q", "2"},
            {"--broker", "amqp://127.0.0.1:5672", "--credit", "0"},
            {"--broker", "amqp://127.0.0.1:5672", "--local-addresses", "127.0.0.2"},
            {"--amqp-sasl", "plain"},
@@ -138,8 +136,11 @@ TEST(Options, MixedRunTakesEachSideFromItsOwnUrl) {
   EXPECT_EQ(options->amqp_source_prefix, "/topic/");
   EXPECT_TRUE(options->uses(Protocol::kAmqp));
   EXPECT_TRUE(options->uses(Protocol::kMqtt));
-  // MQTT QoS 2 is fine while no AMQP client is involved.
   EXPECT_TRUE(Parse({"--publish-broker", "mqtt://127.0.0.1:1883", "-q", "2"}));
+  // AMQP at QoS 2: rcv-settle-mode second both ways.
+  auto second = Parse({"--broker", "amqp://127.0.0.1:5672", "-q", "2"});
+  ASSERT_TRUE(second) << second.error().text;
+  EXPECT_NE(Describe(*second).find("qos 2 (rcv-settle-mode second)"), std::string::npos) << Describe(*second);
 }
 
 TEST(Options, DescribeNamesProtocolsAndSettlement) {

@@ -158,6 +158,7 @@ std::shared_ptr<BenchClient> Worker::MakeAmqpClient(const io::Endpoint& broker, 
   if (!topic.empty()) config.target = options_.amqp_target_prefix + topic;
   for (const std::string& filter : filters) config.sources.push_back(options_.amqp_source_prefix + filter);
   config.presettled = options_.qos == 0;
+  config.exactly_once = options_.qos == 2;
   config.credit = options_.credit;
   config.sasl_anonymous = options_.amqp_sasl;
   config.max_queued_bytes = options_.max_queued_bytes;
