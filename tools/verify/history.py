@@ -45,6 +45,9 @@ class History:
         self._lock = threading.Lock()
         self._start = time.monotonic()
         self.events = []
+        # Wall clock of t=0, to line the history up with the nodes' logs.
+        self.record("history", "info", "start", wall=time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime())
+                    + ".%03d" % (time.time() % 1 * 1000))
 
     def now(self):
         return time.monotonic() - self._start
