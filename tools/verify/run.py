@@ -42,6 +42,7 @@ def parse_args(argv):
     parser.add_argument("--out", help="directory for the runs (default: a new one under /tmp)")
     parser.add_argument("--keep", action="store_true", help="keep every run's directory, not only failed ones")
     parser.add_argument("--rate", type=float, default=10.0, help="publishes per second per publisher")
+    parser.add_argument("--no-amqp", action="store_true", help="MQTT clients only (no Proton sender and receiver)")
     parser.add_argument("--print-schedule", action="store_true", help="print the seed's schedule and exit")
     args = parser.parse_args(argv)
     args.seeds = list(args.seed or [])
@@ -132,6 +133,12 @@ def one_run(args, seed, base_dir):
         publishers = [mqtt_clients.Publisher("pub-m%d-q%d" % (version, qos), version,
                                              [address[1], address[2], address[3]], recorder, qos, rate=args.rate)
                       for version in (3, 5) for qos in (1, 2)]
+        if not args.no_amqp:
+            import amqp_clients  # proton: only when asked for
+
+            subscribers.append(amqp_clients.AmqpReceiver("rcv-amqp", [address[2], address[3], address[1]], recorder))
+            publishers.append(amqp_clients.AmqpSender("snd-amqp", [address[1], address[2], address[3]], recorder,
+                                                      rate=args.rate))
         clients = subscribers + publishers
         for client in clients:
             client.start()
