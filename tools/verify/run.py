@@ -34,7 +34,8 @@ DEFAULT_BIN = os.environ.get("ESTUARY_BIN_DIR", "/work/main/build/bin")
 def parse_args(argv):
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--bin-dir", default=DEFAULT_BIN, help="where estuary-cluster (and estuaryd) are")
-    parser.add_argument("--estuaryd", help="estuaryd binary (default: BIN_DIR/estuaryd)")
+    parser.add_argument("--estuaryd", default=os.environ.get("ESTUARYD"),
+                        help="estuaryd binary (default: $ESTUARYD, else BIN_DIR/estuaryd)")
     parser.add_argument("--seed", type=int, action="append", help="a run per --seed (repeatable)")
     parser.add_argument("--runs", type=int, default=0, help="this many more runs with seeds drawn at random")
     parser.add_argument("--minutes", type=float, default=1.0, help="length of each run's fault schedule")

@@ -1,0 +1,62 @@
+#!/usr/bin/python3
+"""Totals over many runs' report.json files (run.py writes one per seed):
+runs, publishes, every anomaly class with the seeds it showed in, and
+availability per fault kind (publishes invoked during faults of that kind
+that were not acknowledged within the checker's ack timeout).
+
+usage: summarize.py DIR...   (each DIR holds seed-S/report.json)"""
+
+import glob
+import json
+import os
+import sys
+
+
+def reports(dirs):
+    for directory in dirs:
+        for path in sorted(glob.glob(os.path.join(directory, "seed-*", "report.json"))):
+            with open(path) as report:
+                yield json.load(report)
+
+
+def main(dirs):
+    runs = 0
+    totals = {"invoked": 0, "ok": 0, "unknown": 0, "fail": 0, "deliveries": 0, "recovered": 0,
+              "duplicates_at_least_once": 0}
+    anomalies = {"lost": {}, "unexpected": {}, "duplicates_exactly_once": {}, "order_violations": {},
+                 "unverified_subscribers": {}, "setup_error": {}, "nemesis_errors": {}}
+    kinds = {}
+    quiet = [0, 0]
+    for report in reports(dirs):
+        runs += 1
+        for key in ("invoked", "ok", "unknown", "fail"):
+            totals[key] += report["publishes"][key]
+        totals["deliveries"] += report["deliveries"]
+        totals["recovered"] += report["recovered"]
+        totals["duplicates_at_least_once"] += report["duplicates_at_least_once"]
+        for key in anomalies:
+            value = report.get(key)
+            count = len(value) if isinstance(value, list) else (1 if value else 0)
+            if count:
+                anomalies[key][report["seed"]] = count
+        for window in report["availability"]:
+            kind = window["fault"].split()[0]
+            entry = kinds.setdefault(kind, [0, 0, 0])
+            entry[0] += 1
+            entry[1] += window["ops"]
+            entry[2] += window["failed_or_timed_out"]
+        quiet[0] += report["quiet"]["ops"]
+        quiet[1] += report["quiet"]["failed_or_timed_out"]
+    print("runs: %d" % runs)
+    print("publishes: " + " ".join("%s=%d" % item for item in totals.items()))
+    for key, seeds in anomalies.items():
+        print("%s: %d in %d run(s)%s" % (key, sum(seeds.values()), len(seeds),
+                                         (" seeds " + " ".join(map(str, sorted(seeds)))) if seeds else ""))
+    print("%-20s %7s %8s %9s %7s" % ("fault", "windows", "ops", "unserved", "share"))
+    for kind, (windows, ops, unserved) in sorted(kinds.items()):
+        print("%-20s %7d %8d %9d %7.3f" % (kind, windows, ops, unserved, unserved / ops if ops else 0.0))
+    print("%-20s %7s %8d %9d %7.3f" % ("(no fault)", "-", quiet[0], quiet[1], quiet[1] / quiet[0] if quiet[0] else 0))
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:] or ["."])
