@@ -15,8 +15,10 @@ Faults (README.md, "Faults"):
   pause               SIGSTOP K for longer than the failure detector's down
                       (3 s, docs/membership.md), then SIGCONT
   kill                kill -9 K, restarted with the same argv at the end
-  storage-truncate    kill -9 K, its newest data file cut short, restarted
-  storage-bitflip     kill -9 K, one bit flipped in its newest data file, restarted
+  storage-truncate    kill -9 K, the newest data file of one of its stores cut
+                      short inside its records, restarted
+  storage-bitflip     kill -9 K, one bit flipped in the last 4 KiB of records of
+                      that file, restarted
 Node 1 is the publishers' node, so a third of the faults hit the node the
 clients use."""
 
@@ -71,33 +73,41 @@ def schedule(seed, seconds, nodes=3, warmup_s=4.0, quiet_s=15.0, kinds=None):
     return faults
 
 
+def _used_length(path):
+    """Bytes up to the last non-zero one: Bitcask preallocates data files
+    and leaves a zero tail (docs/bitcask_format.md), which is not data."""
+    with open(path, "rb") as data:
+        return len(data.read().rstrip(b"\0"))
+
+
 def _newest_data_file(data_dir, pick):
-    """The newest .data file of one of the node's stores (partitions, meta,
-    shard-N), the store chosen by `pick` in [0, 1)."""
-    stores = sorted(d for d in glob.glob(os.path.join(data_dir, "*")) if glob.glob(os.path.join(d, "*.data")))
-    if not stores:
-        return None
-    store = stores[int(pick * len(stores))]
-    return sorted(glob.glob(os.path.join(store, "*.data")))[-1]
+    """The newest .data file holding records of one of the node's stores
+    (partitions, meta, shard-N), the store chosen by `pick` in [0, 1)."""
+    candidates = []
+    for store in sorted(glob.glob(os.path.join(data_dir, "*"))):
+        files = [f for f in sorted(glob.glob(os.path.join(store, "*.data"))) if _used_length(f) > 0]
+        if files:
+            candidates.append(files[-1])
+    return candidates[int(pick * len(candidates))] if candidates else None
 
 
 def corrupt(path, kind, detail):
-    """Cuts `detail["cut"]` bytes off the end (keeping at least one) or flips
-    one bit near the end; returns what was done."""
+    """In the part of the file that holds records: cuts `detail["cut"]`
+    bytes off its end (the file is truncated there, keeping at least one
+    byte), or flips one bit in its last 4 KiB; returns what was done."""
+    used = _used_length(path)
     size = os.path.getsize(path)
-    if size == 0:
-        return "%s is empty; left alone" % path
     if kind == "storage-truncate":
-        new_size = max(1, size - detail["cut"])
+        new_size = max(1, used - detail["cut"])
         os.truncate(path, new_size)
-        return "truncated %s from %d to %d bytes" % (path, size, new_size)
-    offset = max(0, size - 1 - int(detail["pick"] * min(size, 4096)))
+        return "truncated %s from %d bytes (%d used) to %d" % (path, size, used, new_size)
+    offset = max(0, used - 1 - int(detail["pick"] * min(used, 4096)))
     with open(path, "r+b") as data:
         data.seek(offset)
         byte = data.read(1)[0]
         data.seek(offset)
         data.write(bytes([byte ^ (1 << detail["bits"])]))
-    return "flipped bit %d of byte %d of %s (%d bytes)" % (detail["bits"], offset, path, size)
+    return "flipped bit %d of byte %d of %s (%d bytes used)" % (detail["bits"], offset, path, used)
 
 
 class Nemesis:

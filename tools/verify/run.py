@@ -15,6 +15,7 @@ import argparse
 import json
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -181,7 +182,15 @@ def passed(report):
             and not report["unverified_subscribers"])
 
 
+def _stop_on_signal(signum, frame):
+    # SIGTERM or SIGINT (which a background job may have inherited as
+    # ignored): unwind, so each run's finally stops its clients and cluster.
+    raise SystemExit(128 + signum)
+
+
 def main(argv):
+    signal.signal(signal.SIGTERM, _stop_on_signal)
+    signal.signal(signal.SIGINT, _stop_on_signal)
     args = parse_args(argv)
     if args.print_schedule:
         for seed in args.seeds:
