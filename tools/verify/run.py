@@ -124,7 +124,11 @@ def one_run(args, seed, base_dir):
     with open(os.path.join(run_dir, "schedule.json"), "w") as out:
         json.dump(faults, out, indent=1)
     recorder = history_module.History(os.path.join(run_dir, "history.jsonl"))
-    cluster = cluster_module.Cluster(args.bin_dir, run_dir, estuaryd=args.estuaryd)
+    # Session queues big enough that no run fills one (1000 by default, then
+    # drop-new drops acknowledged messages by design): what is checked here
+    # is loss under faults, not the queue bound.
+    cluster = cluster_module.Cluster(args.bin_dir, run_dir, estuaryd=args.estuaryd,
+                                     extra_flags=("--max-queued-messages", "100000"))
     clients, setup_error, nemesis, netem = [], None, None, None
     try:
         cluster.start()
