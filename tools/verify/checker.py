@@ -33,6 +33,10 @@ What it counts, per run (README.md says why each rule is what it is):
   `ack_timeout` seconds (failed or timed out); the same for the time outside
   every fault ("quiet").
 
+- stalls (liveness, not validity): a subscriber that received nothing for
+  more than `stall_s` seconds while messages promised to it were being
+  acknowledged (at least one acknowledged in the gap).
+
 valid is false on any lost, unexpected, exactly-once duplicate or order
 violation.
 """
@@ -231,7 +235,23 @@ def _availability(messages, faults, ack_timeout):
                      "share": round(unserved / len(quiet), 3) if quiet else None}
 
 
-def check(events, ack_timeout=5.0):
+def _stalls(messages, subscriptions, by_subscriber, stall_s):
+    stalls = []
+    for subscriber in sorted({s.process for s in subscriptions}):
+        subscriptions_of = [s for s in subscriptions if s.process == subscriber]
+        since = min(s.at for s in subscriptions_of)
+        times = [since] + sorted(event["t"] for event, _ in by_subscriber.get(subscriber, []))
+        promised = sorted(m.ok_at for m in messages.values()
+                          if m.ok_at is not None and _best_guarantee(m, subscriptions_of) >= 1)
+        if promised and promised[-1] > times[-1]:
+            times.append(promised[-1])  # nothing came after the last acknowledgement
+        for start, end in zip(times, times[1:]):
+            if end - start > stall_s and any(start < t < end or t == end for t in promised):
+                stalls.append({"subscriber": subscriber, "from": start, "to": end, "seconds": round(end - start, 1)})
+    return stalls
+
+
+def check(events, ack_timeout=5.0, stall_s=10.0):
     """The report (a dict) for one run's events; see the module comment."""
     messages, subscriptions, deliveries, final_reads, faults = _read(events)
     outcomes = [m.outcome() for m in messages.values()]
@@ -247,6 +267,7 @@ def check(events, ack_timeout=5.0):
     _duplicates_and_order(by_subscriber, subscriptions, report)
     _lost(messages, subscriptions, by_subscriber, final_reads, report)
     report["availability"], report["quiet"] = _availability(messages, faults, ack_timeout)
+    report["stalls"] = _stalls(messages, subscriptions, by_subscriber, stall_s)
     report["valid"] = not (report["lost"] or report["unexpected"] or report["duplicates_exactly_once"]
                            or report["order_violations"])
     return report
@@ -264,6 +285,9 @@ def summary(report):
            len(report["duplicates_exactly_once"]), report["duplicates_at_least_once"],
            len(report["order_violations"]), len(report["failed_but_delivered"])),
     ]
+    for stall in report["stalls"]:
+        lines.append("stall: %(subscriber)s received nothing from %(from).1fs to %(to).1fs (%(seconds)s s) while "
+                     "messages for it were acknowledged" % stall)
     if report["unverified_subscribers"]:
         lines.append("unverified subscribers (no final read): " + ", ".join(report["unverified_subscribers"]))
     for window in report["availability"]:

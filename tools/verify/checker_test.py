@@ -170,6 +170,21 @@ class Classes(unittest.TestCase):
         self.assertEqual(b.check(ack_timeout=1.0)["quiet"]["failed_or_timed_out"], 1)
         self.assertEqual(b.check(ack_timeout=5.0)["quiet"]["failed_or_timed_out"], 0)
 
+    def test_a_subscriber_silent_while_its_messages_are_acknowledged_stalls(self):
+        b = Builder().subscribe("s").publish("p", "m1", 1).deliver("s", "m1")
+        for i in range(2, 16):  # acknowledged from tick 5 on, never delivered
+            b.publish("p", "m%d" % i, i)
+        b.final_read("s")
+        stalls = b.check(stall_s=10.0)["stalls"]
+        self.assertEqual([(x["subscriber"], x["from"]) for x in stalls], [("s", 3.0)])
+        self.assertEqual(b.check(stall_s=100.0)["stalls"], [])
+
+    def test_quiet_without_acknowledgements_is_no_stall(self):
+        b = Builder().subscribe("s").publish("p", "m1", 1).deliver("s", "m1")
+        for _ in range(20):
+            b.add("x", "info", "noop")
+        self.assertEqual(b.final_read("s").check(stall_s=5.0)["stalls"], [])
+
 
 class Payloads(unittest.TestCase):
     def test_round_trip(self):

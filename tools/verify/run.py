@@ -213,7 +213,7 @@ def main(argv):
     os.makedirs(base_dir, exist_ok=True)
     failed = []
     totals = {"runs": 0, "faults": 0, "invoked": 0, "ok": 0, "lost": 0, "unexpected": 0, "dup_exactly_once": 0,
-              "dup_at_least_once": 0, "order": 0, "recovered": 0}
+              "dup_at_least_once": 0, "order": 0, "recovered": 0, "stalls": 0}
     for seed in args.seeds:
         started = time.monotonic()
         print("run seed=%d minutes=%g dir=%s" % (seed, args.minutes, os.path.join(base_dir, "seed-%d" % seed)),
@@ -234,6 +234,7 @@ def main(argv):
         totals["dup_at_least_once"] += report["duplicates_at_least_once"]
         totals["order"] += len(report["order_violations"])
         totals["recovered"] += report["recovered"]
+        totals["stalls"] += len(report.get("stalls", []))
         if passed(report):
             print("PASS seed=%d (%.0f s)" % (seed, time.monotonic() - started), flush=True)
             if not args.keep:  # the report and schedule stay for summaries
