@@ -18,6 +18,8 @@ import subprocess
 import time
 
 TABLE = "verify"
+# Debian's libfaketime (apt install libfaketime): the clock-offset fault.
+FAKETIME_LIBRARY = "/usr/lib/x86_64-linux-gnu/faketime/libfaketimeMT.so.1"
 
 
 def run(argv, check=True):
@@ -77,14 +79,19 @@ class Node:
             wait_until("node %d to die" % self.id, lambda: not _running(self.pid), 10)
         self.alive = False
 
-    def restart(self, deadline_s=30):
+    def restart(self, deadline_s=30, clock_offset_s=None):
         """The same argv in the same namespace; returns once its log shows a
-        new ready line."""
+        new ready line. clock_offset_s: run it with its wall clock off by that
+        many seconds (libfaketime; the monotonic clock left true)."""
         offset = os.path.getsize(self.log)
+        env = None
+        if clock_offset_s is not None:
+            env = dict(os.environ, LD_PRELOAD=FAKETIME_LIBRARY, FAKETIME="%+ds" % clock_offset_s,
+                       FAKETIME_DONT_FAKE_MONOTONIC="1")
         with open(self.log, "ab") as log:
             self.replacement = subprocess.Popen(["ip", "netns", "exec", self.ns, *self.argv], stdout=log,
                                                 stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                                start_new_session=True)
+                                                start_new_session=True, env=env)
         self.pid = self.replacement.pid
         self.alive = True
 

@@ -19,6 +19,10 @@ Faults (README.md, "Faults"):
                       short inside its records, restarted
   storage-bitflip     kill -9 K, one bit flipped in the last 4 KiB of records of
                       that file, restarted
+  clock-offset        kill -9 K, restarted with its wall clock 5-60 s ahead or
+                      behind (libfaketime; monotonic clock true), and at the end
+                      kill -9 and restarted with the true clock (skipped, with
+                      the reason, where libfaketime is not installed)
 Node 1 is the publishers' node, so a third of the faults hit the node the
 clients use."""
 
@@ -29,8 +33,8 @@ import subprocess
 import threading
 
 NETWORK = ["partition-one", "partition-one-in", "partition-one-out", "partition-bridge", "loss"]
-PROCESS = ["pause", "kill", "storage-truncate", "storage-bitflip"]
-KILLS = ("kill", "storage-truncate", "storage-bitflip")
+PROCESS = ["pause", "kill", "storage-truncate", "storage-bitflip", "clock-offset"]
+KILLS = ("kill", "storage-truncate", "storage-bitflip", "clock-offset")
 LOSS_PERCENT = 30
 
 
@@ -67,6 +71,8 @@ def schedule(seed, seconds, nodes=3, warmup_s=4.0, quiet_s=15.0, kinds=None):
             originals.discard(target)
         if kind.startswith("storage-"):
             detail = {"pick": rng.random(), "bits": rng.randint(0, 7), "cut": rng.randint(1, 4096)}
+        if kind == "clock-offset":
+            detail = {"offset_s": rng.choice((-1, 1)) * rng.randint(5, 60)}
         faults.append({"id": len(faults) + 1, "at": round(at, 2), "fault": kind, "node": target,
                        "duration": round(duration, 2), "detail": detail})
         at += duration + rng.uniform(2.0, 5.0)
@@ -182,6 +188,10 @@ class Nemesis:
                 c.drop(node, other, LOSS_PERCENT)
         elif kind == "pause":
             c.nodes[node].pause()
+        elif kind == "clock-offset":
+            c.nodes[node].kill9()
+            c.nodes[node].restart(clock_offset_s=fault["detail"]["offset_s"])
+            return "n%d restarted with its wall clock %+d s off" % (node, fault["detail"]["offset_s"])
         elif kind in KILLS:
             c.nodes[node].kill9()
             if kind != "kill":
@@ -195,6 +205,9 @@ class Nemesis:
             self.cluster.heal_network()
         elif kind == "pause":
             self.cluster.nodes[node].resume()
+        elif kind == "clock-offset":
+            self.cluster.nodes[node].kill9()
+            self.cluster.nodes[node].restart()
         else:
             self.cluster.nodes[node].restart()
 
