@@ -4,12 +4,23 @@ runs, publishes, every anomaly class with the seeds it showed in, and
 availability per fault kind (publishes invoked during faults of that kind
 that were not acknowledged within the checker's ack timeout).
 
+With the histories of failed runs (kept in their directories), each
+anomaly is also attributed to the last fault that started before it (for a
+duplicate: before its second copy; for a loss: before the publish).
+
 usage: summarize.py DIR...   (each DIR holds seed-S/report.json)"""
 
+import collections
 import glob
 import json
 import os
 import sys
+
+sys.dont_write_bytecode = True
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+import checker  # noqa: E402
+import history  # noqa: E402
 
 
 def reports(dirs):
@@ -58,5 +69,47 @@ def main(dirs):
     print("%-20s %7s %8d %9d %7.3f" % ("(no fault)", "-", quiet[0], quiet[1], quiet[1] / quiet[0] if quiet[0] else 0))
 
 
+def attribute(dirs):
+    """{class: {fault: [count, set of seeds]}} over the kept histories."""
+    found = collections.defaultdict(lambda: collections.defaultdict(lambda: [0, set()]))
+    for directory in dirs:
+        for run in sorted(glob.glob(os.path.join(directory, "seed-*"))):
+            path = os.path.join(run, "history.jsonl")
+            if not os.path.exists(path):
+                continue
+            events = history.load(path)
+            report = checker.check(events)
+            starts = [(e["t"], e["fault"]) for e in events if e["op"] == "fault" and e.get("phase") == "start"]
+            copies = collections.defaultdict(list)
+            for e in events:
+                if e["op"] == "deliver":
+                    copies[(e["process"], e["msg"])].append(e["t"])
+            seed = run.rsplit("seed-", 1)[1]
+
+            def note(kind, t):
+                before = [name for start, name in starts if start <= t]
+                entry = found[kind][before[-1] if before else "(before any fault)"]
+                entry[0] += 1
+                entry[1].add(seed)
+
+            for x in report["lost"]:
+                note("lost", x["invoked_at"])
+            for x in report["duplicates_exactly_once"]:
+                note("duplicates_exactly_once", copies[(x["subscriber"], x["msg"])][1])
+            for x in report["order_violations"]:
+                note("order_violations", x["t"])
+            for x in report["stalls"]:
+                note("stalls", x["from"])
+    return found
+
+
+def print_attribution(dirs):
+    for kind, faults in attribute(dirs).items():
+        print("%s, by the last fault before each:" % kind)
+        for fault, (count, seeds) in sorted(faults.items(), key=lambda item: -item[1][0]):
+            print("  %-26s %5d in %d run(s): %s" % (fault, count, len(seeds), " ".join(sorted(seeds))))
+
+
 if __name__ == "__main__":
     main(sys.argv[1:] or ["."])
+    print_attribution(sys.argv[1:] or ["."])
