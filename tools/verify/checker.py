@@ -33,6 +33,8 @@ What it counts, per run (README.md says why each rule is what it is):
   `ack_timeout` seconds (failed or timed out); the same for the time outside
   every fault ("quiet").
 
+- sessions lost: a reconnect with clean start 0 answered session present 0
+  after the subscription was made (the messages it missed show as lost);
 - stalls (liveness, not validity): a subscriber that received nothing for
   more than `stall_s` seconds while messages promised to it were being
   acknowledged (at least one acknowledged in the gap).
@@ -263,6 +265,8 @@ def check(events, ack_timeout=5.0, stall_s=10.0):
         "duplicates_exactly_once": [], "duplicates_at_least_once": 0, "order_violations": [],
         "unverified_subscribers": [],
     }
+    report["sessions_lost"] = [{"subscriber": e["process"], "t": e["t"]} for e in events
+                               if e.get("op") == "session" and e.get("present") is False]
     by_subscriber = _deliveries_by_subscriber(deliveries, messages, report)
     _duplicates_and_order(by_subscriber, subscriptions, report)
     _lost(messages, subscriptions, by_subscriber, final_reads, report)
@@ -288,6 +292,8 @@ def summary(report):
     for stall in report["stalls"]:
         lines.append("stall: %(subscriber)s received nothing from %(from).1fs to %(to).1fs (%(seconds)s s) while "
                      "messages for it were acknowledged" % stall)
+    for lost_session in report["sessions_lost"]:
+        lines.append("session lost: %(subscriber)s reconnected at %(t).1fs to no session" % lost_session)
     if report["unverified_subscribers"]:
         lines.append("unverified subscribers (no final read): " + ", ".join(report["unverified_subscribers"]))
     for window in report["availability"]:

@@ -185,6 +185,10 @@ class Classes(unittest.TestCase):
             b.add("x", "info", "noop")
         self.assertEqual(b.final_read("s").check(stall_s=5.0)["stalls"], [])
 
+    def test_a_reconnect_to_no_session_is_reported(self):
+        b = Builder().subscribe("s").add("s", "info", "session", present=False).final_read("s")
+        self.assertEqual([x["subscriber"] for x in b.check()["sessions_lost"]], ["s"])
+
 
 class Payloads(unittest.TestCase):
     def test_round_trip(self):
