@@ -35,7 +35,7 @@ def main(dirs):
     totals = {"invoked": 0, "ok": 0, "unknown": 0, "fail": 0, "deliveries": 0, "recovered": 0,
               "duplicates_at_least_once": 0}
     anomalies = {"lost": {}, "unexpected": {}, "duplicates_exactly_once": {}, "order_violations": {},
-                 "unverified_subscribers": {}, "stalls": {}, "setup_error": {}, "nemesis_errors": {}}
+                 "unverified_subscribers": {}, "stalls": {}, "sessions_lost": {}, "setup_error": {}, "nemesis_errors": {}}
     kinds = {}
     quiet = [0, 0]
     for report in reports(dirs):
