@@ -187,6 +187,7 @@ class AmqpReceiver(_AmqpClient):
         self.last_delivery = time.monotonic()
         self.subscribed = threading.Event()
         self.final_reconnect = False
+        self.generation_before_final = None
         self.handler = _ReceiverHandler(self)
 
     def attach(self):

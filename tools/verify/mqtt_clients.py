@@ -231,6 +231,8 @@ class Subscriber(MqttClient):
         self.last_delivery = time.monotonic()
         self.received = set()
         self.sub_mid = None
+        self.final_reconnect = False  # set by reconnect_fresh, from another thread
+        self.generation_before_final = None
         self.client.on_message = self._on_message
         self.client.on_subscribe = self._on_subscribe
 
@@ -267,7 +269,7 @@ class Subscriber(MqttClient):
         self.final_reconnect = True
 
     def tick(self):
-        if getattr(self, "final_reconnect", False):
+        if self.final_reconnect:
             self.final_reconnect = False
             self.generation_before_final = self.connect_generation
             self._drop_socket()

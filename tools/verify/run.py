@@ -108,8 +108,8 @@ def final_read(subscribers, publishers, recorder, deadline_s=90.0, quiet_s=8.0):
         start = time.monotonic()
 
         def done(s=subscriber):
-            if s.connect_generation <= getattr(s, "generation_before_final", s.connect_generation + 1):
-                return False
+            if s.generation_before_final is None or s.connect_generation <= s.generation_before_final:
+                return False  # not reconnected since the request
             if acked <= s.received:
                 return True
             return time.monotonic() - max(s.last_delivery, s.connected_at) > quiet_s
