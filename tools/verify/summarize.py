@@ -75,8 +75,8 @@ def attribute(dirs):
     for directory in dirs:
         for run in sorted(glob.glob(os.path.join(directory, "seed-*"))):
             path = os.path.join(run, "history.jsonl")
-            if not os.path.exists(path):
-                continue
+            if not os.path.exists(path) or not os.path.exists(os.path.join(run, "report.json")):
+                continue  # passed (history removed) or still running
             events = history.load(path)
             report = checker.check(events)
             starts = [(e["t"], e["fault"]) for e in events if e["op"] == "fault" and e.get("phase") == "start"]
