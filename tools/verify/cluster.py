@@ -70,6 +70,10 @@ class Node:
         return run(["ip", "netns", "exec", self.ns, "nft", *words])
 
     def kill9(self):
+        """kill -9 and reap; a node already dead (a restart that failed) is left as it is."""
+        if not self.alive or (self.replacement is not None and self.replacement.poll() is not None):
+            self.alive = False
+            return
         if self.paused:
             self.resume()
         os.kill(self.pid, signal.SIGKILL)

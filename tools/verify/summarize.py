@@ -99,7 +99,8 @@ def attribute(dirs):
             for x in report["order_violations"]:
                 note("order_violations", x["t"])
             for x in report["stalls"]:
-                note("stalls", x["from"])
+                inside = [start for start, _ in starts if x["from"] <= start <= x["to"]]
+                note("stalls", inside[0] if inside else x["from"])  # the fault that began it
     return found
 
 
