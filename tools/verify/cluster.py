@@ -107,7 +107,11 @@ class Node:
                 log.seek(offset)
                 return b"estuaryd ready node=%d" % self.id in log.read()
 
-        wait_until("restarted node %d's ready line" % self.id, ready, deadline_s)
+        try:
+            wait_until("restarted node %d's ready line" % self.id, ready, deadline_s)
+        except RuntimeError:
+            self.alive = self.replacement.poll() is None
+            raise
 
     def pause(self):
         os.kill(self.pid, signal.SIGSTOP)
