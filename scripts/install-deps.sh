@@ -28,6 +28,7 @@ PACKAGES=(
   clang-14 libclang-rt-14-dev
   mosquitto mosquitto-clients python3-paho-mqtt
   curl procps iproute2 iputils-arping nftables
+  libfaketime  # tools/verify: the clock-offset fault (LD_PRELOAD, wall clock only)
   python3-uamqp python3-qpid-proton libauthen-scram-perl
   haproxy rabbitmq-server
   # Monitoring kit and plots (issue 25 points 7, 8): promtool checks the
