@@ -46,7 +46,7 @@ from proton.utils import BlockingConnection
 
 sys.dont_write_bytecode = True  # no __pycache__ in the source tree
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "support"))
-from estuary_process import DEADLINE, FAILURES, Estuaryd, check, metric  # noqa: E402
+from estuary_process import DEADLINE, FAILURES, Estuaryd, check, metric, wait_for  # noqa: E402
 from paho_client import PahoClient  # noqa: E402
 import paho.mqtt.client as mqtt  # noqa: E402
 
@@ -211,7 +211,7 @@ class SlowQos2Subscriber:
 
     def _on_message(self, client, userdata, message):
         self.delivered.append(message.payload.decode())
-        time.sleep(0.005)
+        time.sleep(0.005)  # pacing the application (its PUBCOMP waits), not a wait on a condition
 
     def connect(self, broker):
         self.connected.clear()
@@ -224,10 +224,11 @@ class SlowQos2Subscriber:
         check(self.subscribed.wait(DEADLINE), "to MQTT: the SUBACK")
 
     def wait(self, condition):
-        deadline = time.monotonic() + DEADLINE
-        while not condition() and time.monotonic() < deadline:
-            time.sleep(0.01)
-        return condition()
+        """True once `condition` holds, False after DEADLINE."""
+        try:
+            return bool(wait_for("the subscriber's deliveries", condition))
+        except AssertionError:
+            return False
 
     def stop(self, disconnect=True):
         if disconnect:
